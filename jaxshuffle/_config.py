@@ -1,0 +1,67 @@
+"""float64 policy and input-checking helpers shared by every module.
+
+jaxshuffle computes privacy bounds, so it never runs in float32: importing the
+package enables ``jax_enable_x64``, and every public entry point calls
+:func:`require_x64`, which refuses clearly if a user turned it off afterwards.
+
+Validation convention (one rule for the whole package):
+
+* Called eagerly (concrete inputs), bad input raises ``ValueError`` naming the
+  parameter and its valid range.
+* Under tracing (``jit``/``vmap``/``grad``), nothing can raise. Pair
+  constructors then encode an invalid point as NaN pair fields; the engine maps
+  any invalid point to ``Status.INVALID`` with the *no-claim* values: an
+  epsilon upper bound of ``+inf``, a lower bound of ``0``, a divergence of
+  ``+inf``. A NaN never reaches a result.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+
+def require_x64() -> None:
+    """Raise if JAX runs in 32-bit mode; bounds are only computed in float64."""
+    if not jax.config.read("jax_enable_x64"):
+        raise RuntimeError(
+            "jaxshuffle needs float64: jax_enable_x64 was turned off after import. "
+            "Re-enable it with jax.config.update('jax_enable_x64', True)."
+        )
+
+
+def f64(x) -> jax.Array:
+    """Convert to a float64 jax array (refusing 32-bit mode)."""
+    require_x64()
+    return jnp.asarray(x, dtype=jnp.float64)
+
+
+def is_concrete(*xs) -> bool:
+    """True when no argument is a tracer, so values can be inspected and errors raised."""
+    leaves = jax.tree_util.tree_leaves(xs)
+    return not any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+
+def check(condition, name: str, message: str) -> None:
+    """Raise ``ValueError(f"{name}: {message}")`` unless ``condition`` holds everywhere.
+
+    ``condition`` is a concrete boolean array; NaN inputs must make it False.
+    """
+    cond = np.asarray(condition)
+    if not cond.all():
+        bad = np.argwhere(~cond)
+        where = "" if cond.ndim == 0 else f" (first bad index {tuple(int(i) for i in bad[0])})"
+        raise ValueError(f"{name}: {message}{where}")
+
+
+def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:
+    """Broadcast shape of named arrays, or a ValueError naming them and their shapes."""
+    shapes = {k: np.shape(v) for k, v in arrays.items()}
+    try:
+        return np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        desc = ", ".join(f"{k}{list(s)}" for k, s in shapes.items())
+        raise ValueError(f"shapes do not broadcast: {desc}") from None

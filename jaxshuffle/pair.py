@@ -1,0 +1,227 @@
+"""The two-count pair: the one object every numerical bound in jaxshuffle runs on.
+
+``n`` users. The victim emits a marker ``(1,0)``, ``(0,1)`` or ``(0,0)`` with
+probabilities ``(u, v, w)`` under hypothesis P and ``(v, u, w)`` under Q. Each of
+the ``n - 1`` other users independently emits ``(1,0)`` w.p. ``r0``, ``(0,1)``
+w.p. ``r1`` and ``(0,0)`` otherwise. The observation is the total count ``(a, b)``::
+
+    M(a,b) = (n-1)!/(a! b! (n-1-a-b)!) r0^a r1^b (1-r0-r1)^(n-1-a-b)
+    P(a,b) = u M(a-1,b) + v M(a,b-1) + w M(a,b)
+    Q(a,b) = v M(a-1,b) + u M(a,b-1) + w M(a,b)
+
+(``shared/MATH.md`` section 1.) The constructors below produce the pairs of the
+variation-ratio paper (Wang et al., VLDB 2024) and of the clone reductions.
+
+Soundness: only pairs with ``w == 0`` give certified *upper* bounds. The paper's
+Theorem 4.7 pair with ``beta`` below the worst case ``(p-1)/(p+1)`` has ``w > 0``
+and is **not** a valid upper bound (MATH.md section 5: n = 2, 3-ary RR,
+eps0 = 1, delta = 0.01 has exact eps 0.969408 > 0.914553). Such pairs are
+computed, labelled ``certified = False``, never reported as a guarantee.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
+
+Bound = Literal["upper", "lower"]
+
+# A beta within this relative distance of the worst case (p-1)/(p+1) is snapped to it:
+# rounding must not make a worst-case randomizer look like w > 0 (uncertified). Raising
+# beta is the safe side: the worst-case pair dominates every beta.
+_WORST_CASE_SNAP = 1e-12
+# u + v + w must equal 1 up to this absolute slack in a custom pair.
+_SUM_TOL = 1e-12
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TwoCountPair:
+    """Probabilities of the two-count pair; fields broadcast over any batch shape.
+
+    Attributes:
+      u, v, w: the victim's marker probabilities under P (swapped u <-> v under Q).
+      r0, r1: each other user's probability of marker (1,0), (0,1).
+      bound: ``"upper"`` if the pair dominates the shuffled mechanism (its epsilon
+        is an upper bound when ``w == 0``), ``"lower"`` if the mechanism dominates
+        the pair (Theorem 5.1: its epsilon is a lower bound).
+      source: short label of the theorem or reduction that produced the pair.
+    """
+
+    u: jax.Array
+    v: jax.Array
+    w: jax.Array
+    r0: jax.Array
+    r1: jax.Array
+    bound: Bound = dataclasses.field(default="upper", metadata=dict(static=True))
+    source: str = dataclasses.field(default="custom", metadata=dict(static=True))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return jnp.broadcast_shapes(*(jnp.shape(x) for x in self.arrays()))
+
+    def arrays(self) -> tuple[jax.Array, ...]:
+        return (self.u, self.v, self.w, self.r0, self.r1)
+
+    @property
+    def certified(self) -> jax.Array:
+        """Boolean array: True where the pair's epsilon is a *sound* upper bound.
+
+        That needs an upper-bound pair with ``w == 0`` (MATH.md section 5).
+        """
+        if self.bound != "upper":
+            return jnp.zeros(self.shape, dtype=bool)
+        return jnp.broadcast_to(self.w == 0.0, self.shape)
+
+    def max_ratio(self) -> jax.Array:
+        """Largest likelihood ratio max(P/Q, Q/P) over outcomes: ``max(u/v, v/u)`` (inf if one is 0).
+
+        ``D_t = 0`` in both directions for ``t >= max_ratio``, so ``log`` of it bounds epsilon.
+        """
+        hi = jnp.maximum(self.u, self.v)
+        lo = jnp.minimum(self.u, self.v)
+        return jnp.where(hi == 0.0, 1.0, jnp.where(lo == 0.0, jnp.inf, hi / jnp.where(lo == 0.0, 1.0, lo)))
+
+    def broadcast(self) -> "TwoCountPair":
+        shape = self.shape
+        return dataclasses.replace(
+            self, **{k: jnp.broadcast_to(getattr(self, k), shape) for k in ("u", "v", "w", "r0", "r1")}
+        )
+
+
+def pair_validity(pair: TwoCountPair) -> jax.Array:
+    """Boolean array, True where the pair's fields are a probability model (jit-safe)."""
+    u, v, w, r0, r1 = pair.arrays()
+    ok = (u >= 0) & (v >= 0) & (w >= 0) & (r0 >= 0) & (r1 >= 0)
+    ok = ok & (jnp.abs(u + v + w - 1.0) <= _SUM_TOL) & (r0 + r1 <= 1.0)
+    return jnp.broadcast_to(ok, pair.shape)  # NaN compares False everywhere
+
+
+def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "custom") -> TwoCountPair:
+    """A pair from raw probabilities, validated when called eagerly.
+
+    Requirements: ``u, v, w >= 0`` with ``u + v + w = 1``; ``r0, r1 >= 0`` with
+    ``r0 + r1 <= 1``.
+    """
+    u, v, w, r0, r1 = (f64(x) for x in (u, v, w, r0, r1))
+    broadcast_shapes_or_raise(u=u, v=v, w=w, r0=r0, r1=r1)
+    pair = TwoCountPair(u, v, w, r0, r1, bound=bound, source=source)
+    if is_concrete(pair):
+        for name, x in zip(("u", "v", "w", "r0", "r1"), pair.arrays()):
+            check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
+        check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1")
+        check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1")
+    return pair
+
+
+def _validate_vr(p, beta, qs: dict) -> None:
+    check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols; NaN is not)")
+    worst = jnp.where(jnp.isinf(p), 1.0, (p - 1) / (p + 1))
+    check((beta >= 0) & (beta <= worst * (1 + _WORST_CASE_SNAP)), "beta",
+          "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)")
+    for name, q in qs.items():
+        check(q >= 1, name, "must be >= 1 (NaN is not)")
+
+
+def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
+    """Variation-ratio pair of a local randomizer with parameters ``(p, beta, q)``.
+
+    With ``q``: the paper's Theorem 4.7 reduction, ``alpha = beta/(p-1)``::
+
+        u = p alpha, v = alpha, w = 1 - (p+1) alpha, r0 = r1 = alpha p / q.
+
+    Only sound (``certified``) when ``beta = (p-1)/(p+1)`` (then ``w = 0``); for
+    smaller beta it is the paper's bound, reported but not certified (MATH.md section 5).
+
+    With ``q0=..., q1=...`` (and ``p`` read as the Theorem 5.1 ratio ``p0``): the
+    lower-bound pair of Theorem 5.1, ``r0 = alpha p/q0``, ``r1 = alpha p/q1``; its
+    epsilon is a lower bound on the shuffled mechanism's epsilon.
+
+    ``p = inf`` (multi-message rows of Table 4) gives ``alpha = 0``, ``alpha p = beta``:
+    ``u = beta, v = 0, w = 1 - beta, r = beta/q``.
+
+    Raises ValueError (eagerly) if ``p < 1``, ``beta`` is outside
+    ``[0, (p-1)/(p+1)]``, any ``q < 1``, or the others' marker probabilities exceed 1
+    in total. Under tracing, invalid points become NaN fields (engine status INVALID).
+    """
+    lower = q is None
+    if lower and (q0 is None or q1 is None):
+        raise ValueError("q: give q (Theorem 4.7 upper pair) or both q0 and q1 (Theorem 5.1 lower pair)")
+    if not lower and (q0 is not None or q1 is not None):
+        raise ValueError("q: give either q or (q0, q1), not both")
+    p, beta = f64(p), f64(beta)
+    qs = {"q0": f64(q0), "q1": f64(q1)} if lower else {"q": f64(q)}
+    broadcast_shapes_or_raise(p=p, beta=beta, **qs)
+    concrete = is_concrete(p, beta, *qs.values())
+    if concrete:
+        _validate_vr(p, beta, qs)
+
+    inf_p = jnp.isinf(p)
+    worst = jnp.where(inf_p, 1.0, (p - 1) / (p + 1))
+    if not lower:  # raising beta is the safe side only for an upper-bound pair
+        beta = jnp.where(beta >= worst * (1 - _WORST_CASE_SNAP), worst, beta)
+    safe_pm1 = jnp.where(inf_p | (p == 1), 1.0, p - 1)
+    alpha = jnp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
+    alpha_p = jnp.where(inf_p, beta, alpha * jnp.where(inf_p, 1.0, p))  # beta p/(p-1)
+    worst_case = (beta == worst) & (not lower)
+    # At the worst case, write the clone probabilities exactly so that w == 0 holds exactly.
+    u = jnp.where(worst_case, jnp.where(inf_p, 1.0, p / (p + 1)), alpha_p)
+    v = jnp.where(worst_case, jnp.where(inf_p, 0.0, 1 / (p + 1)), alpha)
+    w = jnp.where(worst_case, 0.0, 1.0 - alpha_p - alpha)
+    if lower:
+        r0, r1 = alpha_p / qs["q0"], alpha_p / qs["q1"]
+    else:
+        r0 = r1 = alpha_p / qs["q"]
+    if concrete:
+        check(r0 + r1 <= 1.0, "q" if not lower else "q0, q1",
+              "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1")
+    else:
+        bad = ~((p >= 1) & (beta >= 0) & (beta <= worst) & (r0 + r1 <= 1.0))
+        for q_ in qs.values():
+            bad = bad | ~(q_ >= 1)
+        u, v, w, r0, r1 = (jnp.where(bad, jnp.nan, x) for x in (u, v, w, r0, r1))
+    if lower:
+        return TwoCountPair(u, v, w, r0, r1, bound="lower", source="vr-thm5.1")
+    return TwoCountPair(u, v, w, r0, r1, bound="upper", source="vr-thm4.7")
+
+
+def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
+    eps0 = f64(eps0)
+    if is_concrete(eps0):
+        check(eps0 >= 0, "eps0", "must be >= 0 (NaN is not)")
+    else:
+        eps0 = jnp.where(eps0 >= 0, eps0, jnp.nan)
+    p = jnp.exp(eps0)
+    u = jnp.where(jnp.isinf(p), 1.0, p / (p + 1))
+    v = 1.0 / (p + 1)
+    r = r_of_p(p)
+    return TwoCountPair(u, v, jnp.zeros_like(u), r, r, bound="upper", source=source)
+
+
+def stronger_clone_pair(eps0) -> TwoCountPair:
+    """Stronger clone (Feldman, McMillan, Talwar 2023) for an eps0-LDP randomizer.
+
+    ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = 1/(p+1)`` with ``p = e^eps0``; equal
+    to ``vr_pair(p, (p-1)/(p+1), p)``. Sound (certified) upper bound.
+    """
+    return _clone_pair(eps0, lambda p: 1.0 / (p + 1), "stronger-clone")
+
+
+def standard_clone_pair(eps0) -> TwoCountPair:
+    """Standard clone (Feldman, McMillan, Talwar 2021) for an eps0-LDP randomizer.
+
+    ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = e^-eps0 / 2``. Sound upper bound,
+    looser than the stronger clone.
+    """
+    return _clone_pair(eps0, lambda p: 0.5 / p, "standard-clone")
+
+
+def as_numpy(pair: TwoCountPair) -> tuple[np.ndarray, ...]:
+    """The broadcast fields as float64 numpy arrays (for eager planning and references)."""
+    return tuple(np.asarray(x, dtype=np.float64) for x in pair.broadcast().arrays())
