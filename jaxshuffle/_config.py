@@ -40,9 +40,20 @@ def f64(x) -> jax.Array:
 
 
 def is_concrete(*xs) -> bool:
-    """True when no argument is a tracer, so values can be inspected and errors raised."""
+    """True when every argument has a known value (eager, or the primal under grad/jvp)."""
     leaves = jax.tree_util.tree_leaves(xs)
-    return not any(isinstance(x, jax.core.Tracer) for x in leaves)
+    return all(not isinstance(x, jax.core.Tracer) or x.to_concrete_value() is not None for x in leaves)
+
+
+def concrete(x, what: str) -> np.ndarray:
+    """The value of ``x`` as numpy (the primal under grad/jvp); TypeError under jit."""
+    if isinstance(x, jax.core.Tracer):
+        value = x.to_concrete_value()
+        if value is None:
+            raise TypeError(f"{what} needs concrete inputs to plan its static windows; "
+                            "inside jit use the *_with_plan functions")
+        x = value
+    return np.asarray(x)
 
 
 def check(condition, name: str, message: str) -> None:

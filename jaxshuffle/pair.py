@@ -179,13 +179,16 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     else:
         r0 = r1 = alpha_p / qs["q"]
     if concrete:
-        check(r0 + r1 <= 1.0, "q" if not lower else "q0, q1",
+        check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1",
               "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1")
     else:
-        bad = ~((p >= 1) & (beta >= 0) & (beta <= worst) & (r0 + r1 <= 1.0))
+        bad = ~((p >= 1) & (beta >= 0) & (beta <= worst) & (r0 + r1 <= 1.0 + _SUM_TOL))
         for q_ in qs.values():
             bad = bad | ~(q_ >= 1)
         u, v, w, r0, r1 = (jnp.where(bad, jnp.nan, x) for x in (u, v, w, r0, r1))
+    # r0 + r1 = 1 exactly is legitimate (e.g. the binary-RR lower pair); rounding may overshoot it.
+    excess = jnp.maximum(r0 + r1, 1.0)
+    r0, r1 = r0 / excess, r1 / excess
     if lower:
         return TwoCountPair(u, v, w, r0, r1, bound="lower", source="vr-thm5.1")
     return TwoCountPair(u, v, w, r0, r1, bound="upper", source="vr-thm4.7")

@@ -1,0 +1,451 @@
+"""Hockey-stick divergence of the two-count pair in O(window) time, with a certificate.
+
+For ``t = e^eps >= 1`` and one direction ``D_t(P||Q) = sum_{a,b} max(0, P - tQ)``
+(``shared/MATH.md`` section 2; the paper's Theorem 4.8 / Proposition I.1,
+corrected). For a fixed total ``c' = a + b`` the sign of ``P - tQ`` is the sign of::
+
+    S(a, c') = (u - t v) a r1 + (v - t u) (c' - a) r0 + (1 - t) w (n - c') r0 r1 / (1 - r0 - r1)
+
+(``P/M(a,b)`` scaled by ``r0 r1 (n-c')/(1-r0-r1)``), which is affine in ``a``. When its
+slope ``A = (u - tv) r1 - (v - tu) r0`` is negative, relabelling the two markers
+(``u <-> v``, ``r0 <-> r1``) makes it positive, so the region is always ``a >= k_{c'}``.
+Grouping cells by the others' count ``c ~ Binom(n-1, r0+r1)`` with
+``a | c ~ Binom(c, rho)``, ``rho = r0/(r0+r1)``::
+
+    D_t(P||Q) = sum_c W_c [ (u - t v) b_c(k_{c+1} - 1) + (1-t)(u+v) SF_c(k_{c+1}) + (1-t) w SF_c(k_c) ]
+
+and ``D_t(Q||P)`` is the same with ``r0 <-> r1``. ``k_{c'}`` comes from ``S`` and is then
+re-tested with ``S`` evaluated cell-wise (at ``a = c'`` it is exact), which keeps the
+infinite-loss cell at ``p = inf``.
+
+Tails along the window follow from pmfs: with ``T_c = SF_c(k_c)``::
+
+    T_{c+1} = T_c - sum_{j between k_c and k_{c+1}} b_c(j) + rho b_c(k_{c+1} - 1)
+
+summed within blocks anchored by one continued-fraction tail each (``_binomial.log_sf``).
+
+Certificate. Every returned divergence comes with ``lower <= D <= upper`` where the
+band accounts for (i) the relative errors ``REL_ERR`` of each pmf and ``REL_TAIL`` of each
+continued-fraction tail (the tests check the routines are 10x better), (ii) rounding of every sum, (iii) the cells
+outside the window: the sum over complete cells inside the window is a lower bound,
+and the dropped probability, bounded by Chernoff's ``exp(-N KL(m/N || pi))``, is
+added to the upper side, (iv) flushing of subnormal terms, (v) the floor ``R_FLOOR``
+on ``r0, r1``. For ``t < 1``, ``D_t = (1-t) + t D_{1/t}`` of the reversed pair.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle import _binomial
+from jaxshuffle._config import broadcast_shapes_or_raise, check, concrete, f64, require_x64
+from jaxshuffle.pair import TwoCountPair
+
+REL_ERR = 1e-10  # budget for the relative error of one pmf value (tests: 10x better)
+REL_TAIL = 1e-8  # budget for the relative error of one continued-fraction tail (tests: 10x better)
+_ULP = 2.3e-16  # bound on float64 rounding per operation (2 u)
+_FLUSH = 2.3e-308  # a flushed (subnormal) term is below this
+R_FLOOR = 1e-150  # r0, r1 are raised to this; the change in D is bounded and added
+_INV_S_MAX = 1e200  # stands for 1/(1-r0-r1) when that is 0 (only ever multiplies 0 or dominates)
+_MIN_BLOCK = 512
+
+
+class Plan(NamedTuple):
+    """Static shape of one compiled divergence program.
+
+    window: number of others' counts ``c`` summed (a power of two).
+    block: chain block length; one continued-fraction tail anchors each block.
+    max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
+    symmetric: all points have ``r0 == r1``, so one direction gives both.
+    """
+
+    window: int
+    block: int
+    max_step: int
+    symmetric: bool
+
+
+class Divergence(NamedTuple):
+    """max(D_t(P||Q), D_t(Q||P)) with its certified band ``lower <= D <= upper``."""
+
+    value: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+    q_mass: jax.Array  # -dD/dt of the larger direction (for Newton and implicit gradients)
+    step_overflow: jax.Array  # True where |k_{c+1}-k_c| exceeded plan.max_step (band is +inf then)
+
+
+# ----------------------------------------------------------------------------------------
+# Window planning (eager, numpy): which counts c carry the binomial mass.
+
+
+def _kl(a, pi):
+    """Bernoulli KL(a || pi), elementwise, numpy; 0 log 0 = 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = np.where(a > 0, a * np.log(a / pi), 0.0)
+        t2 = np.where(a < 1, (1 - a) * np.log((1 - a) / (1 - pi)), 0.0)
+    return t1 + t2
+
+
+def _needed_halfwidth(N, pi, tol):
+    """Smallest h with Chernoff bounds on P[C >= mu+h] and P[C <= mu-h] each <= tol/2."""
+    mu = N * pi
+    lo, hi = np.zeros_like(mu), np.maximum(N, 1.0)
+    target = np.log(tol / 2)
+    for _ in range(64):
+        h = 0.5 * (lo + hi)
+        up = np.minimum(mu + h, N)
+        dn = np.maximum(mu - h, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lu = np.where(up >= N, -np.inf, -N * _kl(up / N, pi))
+            ld = np.where(dn <= 0, -np.inf, -N * _kl(dn / N, pi))
+        ok = (lu <= target) & (ld <= target)
+        hi = np.where(ok, h, hi)
+        lo = np.where(ok, lo, h)
+    return np.ceil(hi) + 2
+
+
+def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Window length (power of two) and first count ``c_lo`` for each point.
+
+    The window ``[c_lo, c_lo + L)`` of ``C ~ Binom(n-1, r_sum)`` leaves out at most
+    ``tol`` probability (Chernoff), or covers ``0..n-1`` entirely.
+    """
+    N = n - 1.0
+    pi = np.clip(r_sum, 2 * R_FLOOR, 1.0)
+    width = 2 * _needed_halfwidth(N, np.minimum(pi, 1 - 1e-16), np.broadcast_to(tol, N.shape))
+    width = np.minimum(width, n)
+    L = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(width, 1.0)))).astype(np.int64)
+    c_lo = np.clip(np.floor(N * pi) - L // 2, 0, np.maximum(n - L, 0))
+    return L, c_lo
+
+
+def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
+    """Eager estimate of max |k_{c'+1} - k_{c'}| over t in [t_lo, t_hi] (both directions)."""
+    ts = np.exp(np.linspace(np.log(t_lo), np.log(np.minimum(t_hi, 1e300)), 33))  # (33, B)
+    r0 = np.maximum(r0, R_FLOOR)
+    r1 = np.maximum(r1, R_FLOOR)
+    s = 1 - r0 - r1
+    inv_s = np.where(s > 0, 1 / np.where(s > 0, s, 1.0), _INV_S_MAX)
+    worst = np.zeros(np.shape(u))
+    for a0, a1 in ((r0, r1), (r1, r0)):
+        A = (u - ts * v) * a1 - (v - ts * u) * a0
+        num = (ts * u - v) * a0 + (1 - ts) * w * a0 * a1 * inv_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.abs(np.where(A != 0, num / np.where(A != 0, A, 1.0), 0.0))
+        worst = np.maximum(worst, np.nanmax(np.minimum(slope, 1e6), axis=0))
+    return np.ceil(worst).astype(np.int64) + 1
+
+
+# ----------------------------------------------------------------------------------------
+# The kernel: one point, one direction, t >= 1.
+
+
+def _pmf_neighbourhood(c, k, rho, rho_c, lo: int, hi: int):
+    """``log b_c(k + o)`` for offsets ``o = lo..hi`` from one Loader pmf and exact ratios.
+
+    ``b(j+1)/b(j) = (c-j) rho / ((j+1) rho_c)``; the base index is clipped into ``[0, c]``
+    so that it is in the support (``k`` may be ``c + 1``). Shape ``k.shape + (hi-lo+1,)``.
+    """
+    base = jnp.clip(k, 0.0, c)
+    lb = _binomial.log_pmf(c, base, rho, rho_c)
+    shift = (k - base)[..., None]
+    offs = jnp.arange(lo - 1, hi + 2, dtype=jnp.float64)  # base offsets needed, with margin
+    j = base[..., None] + offs
+    cc = c[..., None]
+    # Ratio of neighbours in linear space (each factor is within [1e-20, 1e20] for n <= 1e9):
+    # up[j] = b(j+1)/b(j) for j >= base, down[j] = b(j)/b(j+1) for j < base; zero outside [0, c].
+    up = jnp.maximum(cc - j, 0.0) * rho / ((j + 1.0) * rho_c)
+    down = jnp.maximum(j + 1.0, 0.0) * rho_c / (jnp.where(cc > j, cc - j, 1.0) * rho)
+    ratio = jnp.where(offs >= 0, up, down)
+    pos = jnp.where(offs >= 0, ratio, 1.0)
+    prod_up = jnp.cumprod(pos, axis=-1)  # exclusive product over base..j-1, by shifting
+    prod_up = jnp.concatenate([jnp.ones_like(prod_up[..., :1]), prod_up[..., :-1]], axis=-1)
+    neg = jnp.where(offs < 0, ratio, 1.0)
+    prod_down = jnp.flip(jnp.cumprod(jnp.flip(neg, -1), axis=-1), -1)  # product over j..base-1
+    prod = jnp.where(offs >= 0, prod_up, prod_down)
+    log_b = lb[..., None] + jnp.where(prod > 0, jnp.log(jnp.where(prod > 0, prod, 1.0)), -jnp.inf)
+    log_b = jnp.where((j < 0) | (j > cc), -jnp.inf, log_b)
+    # Select offsets relative to k (= base + shift): o in [lo, hi] -> base offset o + shift.
+    want = jnp.arange(lo, hi + 1, dtype=jnp.float64) + shift
+    idx = (want - (lo - 1)).astype(jnp.int32)
+    return jnp.take_along_axis(log_b, idx, axis=-1)
+
+
+@jax.custom_jvp
+def _anchor_sf(c, k, rho, rho_c, log_b_k, log_b_km1):
+    """P[Bin(c, rho) >= k] by the continued fraction; derivative d/drho = c b_{c-1}(k-1) = k b_c(k)/rho."""
+    return jnp.exp(_binomial.log_sf_given_pmf(c, k, rho, rho_c, log_b_k, log_b_km1))
+
+
+@_anchor_sf.defjvp
+def _anchor_sf_jvp(primals, tangents):
+    c, k, rho, rho_c, log_b_k, log_b_km1 = primals
+    _, _, drho, drho_c, _, _ = tangents
+    val = _anchor_sf(*primals)
+    # c b_{c-1}(k-1; rho) = k b_c(k)/rho = (c-k+1) b_c(k-1)/rho_c; pick the form without 0/0.
+    dens = jnp.where(rho >= rho_c, k * jnp.exp(log_b_k) / jnp.where(rho > 0, rho, 1.0),
+                     (c - k + 1.0) * jnp.exp(log_b_km1) / jnp.where(rho_c > 0, rho_c, 1.0))
+    dens = jnp.where((k >= 1) & (k <= c), dens, 0.0)
+    return val, dens * 0.5 * (drho - drho_c)  # rho + rho_c = 1: move along that line
+
+
+def _thresholds(u, v, w, r0, r1, n, t, cprime, inv_s):
+    """k_{c'} = min{a in [0, c'] : S(a, c') > 0} (c'+1 if none), for slope A >= 0."""
+    A = (u - t * v) * r1 - (v - t * u) * r0
+    g = ((1.0 - t) * w) * ((n - cprime) * (r0 * r1)) * inv_s
+
+    def S(a):
+        return (u - t * v) * a * r1 + (v - t * u) * (cprime - a) * r0 + g
+
+    s0 = S(jnp.zeros_like(cprime))
+    low = jnp.where(A > 0, -s0 / jnp.where(A > 0, A, 1.0), jnp.where(s0 > 0, -1.0, jnp.inf))
+    k = jnp.clip(jnp.floor(jnp.clip(low, -1.0, cprime + 1.0)) + 1.0, 0.0, cprime + 1.0)
+    for _ in range(2):  # low carries rounding: re-test the sign cell-wise at the boundary
+        k = jnp.where((k >= 1.0) & (S(k - 1.0) > 0), k - 1.0, k)
+        k = jnp.where((k <= cprime) & (S(k) <= 0), k + 1.0, k)
+    return k
+
+
+def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
+    """Window sum for D_t(P||Q), t >= 1. Returns (value, err, partial_last, q_mass, overflow)."""
+    flip = (u - t * v) * r1 - (v - t * u) * r0 < 0
+    u, v = jnp.where(flip, v, u), jnp.where(flip, u, v)
+    r0, r1 = jnp.where(flip, r1, r0), jnp.where(flip, r0, r1)
+    s = 1.0 - r0 - r1
+    inv_s = jnp.where(s > 0, jnp.minimum(1.0 / jnp.where(s > 0, s, 1.0), _INV_S_MAX), _INV_S_MAX)
+    rho = r0 / (r0 + r1)
+    rho_c = r1 / (r0 + r1)
+
+    L, B, M = plan.window, plan.block, plan.max_step
+    nb = L // B
+    idx = jnp.arange(L + 1, dtype=jnp.float64)
+    c_all = c_lo + idx  # counts c_lo .. c_lo + L (the last one only anchors the last block)
+    k_all = _thresholds(u, v, w, r0, r1, n, t, c_all, inv_s)
+    kc, kn = k_all[:L], k_all[1:]
+    c = c_all[:L]
+    live = c <= n - 1.0
+    m = kn - kc
+    overflow = jnp.any(live & (jnp.abs(m) > M))
+    m = jnp.clip(m, -M, M)
+
+    # log b_c(k_c + o), o = -(M+1)..M: covers beta = b(k_{c+1}-1) and every Delta term.
+    log_b = _pmf_neighbourhood(c_all, k_all, rho, rho_c, -(M + 1), M)
+    offs = jnp.arange(-(M + 1), M + 1, dtype=jnp.float64)
+    pmf = jnp.exp(log_b[:L])
+    beta = jnp.sum(jnp.where(offs[None, :] == (m - 1.0)[:, None], pmf, 0.0), axis=1)
+    between = (offs[None, :] >= jnp.minimum(m, 0.0)[:, None]) & (offs[None, :] < jnp.maximum(m, 0.0)[:, None])
+    terms = jnp.where(between, pmf, 0.0).sum(axis=1)
+    delta_k = jnp.sign(m) * terms  # SF_c(k_c) - SF_c(k_{c+1})
+    incr = rho * beta - delta_k  # T_{c+1} - T_c
+    incr_abs = rho * beta + terms
+
+    # Anchors at both ends of every block; per count, the chain with the smaller error bound.
+    ca, ka = c_all[::B], k_all[::B]
+    anchors = _anchor_sf(ca, ka, rho, rho_c, log_b[::B, M + 1], log_b[::B, M])
+    a_start, a_end = anchors[:nb, None], anchors[1:, None]
+    blk = lambda x: x.reshape(nb, B)  # noqa: E731
+    pre = jnp.cumsum(blk(incr), axis=1) - blk(incr)
+    pre_abs = jnp.cumsum(blk(incr_abs), axis=1) - blk(incr_abs)
+    suf = jnp.flip(jnp.cumsum(jnp.flip(blk(incr), 1), axis=1), 1)
+    suf_abs = jnp.flip(jnp.cumsum(jnp.flip(blk(incr_abs), 1), axis=1), 1)
+    fwd, bwd = a_start + pre, a_end - suf
+    err_fwd = REL_TAIL * a_start + REL_ERR * pre_abs + B * _ULP * (a_start + pre_abs)
+    err_bwd = REL_TAIL * a_end + REL_ERR * suf_abs + B * _ULP * (a_end + suf_abs)
+    use_fwd = err_fwd <= err_bwd
+    T = jnp.clip(jnp.where(use_fwd, fwd, bwd).reshape(L), 0.0, 1.0)
+    err_T = jnp.minimum(err_fwd, err_bwd).reshape(L)
+    U = jnp.clip(T - delta_k, 0.0, 1.0)
+    err_U = err_T + REL_ERR * terms
+
+    W = jnp.where(live, W, 0.0)
+    unmarked_on = jnp.where((idx[:L] == 0) & (c_lo > 0), 0.0, 1.0)  # partial cell c' = c_lo dropped
+    marked = W * ((u - t * v) * beta + (1.0 - t) * (u + v) * U)
+    unmarked = W * (1.0 - t) * w * T * unmarked_on
+    value = jnp.sum(marked + unmarked)
+    abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
+    chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
+    err = (2 * REL_ERR + (L + 8) * _ULP) * abs_sum + chain_err + 4 * L * _FLUSH
+    q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
+    last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
+    partial_last = jnp.where(last_live, jnp.maximum(marked[L - 1], 0.0), 0.0)
+    return value, err, partial_last, q_mass, overflow
+
+
+def _chernoff_outside(n, pi, c_lo, L):
+    """Upper bound on P[C <= c_lo - 1 + [c_lo>0]] + P[C >= c_lo + L], C ~ Binom(n-1, pi) (see module doc)."""
+    N = n - 1.0
+    pi_c = 1.0 - pi
+
+    def log_bound(m):  # log of Chernoff bound on the tail beyond m (toward it from the mean)
+        a = jnp.clip(m / jnp.maximum(N, 1.0), 1e-300, 1.0 - 1e-16)
+        kl = a * jnp.log(a / pi) + (1.0 - a) * jnp.log1p(-a) - (1.0 - a) * jnp.log(pi_c)
+        return -N * kl * (1.0 - 1e-10)
+
+    hi_edge = c_lo + L  # P[C >= c_lo + L]
+    up = jnp.where(hi_edge > N, 0.0, jnp.where(hi_edge > N * pi, jnp.exp(log_bound(hi_edge)), 1.0))
+    up = jnp.where(hi_edge == N, jnp.exp(N * jnp.log(pi)) * (1 + 1e-10), up)  # exact P[C = N]
+    lo_edge = c_lo  # P[C <= c_lo] (cells with 1 <= c' <= c_lo)
+    dn = jnp.where(c_lo <= 0, 0.0, jnp.where(lo_edge < N * pi, jnp.exp(log_bound(lo_edge)), 1.0))
+    return up + dn
+
+
+def window_weights(n, r0, r1, c_lo, plan: Plan):
+    """W_c = P[Binom(n-1, r0+r1) = c] over the window (r floored as in the kernel)."""
+    pi = jnp.maximum(r0, R_FLOOR) + jnp.maximum(r1, R_FLOOR)
+    c = c_lo + jnp.arange(plan.window, dtype=jnp.float64)
+    return jnp.exp(_binomial.log_pmf(n - 1.0, c, pi, 1.0 - pi))
+
+
+def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
+    """Certified max-direction divergence at one point (scalars). See module docstring.
+
+    ``W`` (from :func:`window_weights`) may be passed when the same point is evaluated
+    at many ``eps``, as in the search.
+    """
+    valid = (u >= 0) & (v >= 0) & (w >= 0) & (jnp.abs(u + v + w - 1) <= 1e-12)
+    valid = valid & (r0 >= 0) & (r1 >= 0) & (r0 + r1 <= 1) & (n >= 1) & ~jnp.isnan(eps)
+    safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
+    u, v, w = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0)
+    r0, r1, n, eps = safe(r0, 0.25), safe(r1, 0.25), safe(n, 1.0), safe(eps, 0.0)
+
+    big = eps >= 0
+    t = jnp.exp(jnp.abs(eps))  # work at t >= 1; t < 1 maps through D_t = (1-t) + t D_{1/t}
+    r0f, r1f = jnp.maximum(r0, R_FLOOR), jnp.maximum(r1, R_FLOOR)
+    perturb = (1.0 + t) * (n - 1.0) * ((r0f - r0) + (r1f - r1))
+    pi = r0f + r1f
+    if W is None:
+        W = window_weights(n, r0, r1, c_lo, plan)
+
+    one = functools.partial(_one_direction, u, v, w, n=n, t=t, c_lo=c_lo, W=W, plan=plan)
+    if plan.symmetric:
+        val, err, part, qm, ovf = one(r0f, r1f)
+    else:
+        val, err, part, qm, ovf = jax.vmap(one)(jnp.stack([r0f, r1f]), jnp.stack([r1f, r0f]))
+        best = jnp.argmax(val)
+        qm = qm[best]
+        lo_dir = jnp.max(val - err - part)
+        hi_dir = jnp.max(val + err)
+        val, ovf = jnp.max(val), jnp.any(ovf)
+    if plan.symmetric:
+        lo_dir, hi_dir = val - err - part, val + err
+    outside = _chernoff_outside(n, pi, c_lo, plan.window)
+    lo_dir = jnp.maximum(lo_dir - perturb, 0.0)
+    hi_dir = jnp.minimum(hi_dir + outside + perturb, 1.0)
+    hi_dir = jnp.where(ovf, jnp.inf, hi_dir)
+    lo_dir = jnp.where(ovf, 0.0, lo_dir)
+    # Back to t < 1 where eps < 0 (here t is 1/t_original).
+    ti = 1.0 / t
+    value = jnp.where(big, val, (1.0 - ti) + ti * val)
+    lower = jnp.where(big, lo_dir, (1.0 - ti) + ti * lo_dir)
+    upper = jnp.where(big, hi_dir, jnp.minimum((1.0 - ti) + ti * hi_dir, 1.0))
+    inv = ~valid
+    return Divergence(
+        value=jnp.where(inv, jnp.inf, value),
+        lower=jnp.where(inv, 0.0, lower),
+        upper=jnp.where(inv, jnp.inf, upper),
+        q_mass=jnp.where(inv, 0.0, qm),
+        step_overflow=ovf & valid,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
+    """Jittable core over a flat batch: ``pair_arrays = (u, v, w, r0, r1)``, each shape (B,).
+
+    ``n, eps, c_lo`` float64 of shape (B,); ``plan`` static (see :func:`plan_for`).
+    Invalid points give ``value = upper = inf, lower = 0`` (package convention).
+    """
+    f = functools.partial(_point_divergence, plan=plan)
+    return jax.vmap(f)(*pair_arrays, n, eps, c_lo)
+
+
+# ----------------------------------------------------------------------------------------
+# Eager front end: validation, bucketing by plan, reassembly.
+
+
+def _check_inputs(pair_np, n_np, extra: dict) -> None:
+    for name, x in zip(("u", "v", "w", "r0", "r1"), pair_np):
+        check(~np.isnan(x) & (x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
+    u, v, w, r0, r1 = pair_np
+    check(np.abs(u + v + w - 1) <= 1e-12, "u+v+w", "must equal 1")
+    check(r0 + r1 <= 1, "r0+r1", "must be at most 1")
+    check((n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be an integer >= 1 (NaN is not)")
+    for name, (x, cond, msg) in extra.items():
+        check(cond(x), name, msg)
+
+
+def bucket_plans(L: np.ndarray, M: np.ndarray, symmetric: np.ndarray) -> dict[Plan, np.ndarray]:
+    """Group flat point indices by their static plan (window, block, max_step, symmetric)."""
+    M = 2 ** np.ceil(np.log2(np.maximum(M, 1))).astype(np.int64)  # few distinct programs
+    groups: dict[Plan, list[int]] = {}
+    for i, (l, m, s) in enumerate(zip(L.tolist(), M.tolist(), symmetric.tolist())):
+        groups.setdefault(Plan(l, min(l, _MIN_BLOCK), m, bool(s)), []).append(i)
+    return {p: np.asarray(ix) for p, ix in groups.items()}
+
+
+def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list[jax.Array], size: int):
+    """Run ``kernel(plan, *args_subset)`` per bucket and scatter its NamedTuple back to ``size`` points.
+
+    Each bucket's batch is padded to a power of two (repeating its first point) so a few
+    compiled programs serve every call. jnp gathers/scatters keep gradients flowing.
+    """
+    out = None
+    for plan, ix in buckets.items():
+        padded = int(2 ** np.ceil(np.log2(max(ix.size, 1))))
+        take = jnp.asarray(np.concatenate([ix, np.repeat(ix[:1], padded - ix.size)]))
+        res = kernel(plan, *(a[take] for a in flat_args))
+        if out is None:
+            out = {k: jnp.zeros((size,), jnp.asarray(v).dtype) for k, v in res._asdict().items()}
+        for k, val in res._asdict().items():
+            out[k] = out[k].at[jnp.asarray(ix)].set(val[: ix.size])
+    return type(res)(**out)
+
+
+def prepare(pair: TwoCountPair, n, other, other_name: str, what: str):
+    """Broadcast pair, n and ``other`` (eps or delta); return flat jnp arrays, their numpy values, shape."""
+    require_x64()
+    n, other = f64(n), f64(other)
+    shape = broadcast_shapes_or_raise(pair=np.empty(pair.shape), n=n, **{other_name: other})
+    flat = [jnp.broadcast_to(x, shape).ravel() for x in (*pair.arrays(), n, other)]
+    values = [np.broadcast_to(concrete(x, what), shape).ravel() for x in (*pair.arrays(), n, other)]
+    return flat, values, shape
+
+
+def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30) -> Divergence:
+    """Certified ``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` broadcast over pair, ``n``, ``eps``.
+
+    Returns :class:`Divergence` with ``lower <= true divergence <= upper`` (the band
+    covers truncation to a window leaving out at most ``trunc_tol`` mass, float
+    rounding and the tested accuracy of the binomial routines) and ``value``, the
+    central estimate. Bad input raises ValueError naming the parameter. Works under
+    ``grad``/``jvp``; inside ``jit`` use :func:`divergence_with_plan`.
+    """
+    flat, values, shape = prepare(pair, n, eps, "eps", "hockey_stick")
+    u, v, w, r0, r1, n_, e_ = values
+    _check_inputs((u, v, w, r0, r1), n_, {"eps": (e_, lambda e: ~np.isnan(e), "is NaN")})
+    L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), trunc_tol)
+    t = np.exp(np.abs(e_))
+    M = _max_step_estimate(u, v, w, r0, r1, t, t)
+
+    def kernel(plan, u, v, w, r0, r1, n, eps, c_lo):
+        return divergence_with_plan((u, v, w, r0, r1), n, eps, c_lo, plan)
+
+    res = run_buckets(kernel, bucket_plans(L, M, r0 == r1), [*flat, jnp.asarray(c_lo)], n_.size)
+    if bool(jnp.any(res.step_overflow)):  # pragma: no cover - the estimate is conservative
+        raise RuntimeError("internal: threshold step exceeded the planned bound")
+    return Divergence(*(x.reshape(shape) for x in res))
+
+
+def hockey_stick(pair: TwoCountPair, n, eps) -> jax.Array:
+    """``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` of the pair for ``n`` users (float64 array).
+
+    The central estimate; :func:`hockey_stick_bounds` gives the certified band around it.
+    Broadcasts over the pair's batch shape, ``n`` and ``eps`` (any real ``eps``).
+    """
+    return hockey_stick_bounds(pair, n, eps).value

@@ -1,0 +1,240 @@
+"""Certified epsilon of a two-count pair: vectorised bracketing search with implicit gradients.
+
+For each point the search keeps a bracket ``[lower, upper]`` with the invariant
+
+    divergence.lower(lower) > delta          (so the true eps >= lower)
+    divergence.upper(upper) <= delta         (so the true eps <= upper)
+
+where ``divergence.lower/upper`` is the certified band of :mod:`jaxshuffle.divergence`
+(truncation, rounding and binomial-routine error all on the safe side). ``upper`` is
+therefore the certified epsilon of the pair and ``lower`` a certified lower bound on it.
+Whether the pair's epsilon bounds the *mechanism* is the pair's business
+(``pair.certified``): see :mod:`jaxshuffle.pair`.
+
+Steps are safeguarded Newton steps on ``log D(eps) - log delta`` (``dD/dt = -Q(region)``
+comes free with the divergence), clipped a quarter-tolerance inside the bracket so both
+sides tighten, falling back to bisection; every lane runs in one masked ``while_loop``
+of at most ``max_iter`` iterations.
+
+Differentiation: ``upper`` is differentiable with respect to the continuous pair fields
+and ``delta`` through ``jax.lax.custom_root`` (implicit function theorem on
+``log D(eps) = log delta``); the count ``n`` is discrete.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle.divergence import (
+    R_FLOOR,
+    Plan,
+    _check_inputs,
+    _max_step_estimate,
+    _point_divergence,
+    window_weights,
+    bucket_plans,
+    plan_windows,
+    prepare,
+    run_buckets,
+)
+from jaxshuffle.pair import TwoCountPair
+
+
+class Status(enum.IntEnum):
+    """Per-point outcome of :func:`epsilon` (an int8 array in the result)."""
+
+    CONVERGED = 0  #: ``upper - lower <= rtol * upper``
+    ZERO = 1  #: ``eps = 0`` already satisfies delta (``lower = upper = 0``)
+    INFINITE = 2  #: delta is below the mass of outcomes impossible under the other hypothesis
+    MAX_ITER = 3  #: iteration cap reached; the bracket is still certified, only wider
+    ERROR_LIMITED = 4  #: the certified error band, not rtol, limits the bracket (still certified)
+    INVALID = 5  #: invalid input under jit: ``lower = 0, upper = inf``
+    UNBOUNDED = 6  #: no finite eps <= 700 certified: ``upper = inf``
+
+
+class EpsilonBracket(NamedTuple):
+    """Result of :func:`epsilon`: ``lower <= eps(pair) <= upper``, certified, per point."""
+
+    lower: jax.Array
+    upper: jax.Array
+    status: jax.Array
+    iterations: jax.Array
+
+
+_EPS_CAP = 700.0  # t = e^eps stays finite in float64
+
+
+def _infinite_loss_mass(u, v, w, r0, r1, n):
+    """Largest P-mass of outcomes with Q = 0 over the two directions (0 unless u or v is 0).
+
+    With v = 0: if w = 0 every cell with b = 0 has Q = 0 (mass u (1-r1)^(n-1)), else only
+    (n, 0) does (mass u r0^(n-1)). The other direction swaps r0 and r1.
+    """
+    N = n - 1.0
+
+    def one(uu, vv, a0, a1):
+        m = jnp.where(w == 0, uu * jnp.exp(N * jnp.log1p(-a1)), uu * jnp.exp(N * jnp.log(jnp.maximum(a0, 1e-300))))
+        m = jnp.where((w > 0) & (a0 == 0) & (N > 0), 0.0, m)
+        return jnp.where(vv == 0, m, 0.0)
+
+    return jnp.maximum(jnp.maximum(one(u, v, r0, r1), one(u, v, r1, r0)), jnp.maximum(one(v, u, r0, r1), one(v, u, r1, r0)))
+
+
+def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
+    """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
+    valid = (delta > 0) & (delta < 1) & (n >= 1)
+    valid = valid & (u >= 0) & (v >= 0) & (w >= 0) & (jnp.abs(u + v + w - 1) <= 1e-12)
+    valid = valid & (r0 >= 0) & (r1 >= 0) & (r0 + r1 <= 1)
+    safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
+    u, v, w, r0, r1 = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0), safe(r0, 0.25), safe(r1, 0.25)
+    n, delta = safe(n, 1.0), safe(delta, 0.5)
+    W = window_weights(n, r0, r1, c_lo, plan)  # loop-invariant
+    div = functools.partial(_point_divergence, u, v, w, r0, r1, n, c_lo=c_lo, plan=plan, W=W)
+
+    hi_ratio = jnp.maximum(u, v)
+    lo_ratio = jnp.minimum(u, v)
+    finite_max = lo_ratio > 0
+    eps_max = jnp.where(finite_max, jnp.log(hi_ratio / jnp.where(finite_max, lo_ratio, 1.0)), jnp.inf)
+    # D = 0 exactly at t = max(u/v, v/u); step past the rounding of log.
+    eps_max = jnp.where(finite_max, eps_max * (1 + 4e-16) + 1e-300, jnp.inf)
+    m_inf = _infinite_loss_mass(u, v, w, r0, r1, n)
+    infinite = m_inf > delta * (1 + 1e-10)
+
+    lo0 = 0.0  # eps >= 0: always a valid lower end
+    hi0 = jnp.where(finite_max, eps_max, jnp.inf)
+    # First step after eps = 0: Gaussian heuristic with the expected number of others' markers.
+    mu = jnp.maximum((n - 1.0) * (r0 + r1), 1.0)
+    gauss = jnp.log1p(2.0 * jnp.abs(u - v) / jnp.maximum(u + v, 1e-300) * jnp.sqrt(2.0 * jnp.log(1.0 / delta) / mu))
+    x_guess = jnp.where(finite_max, jnp.clip(gauss, 1e-12, 0.5 * eps_max), jnp.maximum(gauss, 1.0))
+
+    status0 = jnp.where(infinite, Status.INFINITE, Status.MAX_ITER).astype(jnp.int8)
+    status0 = jnp.where(valid, status0, jnp.int8(Status.INVALID))
+    done0 = status0 != Status.MAX_ITER
+
+    def body(state):
+        it, lo, hi, x, status, done, n_amb = state
+        d = div(x)  # the first iteration evaluates eps = 0
+        is_hi = d.upper <= delta
+        is_lo = d.lower > delta
+        ambiguous = ~is_hi & ~is_lo
+        lo = jnp.where(done | ~is_lo, lo, x)
+        hi = jnp.where(done | ~is_hi, hi, x)
+        # Newton on f(x) = log D(x) - log delta; f'(x) = -t Q(region)/D.
+        t = jnp.exp(x)
+        f = jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
+        fp = -t * d.q_mass / jnp.maximum(d.value, 1e-320)
+        newton = x - f / jnp.where(fp < 0, fp, -1.0)
+        finite_hi = jnp.isfinite(hi)
+        width = jnp.where(finite_hi, hi - lo, jnp.inf)
+        margin = 0.25 * rtol * jnp.where(finite_hi, hi, 1.0)
+        inside = (newton > lo + margin) & (newton < hi - margin) & (fp < 0) & (d.value > 0)
+        geometric = (lo > 0) & (hi > 8.0 * lo)
+        bisect = jnp.where(geometric, jnp.sqrt(lo * hi), 0.5 * (lo + hi))
+        bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), _EPS_CAP))
+        nxt = jnp.where(inside, newton, jnp.clip(newton, lo + margin, hi - margin))
+        nxt = jnp.where(inside | (jnp.abs(nxt - x) > margin), nxt, bisect)
+        nxt = jnp.where((nxt > lo) & (nxt < hi), nxt, bisect)
+        # x inside the certified band of the root: probe a margin above, then below.
+        ambiguous = ambiguous & (it > 0)  # at eps = 0 the lower end 0 needs no certificate
+        n_amb = n_amb + ambiguous.astype(jnp.int32)
+        probe = jnp.where(hi - x > 1.5 * margin, x + margin, jnp.maximum(x - margin, 0.5 * (lo + x)))
+        nxt = jnp.where(ambiguous, probe, nxt)
+        nxt = jnp.where(it == 0, x_guess, nxt)
+        zero = (it == 0) & is_hi
+        converged = finite_hi & (width <= rtol * hi)
+        gave_up = ~finite_hi & (x >= _EPS_CAP)
+        ambiguous = ambiguous & (n_amb >= 4)  # the band, not rtol, limits the bracket
+        new_status = jnp.where(zero, Status.ZERO, jnp.where(converged, Status.CONVERGED,
+                               jnp.where(ambiguous, Status.ERROR_LIMITED,
+                                         jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
+        stop = zero | converged | ambiguous | gave_up
+        status = jnp.where(done, status, new_status)
+        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb
+
+    def cond(state):
+        it, *_, done, _ = state
+        return (it < max_iter) & ~jnp.all(done)
+
+    it, lo, hi, _, status, _, _ = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, jnp.asarray(0.0), status0, done0, jnp.asarray(0, jnp.int32))
+    )
+    zero = status == Status.ZERO
+    lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))
+    upper = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, hi))
+    lower = jnp.where(valid, lower, 0.0)
+    upper = jnp.where(valid, upper, jnp.inf)
+    return lower, upper, status, it
+
+
+def _log_divergence_root_eq(eps, u, v, w, r0, r1, n, delta, c_lo, plan):
+    d = _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan)
+    return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
+def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
+    """Jittable core over a flat batch (see :func:`epsilon`); ``plan`` and ``rtol`` static.
+
+    ``pair_arrays = (u, v, w, r0, r1)``, ``n``, ``delta``, ``c_lo``: float64 arrays of shape
+    (B,). Invalid points (under tracing nothing raises) come back as ``lower = 0``,
+    ``upper = inf``, ``status = INVALID``. ``upper`` carries implicit gradients.
+    """
+    u, v, w, r0, r1 = pair_arrays
+    search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
+    lower, upper, status, it = jax.vmap(search)(*(jax.lax.stop_gradient(x) for x in pair_arrays),
+                                                jax.lax.stop_gradient(n), jax.lax.stop_gradient(delta), c_lo)
+
+    def f(eps):
+        g = functools.partial(_log_divergence_root_eq, plan=plan)
+        return jax.vmap(g)(eps, u, v, w, r0, r1, n, delta, c_lo)
+
+    differentiable = (status == Status.CONVERGED) | (status == Status.MAX_ITER) | (status == Status.ERROR_LIMITED)
+    x0 = jnp.where(differentiable, upper, 1.0)
+    root = jax.lax.custom_root(
+        lambda e: jnp.where(differentiable, f(e), 0.0),
+        x0,
+        solve=lambda _, x: x,  # the search already found it
+        tangent_solve=lambda g, y: y / jnp.where(differentiable, g(jnp.ones_like(y)), 1.0),
+    )
+    upper = jnp.where(differentiable, root, upper)
+    return EpsilonBracket(lower, upper, status, it)
+
+
+def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
+    """Certified epsilon bracket of the pair for ``n`` users at ``delta``.
+
+    Returns :class:`EpsilonBracket` with ``lower``, ``upper`` (float64 arrays of the
+    broadcast shape of the pair, ``n`` and ``delta``), ``status`` (:class:`Status`) and the
+    iteration count. Certified: ``hockey_stick(lower) > delta >= hockey_stick(upper)``
+    after every float error and truncation is accounted for, so ``lower <= eps <= upper``
+    where ``eps = min{e >= 0 : max(D_{e^e}(P||Q), D_{e^e}(Q||P)) <= delta}``.
+    ``upper`` is the pair's upper bound (a bound on the mechanism only where
+    ``pair.certified``); ``lower`` errs low. Typically ``upper - lower <= rtol * upper``.
+
+    ``upper`` is differentiable (``jax.grad``/``jvp``) in the pair's continuous
+    parameters and ``delta``. Bad input raises ValueError naming the parameter. Inside
+    ``jit`` use :func:`epsilon_with_plan` (static shapes need a concrete window plan).
+    """
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    flat, values, shape = prepare(pair, n, delta, "delta", "epsilon")
+    u, v, w, r0, r1, n_, d_ = values
+    _check_inputs((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1) (NaN is not)")})
+    # Truncation: dropped mass is a negligible fraction of delta (it only widens the band).
+    L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), 1e-6 * d_)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_max = np.where(np.minimum(u, v) > 0, np.maximum(u, v) / np.where(np.minimum(u, v) > 0, np.minimum(u, v), 1.0),
+                         np.exp(_EPS_CAP))
+    M = _max_step_estimate(u, v, w, r0, r1, np.ones_like(t_max), np.maximum(t_max, 1.0))
+
+    def kernel(plan, u, v, w, r0, r1, n, delta, c_lo):
+        return epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter)
+
+    res = run_buckets(kernel, bucket_plans(L, M, r0 == r1), [*flat, jnp.asarray(c_lo)], n_.size)
+    return EpsilonBracket(*(x.reshape(shape) for x in res))
