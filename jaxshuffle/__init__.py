@@ -1,5 +1,24 @@
-"""jaxshuffle: certified privacy amplification by shuffling, in JAX (float64)."""
+"""jaxshuffle: certified privacy amplification by shuffling, in JAX (float64).
+
+Three lines to an amplified epsilon::
+
+    import jaxshuffle as js
+    bracket = js.epsilon(js.stronger_clone_pair(eps0=1.0), n=10_000, delta=1e-6)
+    print(bracket.upper)  # certified: the shuffled eps0-LDP mechanism is (upper, delta)-DP
+
+Public API:
+
+* pairs (:mod:`jaxshuffle.pair`): :func:`vr_pair`, :func:`stronger_clone_pair`,
+  :func:`standard_clone_pair`, :func:`two_count_pair`, :class:`TwoCountPair`;
+* the engine: :func:`hockey_stick` (divergence), :func:`hockey_stick_bounds` (with its
+  certified band), :func:`epsilon` (certified bracket), :class:`Status`.
+
+Modules: ``randomizers`` (parameter catalog), ``closed_forms`` and ``metric`` (closed-form
+bounds), ``exact`` (ground truth by enumeration, PEM lower bound). Importing the package
+enables ``jax_enable_x64``: every bound is computed in float64.
+"""
 from jaxshuffle import _config  # noqa: F401  (enables float64 before anything else)
+from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
 from jaxshuffle.pair import (
     TwoCountPair,
     standard_clone_pair,
@@ -7,5 +26,20 @@ from jaxshuffle.pair import (
     two_count_pair,
     vr_pair,
 )
+from jaxshuffle.search import EpsilonBracket, Status, epsilon
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Divergence",
+    "EpsilonBracket",
+    "Status",
+    "TwoCountPair",
+    "epsilon",
+    "hockey_stick",
+    "hockey_stick_bounds",
+    "standard_clone_pair",
+    "stronger_clone_pair",
+    "two_count_pair",
+    "vr_pair",
+]

@@ -105,7 +105,7 @@ def log_pmf(n: jax.Array, x: jax.Array, p: jax.Array, q: jax.Array) -> jax.Array
     np_hi, np_lo = _two_prod(ns, ps)
     nq_hi, nq_lo = _two_prod(ns, qs)
     lc = stirlerr(ns) - stirlerr(xs) - stirlerr(ns - xs) - _bd0(xs, np_hi, np_lo) - _bd0(ns - xs, nq_hi, nq_lo)
-    lf = 2 * _LOG_SQRT_2PI + jnp.log(xs) + jnp.log1p(-xs / ns)
+    lf = 2 * _LOG_SQRT_2PI + jnp.log(xs) + jnp.log(ns - xs) - jnp.log(ns)  # n - x is exact
     interior_val = lc - 0.5 * lf
     # Edges x = 0 (q^n) and x = n (p^n), including p or q equal to 0.
     log_p = jnp.log(jnp.where(p > 0, p, 1.0))

@@ -147,7 +147,7 @@ def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
 
 
 def _pmf_neighbourhood(c, k, rho, rho_c, lo: int, hi: int):
-    """``log b_c(k + o)`` for offsets ``o = lo..hi`` from one Loader pmf and exact ratios.
+    """``log b_c(k + o)`` for offsets ``o = lo..hi`` from one Loader pmf and exact ratios (1-D c, k).
 
     ``b(j+1)/b(j) = (c-j) rho / ((j+1) rho_c)``; the base index is clipped into ``[0, c]``
     so that it is in the support (``k`` may be ``c + 1``). Shape ``k.shape + (hi-lo+1,)``.
@@ -155,12 +155,12 @@ def _pmf_neighbourhood(c, k, rho, rho_c, lo: int, hi: int):
     base = jnp.clip(k, 0.0, c)
     lb = _binomial.log_pmf(c, base, rho, rho_c)
     shift = (k - base)[..., None]
-    offs = jnp.arange(lo - 1, hi + 2, dtype=jnp.float64)  # base offsets needed, with margin
-    j = base[..., None] + offs
+    offs = jnp.arange(lo - 1, hi + 2, dtype=jnp.float64)[None, :]  # base offsets needed, with margin
+    j = base[:, None] + offs
     cc = c[..., None]
     # Ratio of neighbours in linear space (each factor is within [1e-20, 1e20] for n <= 1e9):
     # up[j] = b(j+1)/b(j) for j >= base, down[j] = b(j)/b(j+1) for j < base; zero outside [0, c].
-    up = jnp.maximum(cc - j, 0.0) * rho / ((j + 1.0) * rho_c)
+    up = jnp.maximum(cc - j, 0.0) * rho / (jnp.maximum(j + 1.0, 1.0) * rho_c)  # guarded: no NaN gradients
     down = jnp.maximum(j + 1.0, 0.0) * rho_c / (jnp.where(cc > j, cc - j, 1.0) * rho)
     ratio = jnp.where(offs >= 0, up, down)
     pos = jnp.where(offs >= 0, ratio, 1.0)
@@ -172,7 +172,7 @@ def _pmf_neighbourhood(c, k, rho, rho_c, lo: int, hi: int):
     log_b = lb[..., None] + jnp.where(prod > 0, jnp.log(jnp.where(prod > 0, prod, 1.0)), -jnp.inf)
     log_b = jnp.where((j < 0) | (j > cc), -jnp.inf, log_b)
     # Select offsets relative to k (= base + shift): o in [lo, hi] -> base offset o + shift.
-    want = jnp.arange(lo, hi + 1, dtype=jnp.float64) + shift
+    want = jnp.arange(lo, hi + 1, dtype=jnp.float64)[None, :] + shift
     idx = (want - (lo - 1)).astype(jnp.int32)
     return jnp.take_along_axis(log_b, idx, axis=-1)
 
@@ -381,12 +381,20 @@ def _check_inputs(pair_np, n_np, extra: dict) -> None:
 
 
 def bucket_plans(L: np.ndarray, M: np.ndarray, symmetric: np.ndarray) -> dict[Plan, np.ndarray]:
-    """Group flat point indices by their static plan (window, block, max_step, symmetric)."""
-    M = 2 ** np.ceil(np.log2(np.maximum(M, 1))).astype(np.int64)  # few distinct programs
-    groups: dict[Plan, list[int]] = {}
-    for i, (l, m, s) in enumerate(zip(L.tolist(), M.tolist(), symmetric.tolist())):
-        groups.setdefault(Plan(l, min(l, _MIN_BLOCK), m, bool(s)), []).append(i)
-    return {p: np.asarray(ix) for p, ix in groups.items()}
+    """Group flat point indices by their static plan (window, block, max_step, symmetric).
+
+    Points sharing a window length and symmetry share one program, with the largest
+    max_step among them (rounded up to a power of two): few compiles, little waste.
+    """
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for i, key in enumerate(zip(L.tolist(), symmetric.tolist())):
+        groups.setdefault(key, []).append(i)
+    plans = {}
+    for (l, s), ix in groups.items():
+        ix = np.asarray(ix)
+        m = int(2 ** np.ceil(np.log2(max(int(M[ix].max()), 1))))
+        plans[Plan(l, min(l, _MIN_BLOCK), m, bool(s))] = ix
+    return plans
 
 
 def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list[jax.Array], size: int):

@@ -143,7 +143,9 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         # x inside the certified band of the root: probe a margin above, then below.
         ambiguous = ambiguous & (it > 0)  # at eps = 0 the lower end 0 needs no certificate
         n_amb = n_amb + ambiguous.astype(jnp.int32)
-        probe = jnp.where(hi - x > 1.5 * margin, x + margin, jnp.maximum(x - margin, 0.5 * (lo + x)))
+        # The band's width in eps, (D_hi - D_lo) / |dD/deps|, sets the probe step.
+        step = jnp.maximum(margin, 2.0 * (d.upper - d.lower) / jnp.maximum(t * d.q_mass, 1e-300))
+        probe = jnp.where(hi - x > 1.5 * step, x + step, jnp.maximum(x - step, 0.5 * (lo + x)))
         nxt = jnp.where(ambiguous, probe, nxt)
         nxt = jnp.where(it == 0, x_guess, nxt)
         zero = (it == 0) & is_hi

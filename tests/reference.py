@@ -81,3 +81,47 @@ def epsilon_enum(u, v, w, r0, r1, n, delta, hi=None, iters=200):
         if hi - lo < 1e-13 * max(hi, 1e-300):
             break
     return hi
+
+
+def hockey_stick_window_scipy(u, v, w, r, n, eps):
+    """Symmetric pair (r0 = r1 = r), one direction, O(n) sum with scipy's binomial tails.
+
+    Independent of the package: thresholds straight from MATH.md section 2's ``low_c``
+    (floating ceil, no boundary re-test), tails from scipy (Boost), every count with
+    weight above 1e-40.
+    """
+    from scipy import stats
+
+    t = math.exp(eps)
+    N = n - 1
+    pi = 2 * r
+    mean, sd = N * pi, math.sqrt(max(N * pi * (1 - pi), 1.0))
+    c = np.arange(max(0, int(mean - 40 * sd)), min(N, int(mean + 40 * sd)) + 1).astype(float)
+    W = stats.binom.pmf(c, N, pi)
+    keep = W > 1e-40
+    c, W = c[keep], W[keep]
+
+    def k_of(cp):  # region {a : P > tQ} = {a >= k}, r0 = r1 so kappa = (u - v)(1 + t)/r > 0
+        g = w * (n - cp) / (1 - 2 * r)
+        low = ((t * u - v) * cp / r + (t - 1) * g) / ((u - v) * (1 + t) / r)
+        return np.clip(np.floor(low) + 1, 0, cp + 1)
+
+    kc, kn = k_of(c), k_of(c + 1)
+    beta = stats.binom.pmf(kn - 1, c, 0.5)
+    U = stats.binom.sf(kn - 1, c, 0.5)
+    T = stats.binom.sf(kc - 1, c, 0.5)
+    return float(np.sum(W * ((u - t * v) * beta + (1 - t) * (u + v) * U + (1 - t) * w * T)))
+
+
+def epsilon_window_scipy(u, v, w, r, n, delta, iters=100):
+    """Bisection on :func:`hockey_stick_window_scipy` (relative resolution 1e-12)."""
+    lo, hi = 0.0, math.log(u / v)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if hockey_stick_window_scipy(u, v, w, r, n, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo < 1e-12 * hi:
+            break
+    return 0.5 * (lo + hi)
