@@ -1,0 +1,75 @@
+"""Reproduce Table 5 of Wang et al. (VLDB 2024) and time it.
+
+General eps0-LDP randomizer (p = q = e^eps0, beta = (e^eps0-1)/(e^eps0+1): the stronger
+clone pair, certified), delta = 0.01/n, eps0 in {1,3,5,7}, n in {1e4,1e6,1e8}, rtol 1e-6.
+
+Prints, per cell: the certified bracket [lower, upper], the paper's T=20 value and its
+reported time, and this cell's warm wall time (its own call, after one compile). Then the
+total for all 12 cells in one batched call (warm, best of 3) and that call's compile time.
+Usage: python benchmarks/table5.py [--no-cells]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import jax
+import numpy as np
+
+import jaxshuffle as js
+
+PAPER_T20 = {  # (eps0, n): (amplified eps, seconds) as printed; None where not legible
+    (1.0, 1e4): (0.0433, 0.45), (1.0, 1e6): (0.00503, 16.7), (1.0, 1e8): (0.000566, 106.2),
+    (3.0, 1e4): (0.227, 3.8), (3.0, 1e6): (0.0255, 13.9), (3.0, 1e8): (0.00283, None),
+    (5.0, 1e4): (0.743, 2.4), (5.0, 1e6): (0.0778, 9.3), (5.0, 1e8): (0.00853, 44.6),
+    (7.0, 1e4): (6.99, 0.24), (7.0, 1e6): (0.224, 2.8), (7.0, 1e8): (0.0242, 17.9),
+}
+EPS0 = np.array([1.0, 3.0, 5.0, 7.0])
+NS = np.array([1e4, 1e6, 1e8])
+
+
+def run(eps0, n):
+    res = js.epsilon(js.stronger_clone_pair(eps0), n, 0.01 / n, rtol=1e-6)
+    jax.block_until_ready(res)
+    return res
+
+
+def timed(f, repeats=1):
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = f()
+        best = min(best, time.perf_counter() - t)
+    return out, best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-cells", action="store_true", help="skip the per-cell timings")
+    args = ap.parse_args()
+    print(f"jaxshuffle {js.__version__}, jax {jax.__version__}, device {jax.devices()[0].device_kind}, "
+          f"{platform.processor() or platform.machine()}")
+    e, n = EPS0[:, None], NS[None, :]
+    res, first = timed(lambda: run(e, n))
+    res, warm = timed(lambda: run(e, n), repeats=3)
+    print(f"\n{'eps0':>4} {'n':>6} {'lower':>12} {'upper':>12} {'paper T=20':>11} {'paper-upper':>11} "
+          f"{'status':>6} {'iters':>5} {'cell s':>8} {'paper s':>8}")
+    for i, e0 in enumerate(EPS0):
+        for j, nn in enumerate(NS):
+            cell = ""
+            if not args.no_cells:
+                run(e0, nn)  # compile this shape
+                _, cell_t = timed(lambda: run(e0, nn), repeats=3)
+                cell = f"{cell_t:8.3f}"
+            pv, pt = PAPER_T20[(e0, nn)]
+            lo, up = float(res.lower[i, j]), float(res.upper[i, j])
+            print(f"{e0:4.0f} {nn:6.0e} {lo:12.6g} {up:12.6g} {pv:11.6g} {(pv - up) / up:+11.2%} "
+                  f"{js.Status(int(res.status[i, j])).name[:6]:>6} {int(res.iterations[i, j]):5d} {cell:>8} "
+                  f"{'' if pt is None else pt:>8}")
+    print(f"\nall 12 cells, one batched call: warm {warm:.3f} s (best of 3); first call {first:.1f} s "
+          f"(compile ~{first - warm:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
