@@ -164,8 +164,9 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
 
     inf_p = jnp.isinf(p)
     worst = jnp.where(inf_p, 1.0, (p - 1) / (p + 1))
+    beta_ok = (beta >= 0) & (beta <= worst * (1 + _WORST_CASE_SNAP))
     if not lower:  # raising beta is the safe side only for an upper-bound pair
-        beta = jnp.where(beta >= worst * (1 - _WORST_CASE_SNAP), worst, beta)
+        beta = jnp.where(beta_ok & (beta >= worst * (1 - _WORST_CASE_SNAP)), worst, beta)
     safe_pm1 = jnp.where(inf_p | (p == 1), 1.0, p - 1)
     alpha = jnp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
     alpha_p = jnp.where(inf_p, beta, alpha * jnp.where(inf_p, 1.0, p))  # beta p/(p-1)
@@ -182,7 +183,7 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1",
               "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1")
     else:
-        bad = ~((p >= 1) & (beta >= 0) & (beta <= worst) & (r0 + r1 <= 1.0 + _SUM_TOL))
+        bad = ~((p >= 1) & beta_ok & (r0 + r1 <= 1.0 + _SUM_TOL))
         for q_ in qs.values():
             bad = bad | ~(q_ >= 1)
         u, v, w, r0, r1 = (jnp.where(bad, jnp.nan, x) for x in (u, v, w, r0, r1))

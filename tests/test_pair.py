@@ -1,0 +1,84 @@
+"""Pair constructors: MATH.md section 1's table, certification flags, validation."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxshuffle as js
+
+
+def fields(pair):
+    return np.array([float(x) for x in pair.arrays()])
+
+
+def test_vr_pair_matches_the_table():
+    p, beta, q = 3.0, 0.3, 2.0
+    a = beta / (p - 1)
+    np.testing.assert_allclose(fields(js.vr_pair(p, beta, q)), [p * a, a, 1 - (p + 1) * a, a * p / q, a * p / q], rtol=1e-15)
+    pair = js.vr_pair(p, beta, q0=1.0, q1=p)
+    np.testing.assert_allclose(fields(pair), [p * a, a, 1 - (p + 1) * a, a * p, a], rtol=1e-15)
+    assert pair.bound == "lower" and not bool(pair.certified)
+
+
+def test_clone_pairs_and_worst_case_beta_are_certified():
+    e0 = 1.3
+    p = math.exp(e0)
+    strong = js.stronger_clone_pair(e0)
+    np.testing.assert_allclose(fields(strong), [p / (p + 1), 1 / (p + 1), 0, 1 / (p + 1), 1 / (p + 1)], rtol=1e-15)
+    np.testing.assert_allclose(fields(js.vr_pair(p, (p - 1) / (p + 1), p)), fields(strong), rtol=1e-14)
+    assert bool(strong.certified) and bool(js.vr_pair(p, (p - 1) / (p + 1), p).certified)
+    std = js.standard_clone_pair(e0)
+    np.testing.assert_allclose(fields(std), [p / (p + 1), 1 / (p + 1), 0, 0.5 / p, 0.5 / p], rtol=1e-15)
+    assert bool(std.certified)
+    assert not bool(js.vr_pair(p, 0.9 * (p - 1) / (p + 1), p).certified)
+
+
+def test_worst_case_beta_is_snapped_only_for_upper_pairs():
+    p = math.e
+    worst = (p - 1) / (p + 1)
+    assert float(js.vr_pair(p, worst * (1 - 1e-14), p).w) == 0.0
+    assert float(js.vr_pair(p, worst * (1 - 1e-14), q0=1.0, q1=p).w) > 0.0
+
+
+def test_p_inf_rows():
+    pair = js.vr_pair(np.inf, 0.4, 5.0)
+    np.testing.assert_allclose(fields(pair), [0.4, 0.0, 0.6, 0.08, 0.08], rtol=1e-15)
+    assert not bool(pair.certified)
+    assert bool(js.vr_pair(np.inf, 1.0, 5.0).certified)
+
+
+def test_batches_broadcast():
+    pair = js.vr_pair(np.array([2.0, 3.0])[:, None], np.array([0.1, 0.2, 0.3])[None, :], 4.0)
+    assert pair.shape == (2, 3) and pair.certified.shape == (2, 3)
+
+
+@pytest.mark.parametrize("args,kwargs,match", [
+    ((0.5, 0.1, 2.0), {}, "^p"),
+    ((np.nan, 0.1, 2.0), {}, "^p"),
+    ((3.0, 0.6, 2.0), {}, "^beta"),
+    ((3.0, -0.1, 2.0), {}, "^beta"),
+    ((3.0, 0.3, 0.5), {}, "^q"),
+    ((3.0, 0.5, 1.0), {}, "^q"),  # 2r = 1.5 > 1
+    ((3.0, 0.3), {"q0": 0.5, "q1": 2.0}, "^q0"),
+    ((3.0, 0.3), {}, "^q"),
+    ((np.ones(2) * 3, np.ones(3) * 0.1, 2.0), {}, "shapes do not broadcast"),
+])
+def test_bad_parameters_raise_naming_them(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        js.vr_pair(*args, **kwargs)
+
+
+def test_bad_eps0_and_custom_pairs():
+    with pytest.raises(ValueError, match="^eps0"):
+        js.stronger_clone_pair(-1.0)
+    with pytest.raises(ValueError, match=r"^u\+v\+w"):
+        js.two_count_pair(0.5, 0.5, 0.5, 0.1, 0.1)
+    with pytest.raises(ValueError, match=r"^r0\+r1"):
+        js.two_count_pair(0.5, 0.5, 0.0, 0.6, 0.6)
+
+
+def test_under_jit_invalid_parameters_become_nan_fields():
+    pair = jax.jit(lambda b: js.vr_pair(3.0, b, 2.0))(jnp.array([0.3, 0.9]))
+    assert np.all(np.isfinite(np.asarray(pair.u)[:1])) and np.all(np.isnan(np.asarray(pair.u)[1:]))
