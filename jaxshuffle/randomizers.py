@@ -205,15 +205,8 @@ class _Inputs:
         p0 = jnp.asarray(p0, dtype=jnp.float64)
         beta = jnp.minimum(beta, (p0 - 1.0) / (p0 + 1.0))
         # The others' marker probabilities r_i = alpha p0 / q_i sum to at most 1, with equality
-        # when x* puts all its mass on Y0 and Y1 (GRR k = 2 with x* = x0, Laplace with x* = 1/2).
-        # vr_pair checks r0 + r1 <= 1 strictly, in its own arithmetic: an excess there is
-        # rounding, removed by raising the q of the larger r by a few ulps (relative 1e-15).
-        ap = jnp.where(p0 > 1.0, beta / jnp.where(p0 > 1.0, p0 - 1.0, 1.0) * p0, 0.0)
-        r0, r1 = ap / q0, ap / q1
-        over = (r0 + r1 > 1.0) & (r0 + r1 <= 1.0 + 1e-12)
-        bump = 1.0 + 4.0 * float(np.finfo(np.float64).eps)
-        q0, q1 = (jnp.where(over & (r0 >= r1), ap / (1.0 - r1) * bump, q0),
-                  jnp.where(over & (r0 < r1), ap / (1.0 - r0) * bump, q1))
+        # when x* puts all its mass on Y0 and Y1 (GRR k = 2 with x* = x0, Laplace with x* = 1/2);
+        # vr_pair accepts a rounding excess (r0 + r1 <= 1 + 1e-12) and clips it.
         return LowerParams(*(jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)
                              for x in (p0, beta, q0, q1)))
 
@@ -399,7 +392,8 @@ def subset_selection_lower(eps0, d, k) -> LowerParams:
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
     p = jnp.exp(eps0)
     beta = (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k))
-    q3 = p * (d - 2.0) / jnp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300)
+    # q3 >= 1 exactly ((k-1) p + d-k-1 <= (d-2) p); at k = d - 1 it is 1 and rounds to 1 - ulp.
+    q3 = jnp.maximum(p * (d - 2.0) / jnp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300), 1.0)
     return inp.lower(p, beta, jnp.where(d >= 3.0, q3, 1.0), jnp.where(d >= 3.0, q3, p))
 
 

@@ -1,0 +1,363 @@
+"""Command line interface ``jaxshuffle`` (console script ``jaxshuffle = jaxshuffle.cli:main``).
+
+Subcommands::
+
+    jaxshuffle epsilon --randomizer grr --k 3 --eps0 1 --n 2 --delta 0.01 [--json]
+    jaxshuffle calibrate --randomizer grr --k 10 --target 0.5 --n 1e6 --delta 1e-8   # largest eps0
+    jaxshuffle calibrate --randomizer grr --k 10 --eps0 2 --target 0.5 --delta 1e-8  # smallest n
+    jaxshuffle randomizers [--json]
+
+Numbers accept comma-separated grids (``--n 1e4,1e6,1e8 --eps0 1,2``): every combination
+(cartesian grid) is evaluated in one batched call. ``--json`` prints a list with one object
+per grid point (keys include ``lower``, ``upper``, ``paper``, ``certified``; infinite values
+are ``null``). Plain output is a privacy statement: assumptions, certified upper bound,
+lower bound, and the paper's Theorem 4.7 value where it differs (labelled NOT certified).
+
+User errors (unknown randomizer, invalid option or value) print one line
+``jaxshuffle: error: <parameter>: <valid range>`` and exit with status 2.
+
+JAX's persistent compilation cache is enabled (``$JAXSHUFFLE_CACHE`` or
+``~/.cache/jaxshuffle/xla``) because each engine program takes seconds to compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import re
+import sys
+from typing import Sequence
+
+import numpy as np
+
+_STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "invalid", "unbounded")
+_SOURCE_NAMES = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
+_CAL_STATUS = ("converged", "capped", "unattainable", "max-iter")
+
+
+class UsageError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise UsageError(message)
+
+
+def _enable_compilation_cache() -> None:
+    import jax
+
+    path = os.environ.get("JAXSHUFFLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshuffle", "xla")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # read-only home: run without the cache
+        return
+    if jax.config.jax_compilation_cache_dir is None:
+        jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def _grid(text: str) -> list[float]:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            values.append(float(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number {part!r} (use e.g. 1e4 or a list 1e4,1e6)") from None
+    if not values:
+        raise argparse.ArgumentTypeError("empty value")
+    return values
+
+
+def _randomizer_name(argv: Sequence[str]) -> str | None:
+    for i, a in enumerate(argv):
+        if a == "--randomizer" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--randomizer="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _entry(name: str | None):
+    from jaxshuffle.randomizers import CATALOG
+
+    if name is None:
+        return None
+    if name not in CATALOG:
+        raise UsageError(f"randomizer: unknown name {name!r}; choose one of {', '.join(sorted(CATALOG))} "
+                         "(see `jaxshuffle randomizers`)")
+    return CATALOG[name]
+
+
+def _add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] = ()) -> None:
+    if entry is None:
+        return
+    for a in entry.args:
+        if a.name in skip:
+            continue
+        flags = [f"--{a.name}"] + ([f"--{a.name.replace('_', '-')}"] if "_" in a.name else [])
+        default = None if a.default is None else [a.default]
+        p.add_argument(*flags, dest=f"opt_{a.name}", type=_grid, default=default, metavar="X[,X...]",
+                       help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
+
+
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate") else None
+    parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter)
+    pe = sub.add_parser("epsilon", help="amplified epsilon of a shuffled randomizer (certified upper, lower, paper)",
+                        description="Amplified (eps, delta) of n users' shuffled messages. Options of the chosen "
+                                    "randomizer appear in --help once --randomizer is given.", **common)
+    pe.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
+    _add_entry_options(pe, entry)
+    pe.add_argument("--n", type=_grid, required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
+    pe.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="delta in (0, 1)")
+    pe.add_argument("--rtol", type=float, default=1e-6, help="relative width of each epsilon bracket")
+    pe.add_argument("--scaled", action="store_true",
+                    help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
+                         "inputs has total variation exactly beta, e.g. k-ary RR)")
+    pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
+
+    pc = sub.add_parser("calibrate", help="largest eps0 (given --n) or smallest n (given --eps0) meeting a target",
+                        description="Certified inverse calibration: with --n, the largest eps0 whose certified "
+                                    "amplified epsilon is <= --target; without --n (all options, eps0 included, "
+                                    "given), the smallest n.", **common)
+    pc.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
+    _add_entry_options(pc, entry)
+    pc.add_argument("--target", type=_grid, required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
+    pc.add_argument("--n", type=_grid, default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
+    pc.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="delta in (0, 1)")
+    pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
+    pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
+
+    pr = sub.add_parser("randomizers", help="list the catalog with options and sources")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _fmt(x: float) -> str:
+    return "inf" if not math.isfinite(x) else f"{x:.6g}" if abs(x) < 1e-3 and x != 0 else f"{x:.6f}"
+
+
+def _cartesian(named: dict[str, list[float]]) -> tuple[list[str], dict[str, np.ndarray]]:
+    names = list(named)
+    combos = list(itertools.product(*(named[k] for k in names)))
+    return names, {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(names)}
+
+
+def _entry_options(args, entry, skip=()) -> dict[str, list[float]]:
+    out = {}
+    for a in entry.args:
+        if a.name in skip:
+            continue
+        val = getattr(args, f"opt_{a.name}", None)
+        if val is None:
+            raise UsageError(f"{a.name}: required option of randomizer {args.randomizer!r} "
+                             f"(--{a.name}: {a.help}; {a.range_text()})")
+        out[a.name] = val
+    return out
+
+
+def _assumptions(entry, name: str) -> str:
+    if entry.multi_message:
+        msg = ("each user sends one input-dependent message plus blanket_per_user input-independent "
+               "(blanket) messages")
+    else:
+        msg = "each user sends a single message"
+    return (f"Shuffle model, replace-one neighbouring datasets (one user's input changes), {msg}, "
+            f"randomized by {name!r}: {entry.description}.")
+
+
+def _lower_params(entry, opts: dict[str, np.ndarray]):
+    if entry.lower is None:
+        return None
+    try:
+        return entry.lower(**opts)
+    except ValueError:  # the lower-bound construction needs more inputs (e.g. Hadamard K >= 4B)
+        return None
+
+
+def _cmd_epsilon(args) -> int:
+    from jaxshuffle.accountant import amplify
+
+    entry = _entry(args.randomizer)
+    grid = _entry_options(args, entry)
+    grid.update(n=args.n, delta=args.delta)
+    names, cols = _cartesian(grid)
+    opts = {k: cols[k] for k in names if k not in ("n", "delta")}
+    params = entry.fn(**opts)
+    rep = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
+                  rtol=args.rtol, scaled_variant=args.scaled)
+    rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
+    p, beta, q = (np.broadcast_to(np.asarray(x), cols["n"].shape) for x in (params.p, params.beta, params.q))
+    rows = []
+    for i in range(cols["n"].size):
+        rows.append({
+            "randomizer": args.randomizer,
+            "options": {k: float(opts[k][i]) for k in opts},
+            "n": float(cols["n"][i]),
+            "delta": float(cols["delta"][i]),
+            "messages": "multi" if entry.multi_message else "single",
+            "p": _num(p[i]), "beta": _num(beta[i]), "q": _num(q[i]),
+            "upper": _num(rep["upper"][i]),
+            "lower": _num(rep["lower"][i]),
+            "paper": _num(rep["paper"][i]),
+            "certified": bool(rep["certified"][i]),
+            "paper_certified": bool(rep["paper_certified"][i]),
+            "has_lower": bool(rep["has_lower"][i]),
+            "worst_case": _num(rep["worst_case"][i]),
+            "upper_source": _SOURCE_NAMES[int(rep["upper_source"][i])],
+            "status": _STATUS_NAMES[int(rep["status"][i])],
+        })
+    if args.json:
+        print(json.dumps(rows, indent=1, allow_nan=False))
+        return 0
+    print(_assumptions(entry, args.randomizer))
+    for r in rows:
+        head = ", ".join([f"{k}={v:g}" for k, v in r["options"].items()] + [f"n={r['n']:g}", f"delta={r['delta']:g}"])
+        up = r["upper"]
+        print(f"  {head}:")
+        if up is None:
+            print("    certified upper bound: none finite (eps = inf)")
+        else:
+            print(f"    certified upper bound: eps <= {_fmt(up)}  -- the shuffled messages are "
+                  f"({_fmt(up)}, {r['delta']:g})-DP [{r['upper_source']}]")
+        if r["has_lower"]:
+            lo = r["lower"]
+            print(f"    lower bound:           eps >= {_fmt(lo if lo is not None else math.inf)}  "
+                  "-- some dataset needs at least this (Theorem 5.1 pair)")
+        else:
+            print("    lower bound:           none for this randomizer (0)")
+        pap = r["paper"]
+        pap_f = math.inf if pap is None else pap
+        differs = up is None or abs(pap_f - up) > 2 * args.rtol * max(abs(up), 1e-300)
+        if differs:
+            label = "certified" if r["paper_certified"] else \
+                "NOT certified: Theorem 4.7 is not a valid upper bound when w = 1-(p+1)alpha > 0"
+            print(f"    paper (Thm 4.7):       eps = {_fmt(pap_f)}  -- {label}")
+    return 0
+
+
+def _cmd_calibrate(args) -> int:
+    from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n
+
+    entry = _entry(args.randomizer)
+    solve_eps0 = args.n is not None
+    if solve_eps0:
+        if "eps0" not in [a.name for a in entry.args]:
+            raise UsageError(f"randomizer: {args.randomizer!r} has no eps0 option; give all its options and "
+                             "omit --n to calibrate n instead")
+        if getattr(args, "opt_eps0", None) is not None:
+            raise UsageError("eps0: give either --n (calibrate eps0) or --eps0 (calibrate n), not both")
+        grid = _entry_options(args, entry, skip=("eps0",))
+        grid.update(target=args.target, n=args.n, delta=args.delta)
+    else:
+        grid = _entry_options(args, entry)
+        grid.update(target=args.target, delta=args.delta)
+    names, cols = _cartesian(grid)
+    fixed = ("target", "n", "delta")
+    opts = {k: cols[k] for k in names if k not in fixed}
+    if solve_eps0:
+        cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol, **opts)
+        eps0 = np.asarray(cal.value)
+        full = dict(opts, eps0=eps0)
+        n = cols["n"]
+    else:
+        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], **opts)
+        full = opts
+        n = np.asarray(cal.value)
+    status = np.asarray(cal.status)
+    ok = np.isfinite(n)
+    rep = None
+    if ok.any():
+        sel = {k: v[ok] for k, v in full.items()}
+        rep = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel))
+        rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
+    rows, j = [], 0
+    for i in range(cols["target"].size):
+        row = {"randomizer": args.randomizer, "options": {k: float(full[k][i]) for k in full},
+               "target": float(cols["target"][i]), "n": _num(n[i]), "delta": float(cols["delta"][i]),
+               "solved_for": "eps0" if solve_eps0 else "n",
+               "value": _num(np.asarray(cal.value)[i]), "over": _num(np.asarray(cal.over)[i]),
+               "calibration_status": _CAL_STATUS[int(status[i])]}
+        if ok[i]:
+            row.update(upper=_num(rep["upper"][j]), lower=_num(rep["lower"][j]), paper=_num(rep["paper"][j]),
+                       certified=bool(rep["certified"][j]), paper_certified=bool(rep["paper_certified"][j]),
+                       has_lower=bool(rep["has_lower"][j]))
+            j += 1
+        else:
+            row.update(upper=None, lower=None, paper=None, certified=False, paper_certified=False, has_lower=False)
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=1, allow_nan=False))
+        return 0
+    print(_assumptions(entry, args.randomizer))
+    for r in rows:
+        others = ", ".join(f"{k}={v:g}" for k, v in r["options"].items() if k != "eps0" or not solve_eps0)
+        if solve_eps0:
+            where = f"n={r['n']:g}, delta={r['delta']:g}" + (f", {others}" if others else "")
+            if r["calibration_status"] == "capped":
+                print(f"  {where}: every eps0 <= {r['value']:g} meets target {r['target']:g} (search limit)")
+            else:
+                print(f"  {where}: largest eps0 = {_fmt(r['value'])} with certified eps <= {_fmt(r['upper'])} "
+                      f"<= target {r['target']:g} (eps0 = {_fmt(r['over'])} exceeds it)")
+        else:
+            where = f"{others}, delta={r['delta']:g}"
+            if r["n"] is None:
+                print(f"  {where}: target {r['target']:g} not reached with n <= 1e12 users")
+            else:
+                print(f"  {where}: smallest n = {r['n']:.0f} with certified eps <= {_fmt(r['upper'])} "
+                      f"<= target {r['target']:g}")
+    return 0
+
+
+def _cmd_randomizers(args) -> int:
+    from jaxshuffle.randomizers import CATALOG
+
+    if args.json:
+        out = []
+        for name, e in CATALOG.items():
+            out.append({"name": name, "description": e.description, "source": e.source,
+                        "multi_message": e.multi_message, "lower_bound": e.lower is not None,
+                        "constraints": e.constraints,
+                        "options": [{"name": a.name, "kind": a.kind, "range": a.range_text(), "help": a.help,
+                                     "default": a.default} for a in e.args]})
+        print(json.dumps(out, indent=1))
+        return 0
+    for name, e in CATALOG.items():
+        opts = " ".join(f"--{a.name}" + ("" if a.default is None else f"[={a.default:g}]") for a in e.args)
+        extra = f"; {e.constraints}" if e.constraints else ""
+        low = "; lower bound" if e.lower is not None else ""
+        print(f"{name:22s} {e.description}\n{'':22s}   options: {opts}{extra}{low}\n{'':22s}   source: {e.source}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 user error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in ("epsilon", "calibrate"):
+            _enable_compilation_cache()  # before anything compiles: JAX decides once per process
+        parser = _build_parser(argv)
+        args = parser.parse_args(argv)
+        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers}
+        return commands[args.command](args)
+    except (UsageError, ValueError) as exc:
+        msg = re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split()))
+        print(f"jaxshuffle: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

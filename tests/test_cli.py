@@ -1,0 +1,142 @@
+"""The ``jaxshuffle`` command line: in-process via ``main(argv)`` (fast), one subprocess smoke test.
+
+The epsilon runs reuse the batch shapes of tests/test_accountant.py (grr, k = 3, n = 2) so the
+compiled programs are shared within a session.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from jaxshuffle import cli
+from jaxshuffle.randomizers import CATALOG
+
+DONE_WHEN = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "0.01"]
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory, monkeypatch):
+    """Point the CLI's persistent compilation cache at a temporary directory, not ~/.cache."""
+    monkeypatch.setenv("JAXSHUFFLE_CACHE", str(tmp_path_factory.getbasetemp() / "xla-cache"))
+
+
+def run(capsys, argv):
+    code = cli.main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_done_when_plain(capsys):
+    code, out, err = run(capsys, DONE_WHEN)
+    assert code == 0 and err == ""
+    assert "Shuffle model" in out and "replace-one" in out and "single message" in out
+    upper = float(out.split("eps <= ")[1].split()[0])
+    assert upper >= 0.969408
+    paper_line = [line for line in out.splitlines() if "paper" in line][0]
+    assert "0.914553" in paper_line and "NOT certified" in paper_line
+    assert "eps >= 0.969408" in out  # Theorem 5.1 lower bound (x* = x0) is exact here
+
+
+def test_done_when_json_schema(capsys):
+    code, out, _ = run(capsys, DONE_WHEN + ["--json"])
+    assert code == 0
+    rows = json.loads(out)
+    assert isinstance(rows, list) and len(rows) == 1
+    r = rows[0]
+    for key in ("lower", "upper", "paper", "certified", "paper_certified", "n", "delta", "options", "randomizer",
+                "messages", "worst_case", "upper_source", "status", "p", "beta", "q"):
+        assert key in r, key
+    assert r["certified"] is True and r["paper_certified"] is False
+    assert r["upper"] >= 0.969408 and abs(r["paper"] - 0.914553) < 1e-6
+    assert r["lower"] <= 0.9694083 <= r["upper"]
+    assert r["options"] == {"eps0": 1.0, "k": 3.0} and r["messages"] == "single"
+
+
+def test_grid_is_cartesian(capsys):
+    names, cols = cli._cartesian({"eps0": [1.0, 2.0], "n": [1e4, 1e6, 1e8]})
+    assert names == ["eps0", "n"]
+    assert cols["eps0"].tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    assert cols["n"].tolist() == [1e4, 1e6, 1e8] * 2
+    code, out, _ = run(capsys, ["epsilon", "--randomizer", "general", "--eps0", "1,2", "--n", "2",
+                                "--delta", "0.01", "--json"])
+    rows = json.loads(out)
+    assert code == 0 and [r["options"]["eps0"] for r in rows] == [1.0, 2.0]
+    assert all(r["paper_certified"] and r["certified"] and r["paper"] == r["upper"] for r in rows)
+    assert all(r["has_lower"] is False and r["lower"] == 0.0 for r in rows)
+
+
+def test_calibrate_eps0_cli(capsys):
+    code, out, _ = run(capsys, ["calibrate", "--randomizer", "grr", "--k", "3", "--target", "0.5", "--n", "2",
+                                "--delta", "0.01", "--json"])
+    assert code == 0
+    (r,) = json.loads(out)
+    assert r["solved_for"] == "eps0" and r["calibration_status"] == "converged"
+    assert r["upper"] <= 0.5 and r["value"] < r["over"] <= r["value"] * (1 + 2e-6)
+    for key in ("lower", "upper", "paper", "certified"):
+        assert key in r
+    code, out, _ = run(capsys, ["calibrate", "--randomizer", "grr", "--k", "3", "--target", "0.5", "--n", "2",
+                                "--delta", "0.01"])
+    assert code == 0 and "largest eps0 =" in out
+
+
+def test_randomizers_list(capsys):
+    code, out, _ = run(capsys, ["randomizers"])
+    assert code == 0
+    for name in CATALOG:
+        assert name in out
+    code, out, _ = run(capsys, ["randomizers", "--json"])
+    listing = json.loads(out)
+    assert {e["name"] for e in listing} == set(CATALOG)
+    grr = next(e for e in listing if e["name"] == "grr")
+    assert grr["source"] and [o["name"] for o in grr["options"]] == ["eps0", "k"]
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["epsilon", "--randomizer", "grr", "--k", "1", "--eps0", "1", "--n", "2", "--delta", "0.01"],
+     "k: must be an integer >= 2"),
+    (["epsilon", "--randomizer", "grr", "--eps0", "1", "--n", "2", "--delta", "0.01"], "k: required option"),
+    (["epsilon", "--randomizer", "nope", "--n", "2", "--delta", "0.01"], "randomizer: unknown name 'nope'"),
+    (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "-1", "--n", "2", "--delta", "0.01"],
+     "eps0: must be a number in [0, inf)"),
+    (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "2"],
+     "delta: must lie in (0, 1)"),
+    (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "0.5", "--delta", "0.1"],
+     "n: must be an integer >= 1"),
+    (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1x", "--n", "2", "--delta", "0.1"],
+     "argument --eps0: invalid number '1x'"),
+    (["epsilon", "--randomizer", "subset-selection", "--eps0", "1", "--d", "3", "--k", "3", "--n", "2",
+      "--delta", "0.1"], "k: must be <= d - 1"),
+    (["calibrate", "--randomizer", "metric-laplace", "--dmax", "2", "--target", "0.5", "--n", "10",
+      "--delta", "0.1"], "randomizer: 'metric-laplace' has no eps0 option"),
+    (["bogus"], "argument command: invalid choice"),
+])
+def test_user_errors_exit_2_one_line(capsys, argv, pattern):
+    code, out, err = run(capsys, argv)
+    assert code == 2 and out == ""
+    assert err.startswith("jaxshuffle: error: ") and err.count("\n") == 1, err
+    assert pattern in err and "Traceback" not in err
+
+
+def test_enables_persistent_cache(capsys, tmp_path_factory):
+    run(capsys, ["epsilon", "--randomizer", "nope", "--n", "2", "--delta", "0.01"])  # exits before compiling
+    assert jax.config.jax_compilation_cache_dir is not None
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+
+
+def test_subprocess_smoke(tmp_path):
+    """The installed console script (or ``python -m jaxshuffle.cli``): listing and a user error."""
+    exe = shutil.which("jaxshuffle")
+    base = [exe] if exe else [sys.executable, "-m", "jaxshuffle.cli"]
+    env = dict(os.environ, JAXSHUFFLE_CACHE=str(tmp_path / "xla"))
+    ok = subprocess.run(base + ["randomizers", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0 and {e["name"] for e in json.loads(ok.stdout)} == set(CATALOG)
+    bad = subprocess.run(base + ["epsilon", "--randomizer", "grr", "--k", "1", "--eps0", "1", "--n", "2",
+                                 "--delta", "0.01"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip() == "jaxshuffle: error: k: must be an integer >= 2 (NaN is not)"
