@@ -61,13 +61,24 @@ def _enable_compilation_cache() -> None:
 
 
 def _grid(text: str) -> list[float]:
-    values = []
+    """Grid values: ``1e4,1e6`` (list), ``0.1:5:50`` (50 linearly spaced), ``1e3..1e6:7`` (7 log-spaced)."""
+    values: list[float] = []
     for part in text.split(","):
         part = part.strip()
         try:
-            values.append(float(part))
+            if ".." in part:
+                ends, _, num = part.partition(":")
+                lo, hi = (float(x) for x in ends.split(".."))
+                values += np.geomspace(lo, hi, int(num)).tolist()
+            elif ":" in part:
+                lo, hi, num = part.split(":")
+                values += np.linspace(float(lo), float(hi), int(num)).tolist()
+            else:
+                values.append(float(part))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid number {part!r} (use e.g. 1e4 or a list 1e4,1e6)") from None
+            raise argparse.ArgumentTypeError(
+                f"invalid value {part!r} (use 1e4, a list 1e4,1e6, a range 0.1:5:50 or a log range 1e3..1e6:7)"
+            ) from None
     if not values:
         raise argparse.ArgumentTypeError("empty value")
     return values
@@ -106,7 +117,7 @@ def _add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] 
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate") else None
+    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare") else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -138,6 +149,35 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
     pr = sub.add_parser("randomizers", help="list the catalog with options and sources")
     pr.add_argument("--json", action="store_true", help="print JSON")
+
+    ps = sub.add_parser("sandwich", help="lower <= exact <= certified upper for a finite mechanism at small n",
+                        description="Exact epsilon of the shuffled outputs of a finite mechanism (worst over "
+                                    "candidate datasets of the other users) between the Thm 5.1 lower bound and "
+                                    "the certified upper bound, with the paper's Thm 4.7 value. Exits 1 if a "
+                                    "certified bound is on the wrong side.", **common)
+    src = ps.add_mutually_exclusive_group(required=True)
+    src.add_argument("--matrix", help="rows separated by ';', entries by ',' (row x = P[R(x) = .])")
+    src.add_argument("--grr", type=int, metavar="K", help="k-ary randomized response with --eps0")
+    ps.add_argument("--eps0", type=float, help="eps0 of --grr")
+    ps.add_argument("--x0", type=int, default=0, help="victim input under P (default 0)")
+    ps.add_argument("--x1", type=int, default=1, help="victim input under Q (default 1)")
+    ps.add_argument("--n", type=_grid, required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
+    ps.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    ps.add_argument("--candidates", choices=("all-equal", "mixtures"), default="all-equal",
+                    help="datasets of the other users to search for the worst case")
+    ps.add_argument("--json", action="store_true", help="print a JSON list, one object per n")
+
+    pm = sub.add_parser("compare", help="every applicable bound side by side over a grid (table + figure)",
+                        description="Certified upper, lower bound, the paper's value, numerical clones, "
+                                    "closed forms and earlier bounds for one randomizer over (eps0, n, delta).",
+                        **common)
+    pm.add_argument("--randomizer", required=True, help="catalog name with an eps0 option")
+    _add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
+    pm.add_argument("--eps0", type=_grid, required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
+    pm.add_argument("--n", type=_grid, required=True, metavar="GRID", help="numbers of users")
+    pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
+    pm.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
     return parser
 
 
@@ -343,15 +383,90 @@ def _cmd_randomizers(args) -> int:
     return 0
 
 
+def _parse_matrix(text: str) -> np.ndarray:
+    try:
+        rows = [[float(v) for v in row.split(",")] for row in text.strip().split(";") if row.strip()]
+        return np.asarray(rows, dtype=np.float64)
+    except ValueError:
+        raise UsageError("matrix: rows separated by ';', numbers by ',' (e.g. '0.6,0.4;0.4,0.6')") from None
+
+
+def _cmd_sandwich(args) -> int:
+    from jaxshuffle.sandwich import OrderViolation, grr_matrix, sandwich
+
+    if args.grr is not None:
+        if args.eps0 is None:
+            raise UsageError("eps0: required with --grr (eps0 >= 0)")
+        if args.grr < 2 or not args.eps0 >= 0:
+            raise UsageError("grr: k must be an integer >= 2 and eps0 >= 0")
+        matrix = grr_matrix(args.grr, args.eps0)
+    else:
+        matrix = _parse_matrix(args.matrix)
+    reports = []
+    try:
+        for n in args.n:
+            if n != int(n) or n < 1:
+                raise UsageError("n: must be an integer >= 1")
+            reports.append(sandwich(matrix, args.x0, args.x1, int(n), args.delta, candidates=args.candidates))
+    except OrderViolation as exc:
+        print(f"jaxshuffle: ORDER VIOLATED (a certified bound is wrong; please report): {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r._asdict() | {"exact_others": list(r.exact_others)} for r in reports], indent=1))
+    else:
+        print("Shuffle model, replace-one neighbouring datasets, single message; exact = worst over the "
+              f"{args.candidates} datasets of the other users.")
+        for r in reports:
+            print("\n".join(r.lines()))
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from jaxshuffle.compare import compare
+
+    entry = _entry(args.randomizer)
+    opts = _entry_options(args, entry, skip=("eps0",))
+    for k, v in opts.items():
+        if len(v) != 1:
+            raise UsageError(f"{k}: compare takes one value per randomizer option")
+    e0 = np.asarray(args.eps0)[:, None]
+    n = np.asarray(args.n)[None, :]
+    table = compare(args.randomizer, e0, n, args.delta, **{k: v[0] for k, v in opts.items()})
+    os.makedirs(args.out, exist_ok=True)
+    csv_path = os.path.join(args.out, "compare.csv")
+    table.to_csv(csv_path)
+    png_path = os.path.join(args.out, "compare.png")
+    try:
+        table.figure(png_path)
+        figure = png_path
+    except ImportError as exc:
+        figure = f"(no figure: {exc})"
+    if args.json:
+        print(json.dumps(table.rows()))
+        return 0
+    print(f"{args.randomizer} {opts}, delta = {args.delta:g}: epsilon by bound "
+          "(certified = sound upper bound; paper/reference values are not certified)")
+    for j, nn in enumerate(args.n):
+        print(f"\nn = {nn:g}")
+        print(f"  {'bound':36s} {'kind':9s} " + " ".join(f"{f'eps0={e:g}':>10s}" for e in args.eps0[:8])
+              + (" ..." if len(args.eps0) > 8 else ""))
+        for name, b in table.bounds.items():
+            vals = " ".join(f"{_fmt(float(b.value[i, j])):>10s}" for i in range(min(8, len(args.eps0))))
+            print(f"  {name:36s} {b.kind:9s} {vals}")
+    print(f"\nwrote {csv_path} and {figure}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in ("epsilon", "calibrate"):
+        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare"):
             _enable_compilation_cache()  # before anything compiles: JAX decides once per process
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
-        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers}
+        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers,
+                    "sandwich": _cmd_sandwich, "compare": _cmd_compare}
         return commands[args.command](args)
     except (UsageError, ValueError) as exc:
         msg = re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split()))

@@ -62,6 +62,10 @@ class Comparison(NamedTuple):
                                 ratio=(e0 / v if v > 0 and math.isfinite(v) else (math.inf if v == 0 else 0.0))))
         return out
 
+    def figure(self, path) -> None:
+        """Write the amplification-ratio figure (one panel per n; needs matplotlib) to ``path``."""
+        _write_figure(self, path)
+
     def to_csv(self, path) -> None:
         rows = self.rows()
         with open(path, "w", newline="") as fh:
@@ -119,3 +123,55 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
         bounds[name] = Bound(np.where(ok, v, np.inf), np.asarray(ok, bool), "certified" if paper_cert.all() else "paper",
                              np.asarray(ok, bool) & paper_cert)
     return Comparison(randomizer, dict(options), e0, nn, dd, bounds)
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plots need matplotlib: pip install 'jaxshuffle[plot]'") from exc
+    return plt
+
+
+def plot_ratio(table: Comparison, ax=None, *, n_index: int = 0, legend: bool = True):
+    """Amplification ratio ``eps0 / eps`` against ``eps0`` for every valid bound at one ``n``
+    (the paper's Figures 1-2); certified bounds solid, others dashed. Returns ``ax``."""
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    e0 = table.eps0[:, n_index]
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, b) in enumerate(table.bounds.items()):
+        v = b.value[:, n_index]
+        ok = b.valid[:, n_index] & (v > 0) & np.isfinite(v)
+        if not ok.any():
+            continue
+        style = "-" if b.kind == "certified" else ":" if b.kind == "lower" else "--"
+        ax.plot(e0[ok], e0[ok] / v[ok], style, color=colors[(2 * i) % 20 + (i >= 10)],
+                lw=2.2 if b.kind == "certified" else 1.4, marker="." if ok.sum() < 15 else None,
+                label=f"{name} [{b.kind}]")
+    n = table.n[0, n_index]
+    ax.set_xlabel(r"local budget $\varepsilon_0$ (nats)")
+    ax.set_ylabel(r"amplification ratio $\varepsilon_0/\varepsilon$")
+    ax.set_yscale("log")
+    ax.set_title(f"{table.randomizer} {dict(table.options) or ''}  n = {n:g},  "
+                 rf"$\delta$ = {table.delta.flat[0]:g}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return ax
+
+
+def _write_figure(self: Comparison, path) -> None:
+    plt = _pyplot()
+    k = self.n.shape[1] if self.n.ndim == 2 else 1
+    fig, axes = plt.subplots(1, k, figsize=(5.5 * k + 3.2, 4.6), squeeze=False)
+    for j in range(k):
+        plot_ratio(self, axes[0, j], n_index=j, legend=j == k - 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+

@@ -109,7 +109,7 @@ def test_randomizers_list(capsys):
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "0.5", "--delta", "0.1"],
      "n: must be an integer >= 1"),
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1x", "--n", "2", "--delta", "0.1"],
-     "argument --eps0: invalid number '1x'"),
+     "argument --eps0: invalid value '1x'"),
     (["epsilon", "--randomizer", "subset-selection", "--eps0", "1", "--d", "3", "--k", "3", "--n", "2",
       "--delta", "0.1"], "k: must be <= d - 1"),
     (["calibrate", "--randomizer", "metric-laplace", "--dmax", "2", "--target", "0.5", "--n", "10",
@@ -140,3 +140,27 @@ def test_subprocess_smoke(tmp_path):
                                  "--delta", "0.01"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip() == "jaxshuffle: error: k: must be an integer >= 2 (NaN is not)"
+
+
+def test_sandwich_cli_shows_the_counterexample(capsys):
+    assert cli.main(["sandwich", "--grr", "3", "--eps0", "1", "--n", "2", "--delta", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "0.969408" in out and "0.914553" in out and "NOT an upper bound" in out
+
+
+def test_sandwich_cli_json_and_errors(capsys):
+    assert cli.main(["sandwich", "--matrix", "0.7,0.3;0.3,0.7", "--n", "3", "--delta", "0.01", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["lower"] <= rows[0]["exact"] <= rows[0]["upper"] + 1e-9
+    assert cli.main(["sandwich", "--matrix", "0.7,x;0.3,0.7", "--n", "3", "--delta", "0.01"]) == 2
+    assert "matrix" in capsys.readouterr().err
+    assert cli.main(["sandwich", "--grr", "3", "--n", "3", "--delta", "0.01"]) == 2
+
+
+def test_compare_cli_writes_table_and_figure(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", "--randomizer", "grr", "--k", "3", "--eps0", "0.5:2:3", "--n", "1e3",
+                 "--delta", "1e-6", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "certified upper (jaxshuffle)" in text and "reference" in text
+    assert (out / "compare.csv").stat().st_size > 0 and (out / "compare.png").stat().st_size > 0
