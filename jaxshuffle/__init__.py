@@ -11,7 +11,11 @@ Public API:
 * pairs (:mod:`jaxshuffle.pair`): :func:`vr_pair`, :func:`stronger_clone_pair`,
   :func:`standard_clone_pair`, :func:`two_count_pair`, :class:`TwoCountPair`;
 * the engine: :func:`hockey_stick` (divergence), :func:`hockey_stick_bounds` (with its
-  certified band), :func:`epsilon` (certified bracket), :class:`Status`.
+  certified band), :func:`epsilon` (certified bracket), :class:`Status`;
+* the accountant: :func:`amplify` (certified upper, lower bound, paper value for a
+  randomizer from :mod:`jaxshuffle.randomizers`), :func:`calibrate_eps0`,
+  :func:`calibrate_n`; :func:`compare` (every bound side by side); :func:`sandwich`
+  (lower <= exact <= certified upper for a finite mechanism).
 
 Modules: ``randomizers`` (parameter catalog), ``closed_forms`` and ``metric`` (closed-form
 bounds), ``exact`` (ground truth by enumeration, PEM lower bound). Importing the package
@@ -27,17 +31,26 @@ from jaxshuffle.pair import (
     vr_pair,
 )
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
+from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
+from jaxshuffle.compare import compare  # noqa: E402
+from jaxshuffle.sandwich import sandwich  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmplificationReport",
     "Divergence",
     "EpsilonBracket",
     "Status",
     "TwoCountPair",
+    "amplify",
+    "calibrate_eps0",
+    "calibrate_n",
+    "compare",
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",
+    "sandwich",
     "standard_clone_pair",
     "stronger_clone_pair",
     "two_count_pair",
