@@ -118,7 +118,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     done0 = status0 != Status.MAX_ITER
 
     def body(state):
-        it, lo, hi, x, status, done, n_amb = state
+        it, lo, hi, x, status, done, n_amb, width1, width2 = state
         d = div(x)  # the first iteration evaluates eps = 0
         is_hi = d.upper <= delta
         is_lo = d.lower > delta
@@ -133,13 +133,16 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         finite_hi = jnp.isfinite(hi)
         width = jnp.where(finite_hi, hi - lo, jnp.inf)
         margin = 0.25 * rtol * jnp.where(finite_hi, hi, 1.0)
-        inside = (newton > lo + margin) & (newton < hi - margin) & (fp < 0) & (d.value > 0)
+        usable = (fp < 0) & (d.value > 0) & (newton > lo) & (newton < hi)
         geometric = (lo > 0) & (hi > 8.0 * lo)
         bisect = jnp.where(geometric, jnp.sqrt(lo * hi), 0.5 * (lo + hi))
         bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), _EPS_CAP))
-        nxt = jnp.where(inside, newton, jnp.clip(newton, lo + margin, hi - margin))
-        nxt = jnp.where(inside | (jnp.abs(nxt - x) > margin), nxt, bisect)
-        nxt = jnp.where((nxt > lo) & (nxt < hi), nxt, bisect)
+        # Newton inside the bracket, kept a margin away from its ends so that both ends get
+        # certified in the endgame; outside the bracket, or after two steps that failed to
+        # halve it, bisect (guaranteed progress).
+        nxt = jnp.clip(newton, lo + margin, hi - margin)
+        slow = (lo > 0) & (width > 0.5 * width2)  # only once both ends are established
+        nxt = jnp.where(usable & ~slow & (hi - lo > 2.0 * margin), nxt, bisect)
         # x inside the certified band of the root: probe a margin above, then below.
         ambiguous = ambiguous & (it > 0)  # at eps = 0 the lower end 0 needs no certificate
         n_amb = n_amb + ambiguous.astype(jnp.int32)
@@ -157,14 +160,15 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
                                          jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
         stop = zero | converged | ambiguous | gave_up
         status = jnp.where(done, status, new_status)
-        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb
+        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1
 
     def cond(state):
-        it, *_, done, _ = state
+        it, _, _, _, _, done, *_ = state
         return (it < max_iter) & ~jnp.all(done)
 
-    it, lo, hi, _, status, _, _ = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, jnp.asarray(0.0), status0, done0, jnp.asarray(0, jnp.int32))
+    it, lo, hi, _, status, _, _, _, _ = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, jnp.asarray(0.0), status0, done0, jnp.asarray(0, jnp.int32),
+                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf))
     )
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))

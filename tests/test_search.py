@@ -157,3 +157,15 @@ def test_property_lower_le_upper_and_enumeration_inside(eps0, beta_frac, q_frac,
     assert float(res.lower) <= float(res.upper)
     ref = epsilon_enum(float(pair.u), float(pair.v), float(pair.w), float(pair.r0), float(pair.r1), 40, delta)
     assert float(res.lower) <= ref * (1 + 1e-12) + 1e-15 and ref <= float(res.upper) * (1 + 1e-12) + 1e-15
+
+
+def test_newton_outside_the_bracket_bisects_instead_of_stalling():
+    """3-ary RR, eps0 = 5, n = 1000, delta = 0.01/n: the Thm 4.7 pair's eps is 4.502 (MATH.md s.5).
+
+    Newton from the first guess overshoots the bracket here; clipping it to the bracket's edge
+    used to shrink the bracket by ~rtol per step and end at MAX_ITER.
+    """
+    p = math.exp(5.0)
+    res = js.epsilon(js.vr_pair(p, (p - 1) / (p + 2), p), 1000.0, 1e-5)
+    assert int(res.status) == Status.CONVERGED
+    assert float(res.upper) == pytest.approx(4.502, abs=5e-4)
