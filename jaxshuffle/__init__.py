@@ -34,6 +34,7 @@ from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
 from jaxshuffle.compare import compare  # noqa: E402
 from jaxshuffle.sandwich import sandwich  # noqa: E402
+from jaxshuffle import sweep  # noqa: E402,F401  (the module is callable: jaxshuffle.sweep(...))
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,7 @@ __all__ = [
     "sandwich",
     "standard_clone_pair",
     "stronger_clone_pair",
+    "sweep",
     "two_count_pair",
     "vr_pair",
 ]

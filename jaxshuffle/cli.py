@@ -147,6 +147,11 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
+    from jaxshuffle.sweep import add_plot_parser, add_sweep_parser
+
+    add_sweep_parser(sub)
+    add_plot_parser(sub)
+
     pr = sub.add_parser("randomizers", help="list the catalog with options and sources")
     pr.add_argument("--json", action="store_true", help="print JSON")
 
@@ -461,10 +466,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare"):
+        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot"):
             _enable_compilation_cache()  # before anything compiles: JAX decides once per process
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
+        if args.command in ("sweep", "plot"):
+            return args.func(args)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers,
                     "sandwich": _cmd_sandwich, "compare": _cmd_compare}
         return commands[args.command](args)

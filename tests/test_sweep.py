@@ -1,0 +1,333 @@
+"""Grid sweeps: grid syntax, agreement with amplify, files, SIGKILL + resume, shards, 4 devices.
+
+Grids here use n <= 16 (every window is the minimum, 16 counts) or a handful of points, so a
+test compiles one or two small programs. Subprocess tests share a persistent compilation
+cache (a temporary directory) through $JAXSHUFFLE_CACHE.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxshuffle import sweep as sw
+from jaxshuffle.accountant import amplify
+from jaxshuffle.randomizers import CATALOG
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------ grid syntax
+
+
+def test_parse_grid_forms():
+    np.testing.assert_array_equal(sw.parse_grid("1,2,5"), [1, 2, 5])
+    np.testing.assert_allclose(sw.parse_grid("0.5:4:8"), np.linspace(0.5, 4, 8))
+    np.testing.assert_allclose(sw.parse_grid("1e3..1e6:4"), [1e3, 1e4, 1e5, 1e6])
+    np.testing.assert_allclose(sw.parse_grid("0.1, 1:2:3,1e2..1e3:2"), [0.1, 1, 1.5, 2, 100, 1000])
+    np.testing.assert_array_equal(sw.parse_grid("1e3..1e6:7", integer=True),
+                                  np.round(np.geomspace(1e3, 1e6, 7)))
+    np.testing.assert_array_equal(sw.parse_grid("1,1,2,1"), [1, 2])  # duplicates dropped, order kept
+    np.testing.assert_array_equal(sw.parse_grid([3, 1]), [3, 1])
+    np.testing.assert_array_equal(sw.parse_grid(2.0), [2.0])
+
+
+@pytest.mark.parametrize("bad", ["", "1,,2", "a", "1:2", "1:2:0", "1:2:2.5", "0..10:3", "1..:3", "1..10"])
+def test_parse_grid_errors(bad):
+    with pytest.raises(ValueError, match="grid|number"):
+        sw.parse_grid(bad)
+
+
+def test_parse_delta_rules():
+    assert sw.parse_delta("1e-6,0.01/n") == [1e-6, "0.01/n"]
+    assert sw.parse_delta("1e-8..1e-6:3") == pytest.approx([1e-8, 1e-7, 1e-6])
+    n = np.array([10.0, 1000.0])
+    np.testing.assert_allclose(sw._eval_rule("0.01/n", n), [1e-3, 1e-5])
+    np.testing.assert_allclose(sw._eval_rule("min(1e-4, 1/n**1.5)", n), [1e-4, 1000.0 ** -1.5])
+    assert sw.parse_delta("min(1e-4, 1/n),1e-8") == ["min(1e-4, 1/n)", 1e-8]
+    for bad in ("__import__('os').getcwd()", "n.real", "open('x')", "[n]", "lambda: 1"):
+        with pytest.raises(ValueError, match="delta"):
+            sw.parse_delta(bad)
+
+
+def test_spec_errors():
+    with pytest.raises(ValueError, match="randomizer: unknown"):
+        sw._build_spec("nope", 10, 0.1, {})
+    with pytest.raises(ValueError, match="k: not an option"):
+        sw._build_spec("general", 10, 0.1, {"k": "3"})
+    with pytest.raises(ValueError, match="n: required"):
+        sw._build_spec("general", None, 0.1, {"eps0": 1})
+    with pytest.raises(ValueError, match="k: required option"):
+        sw._expand(sw._build_spec("grr", 10, 0.1, {"eps0": 1}))
+    with pytest.raises(ValueError, match="delta: must lie in"):
+        sw._expand(sw._build_spec("general", "1,10", "2/n", {"eps0": 1}))
+    with pytest.raises(ValueError, match="eps0"):  # catalog validation names the option
+        sw._Grid(sw._build_spec("general", 10, 0.1, {"eps0": -1}), True)
+
+
+def test_grid_order_and_defaults():
+    spec = sw._build_spec(["grr", "local-hash"], "2,4", "0.1,0.01/n", {"eps0": "1,2", "k": 3, "l": 4})
+    table, groups, names = sw._expand(spec)
+    assert names == ["eps0", "k", "l", "collision"]
+    assert [g.name for g in groups] == ["grr", "local-hash"]
+    assert len(table["n"]) == 2 * 2 * 2 * 2
+    # cartesian order: options (catalog order), then n, then delta rule
+    assert table["eps0"][:4].tolist() == [1, 1, 1, 1] and table["n"][:4].tolist() == [2, 2, 4, 4]
+    assert table["delta_rule"][:2].tolist() == ["0.1", "0.01/n"]
+    assert table["delta"][:4].tolist() == [0.1, 0.005, 0.1, 0.0025]
+    assert np.isnan(table["l"][:8]).all() and np.isnan(table["k"][8:]).all()
+    assert (table["collision"][8:] == 0.0).all()  # catalog default
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def test_sweep_equals_amplify():
+    """Per-point values are exactly amplify's (upper, lower, paper, worst_case, statuses)."""
+    res = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False,
+                   scaled_variant=True, quiet=True)
+    assert len(res) == 16 and res.complete
+    e = CATALOG["grr"]
+    opts = {"eps0": res["eps0"], "k": res["k"]}
+    rep = amplify(e.fn(**opts), res["n"], res["delta"], lower_params=e.lower(**opts), scaled_variant=True)
+    for key in ("upper", "lower", "paper", "worst_case"):
+        np.testing.assert_array_equal(res[key], np.asarray(getattr(rep, key)), err_msg=key)
+    assert res["status"].tolist() == [sw.STATUS_NAMES[s] for s in np.asarray(rep.status)]
+    assert res["status_paper"].tolist() == [sw.STATUS_NAMES[s] for s in np.asarray(rep.status_paper)]
+    assert res["upper_source"].tolist() == [sw.SOURCE_NAMES[s] for s in np.asarray(rep.upper_source)]
+    np.testing.assert_array_equal(res["paper_certified"], np.asarray(rep.paper_certified))
+    assert res["certified"].all() and res["has_lower"].all()
+    assert np.all(res["lower"] <= res["upper"])
+    assert (res["upper_source"] == "scaled").any()
+    # default (as amplify's): no scaled pair, upper = worst-case pair unless delta >= beta
+    plain = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False, quiet=True)
+    np.testing.assert_array_equal(plain["upper"], np.where(plain["upper_source"] == "tv", 0.0, res["worst_case"]))
+    assert not (plain["upper_source"] == "scaled").any()
+
+
+def test_general_dedupes_paper():
+    """For a worst-case randomizer the paper's pair is the worst-case pair: one search per point."""
+    spec = sw._build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
+    grid = sw._Grid(spec, True)
+    assert len(grid.jobs) == grid.size == 4
+    res = sw.sweep("general", eps0="0.5,2", n="4,16", delta=1e-3, chunk_size=4, quiet=True)
+    np.testing.assert_array_equal(res["paper"], res["upper"])
+    np.testing.assert_array_equal(res["worst_case"], res["upper"])
+    assert res["paper_certified"].all() and not res["has_lower"].any()
+    assert (res["lower"] == 0).all() and (res["status"] == "converged").all()
+
+
+def test_merge_windows_dp():
+    L = np.array([16] * 100 + [32] * 100 + [4096] * 3)
+    sym = np.ones(L.size, bool)
+    out = sw._merge_windows(L, sym, cost=2e-5)
+    assert set(out[:200].tolist()) == {32}  # merging 16 into 32 is cheaper than a compile
+    assert set(out[200:].tolist()) == {4096}
+    out = sw._merge_windows(L, sym, cost=1.0)  # compute dear: no merging
+    np.testing.assert_array_equal(out, L)
+
+
+# ------------------------------------------------------------------------------ files
+
+
+# Every general-randomizer grid below has n <= 16 and chunk_size 4: one compiled program serves them all.
+SMALL = dict(randomizer="general", eps0="0.5,1,2", n="3,9", delta="1e-3", chunk_size=4)
+
+
+def test_files_csv_npz_json(tmp_path):
+    out = tmp_path / "run"
+    res = sw.sweep(**SMALL, out=out, quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["chunks", "results.csv", "results.json", "results.npz",
+                                                      "sweep.json"]
+    csv_cols = sw.read_csv(out / "results.csv")
+    for key in ("index", "randomizer", "eps0", "n", "delta_rule", "delta", "lower", "upper", "paper",
+                "certified", "status"):
+        assert key in csv_cols
+    assert csv_cols["index"].tolist() == list(range(6))
+    with np.load(out / "results.npz", allow_pickle=False) as z:
+        for key in res.keys():
+            np.testing.assert_array_equal(z[key], res[key], err_msg=key)
+            if csv_cols[key].dtype.kind == "f":  # CSV floats round-trip exactly
+                np.testing.assert_array_equal(csv_cols[key], res[key], err_msg=key)
+            else:
+                assert csv_cols[key].tolist() == res[key].tolist()
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["version"] and meta["jax"] and meta["float64"] is True and meta["complete"] is True
+    assert meta["devices"][0]["platform"] == "cpu"
+    assert set(meta["methods"]) >= {"upper", "lower", "paper"}
+    assert meta["tolerances"]["rtol"] == 1e-6
+    assert meta["grid"]["n"] == [3.0, 9.0] and meta["points"] == 6
+    loaded = sw.load(out)
+    np.testing.assert_array_equal(loaded["upper"], res["upper"])
+    # rerun: nothing left to do, same numbers
+    again = sw.sweep(**SMALL, out=out, quiet=True)
+    assert again.meta["timing"]["chunks_run"] == 0
+    np.testing.assert_array_equal(again["upper"], res["upper"])
+    with pytest.raises(ValueError, match="different sweep"):
+        sw.sweep(**{**SMALL, "n": "3"}, out=out, quiet=True)
+
+
+def test_cli_parsers(tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="jaxshuffle")
+    sub = parser.add_subparsers(dest="command")
+    sw.add_sweep_parser(sub)
+    sw.add_plot_parser(sub)
+    out = tmp_path / "cli"
+    args = parser.parse_args(["sweep", "--randomizer", "general", "--eps0", "1,2", "--n", "3,9", "--delta", "1e-3",
+                              "--out", str(out), "--quiet", "--no-plot", "--chunk-size", "4"])
+    assert args.func(args) == 0
+    cols = sw.read_csv(out / "results.csv")
+    assert {"eps0", "n", "delta", "lower", "upper"} <= set(cols)
+    assert len(cols["n"]) == 4
+    args = parser.parse_args(["sweep", "merge", str(out), "--out", str(tmp_path / "m"), "--quiet"])
+    assert args.func(args) == 0
+    np.testing.assert_array_equal(sw.read_csv(tmp_path / "m" / "results.csv")["upper"], cols["upper"])
+    help_text = sub.choices["sweep"].format_help()
+    assert "1e3..1e6:7" in help_text and "--shard" in help_text and "merge" in help_text
+    args = parser.parse_args(["sweep", "--n", "3"])
+    with pytest.raises(ValueError, match="delta: required"):
+        args.func(args)
+
+
+def test_shards_and_merge(tmp_path):
+    full = sw.sweep(**SMALL, out=tmp_path / "full", quiet=True)
+    part0 = sw.sweep(**SMALL, out=tmp_path / "s0", shard="0/2", quiet=True)
+    assert not part0.complete and len(part0) == 4 and (tmp_path / "s0" / "shard-0-of-2.npz").exists()
+    with pytest.raises(ValueError, match="missing"):
+        sw.merge([tmp_path / "s0"], tmp_path / "m0", quiet=True)
+    partial = sw.merge([tmp_path / "s0"], tmp_path / "m0", allow_partial=True, quiet=True)
+    assert not partial.complete and partial["index"].tolist() == [0, 1, 2, 3]
+    sw.sweep(**SMALL, out=tmp_path / "s1", shard=(1, 2), quiet=True)
+    merged = sw.merge([tmp_path / "s0" / "shard-0-of-2.npz", tmp_path / "s1"], tmp_path / "m", quiet=True)
+    assert merged.complete and (tmp_path / "m" / "results.npz").exists()
+    for key in full.keys():
+        np.testing.assert_array_equal(merged[key], full[key], err_msg=key)
+    sw.sweep(**{**SMALL, "eps0": 1}, out=tmp_path / "other", quiet=True)
+    with pytest.raises(ValueError, match="different sweep"):
+        sw.merge([tmp_path / "s0", tmp_path / "other"], tmp_path / "bad", quiet=True)
+
+
+# ------------------------------------------------------------------------------ SIGKILL + resume
+
+
+def _env(cache: Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(JAXSHUFFLE_CACHE=str(cache), JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", **extra)
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("xla-cache")
+
+
+KILL_ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:24", "--n", "12", "--delta", "1e-3",
+             "--chunk-size", "4", "--no-plot"]
+
+
+def _run_cli(args, env, timeout=240):
+    return subprocess.run([sys.executable, "-m", "jaxshuffle.sweep", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_sigkill_then_resume_loses_nothing(tmp_path, cache_dir):
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    done = _run_cli([*KILL_ARGS, "--out", str(ref)], _env(cache_dir))
+    assert done.returncode == 0, done.stderr
+    n_chunks = 6  # 24 points, one search each, 4 per chunk
+
+    proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.sweep", *KILL_ARGS, "--out", str(killed)],
+                            env=_env(cache_dir, JAXSHUFFLE_SWEEP_CHUNK_SLEEP="1.0"), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            chunk_dir = killed / "chunks"
+            if chunk_dir.is_dir() and len(list(chunk_dir.glob("c*.npz"))) >= 2:
+                break
+            assert proc.poll() is None, "sweep ended before it could be killed"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    finished = sorted(p.name for p in (killed / "chunks").glob("c*.npz"))
+    assert 2 <= len(finished) < n_chunks
+    assert not (killed / "results.npz").exists()
+    partial = sw.read_csv(killed / "results.csv")  # rows appended for finished chunks
+    assert 4 <= len(partial["index"]) < 24
+
+    # What a kill in the middle of a write can leave behind: a temporary chunk file, a torn
+    # CSV line, and (a write that bypassed the rename, e.g. a damaged disk) a corrupt chunk file.
+    missing = next(f"c{i:06d}.npz" for i in range(n_chunks) if f"c{i:06d}.npz" not in finished)
+    (killed / "chunks" / f".{missing}.tmp-12345").write_bytes(b"PK\x03\x04 half a zip")
+    (killed / "chunks" / missing).write_bytes(b"PK\x03\x04 truncated")
+    with open(killed / "results.csv", "a") as f:
+        f.write("17,general,2.9")
+
+    again = _run_cli([*KILL_ARGS, "--out", str(killed)], _env(cache_dir))
+    assert again.returncode == 0, again.stderr
+    assert f"{len(finished)} of this sweep's {n_chunks} already done" in again.stderr
+    got, want = sw.read_csv(killed / "results.csv"), sw.read_csv(ref / "results.csv")
+    assert got["index"].tolist() == list(range(24))  # every point exactly once
+    for key in want:
+        if want[key].dtype.kind == "f":
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+        else:
+            assert got[key].tolist() == want[key].tolist(), key
+    assert (killed / "results.csv").read_bytes() == (ref / "results.csv").read_bytes()
+    assert not list((killed / "chunks").glob(".*"))  # leftovers cleaned up
+    assert json.loads((killed / "results.json").read_text())["complete"] is True
+
+
+# ------------------------------------------------------------------------------ 4 devices
+
+
+FOUR_DEVICES = textwrap.dedent("""
+    import os, sys, json
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax
+    import numpy as np
+    from jaxshuffle import sweep as sw
+    assert len(jax.devices()) == 4, jax.devices()
+    kw = dict(randomizer="grr", k=3, eps0="0.5,1,2,4", n="2,7,12", delta="0.01/n", lower=False, quiet=True)
+    four = sw.sweep(**kw, devices=4, chunk_size=8, out=sys.argv[1])
+    one = sw.sweep(**kw, devices=1, chunk_size=8)
+    same = {k: bool(np.array_equal(four[k], one[k])) for k in one.keys()}
+    meta = json.load(open(os.path.join(sys.argv[1], "results.json")))
+    print(json.dumps({"same": same, "ndev": len(meta["devices"]), "points": len(one),
+                      "programs": meta["timing"]["programs_compiled"]}))
+""")
+
+
+def test_four_cpu_devices_equal_single_device(tmp_path, cache_dir):
+    env = _env(cache_dir)
+    proc = subprocess.run([sys.executable, "-c", FOUR_DEVICES, str(tmp_path / "four")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["ndev"] == 4 and report["points"] == 12
+    assert all(report["same"].values()), report["same"]
+    assert report["programs"] == 1  # one window bucket, one program (sharded over the mesh)
+
+
+def test_default_grid_is_small():
+    """`jaxshuffle sweep` with no axes: ~200 points in at most 2 programs (under a minute on 2 cores)."""
+    g = sw.default_grid()
+    spec = sw._build_spec(g.pop("randomizer"), g.pop("n"), g.pop("delta"), g)
+    grid = sw._Grid(spec, True)
+    buckets, _ = sw._plan_jobs(grid.jobs, True, "cpu")
+    assert 100 <= grid.size <= 300 and len(grid.jobs) == grid.size
+    assert len(buckets) <= 2 and max(p.window for p, _, _ in buckets) <= 4096
