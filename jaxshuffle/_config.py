@@ -17,6 +17,8 @@ Validation convention (one rule for the whole package):
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,3 +78,19 @@ def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:
     except ValueError:
         desc = ", ".join(f"{k}{list(s)}" for k, s in shapes.items())
         raise ValueError(f"shapes do not broadcast: {desc}") from None
+
+
+def enable_compilation_cache() -> None:
+    """JAX's persistent compilation cache at ``$JAXSHUFFLE_CACHE`` or ``~/.cache/jaxshuffle/xla``.
+
+    For command-line entry points: each engine program takes seconds to compile, and JAX
+    reads this setting once per process, so call it before anything compiles.
+    """
+    path = os.environ.get("JAXSHUFFLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshuffle", "xla")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # read-only home: run without the cache
+        return
+    if jax.config.jax_compilation_cache_dir is None:
+        jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -33,6 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
+from jaxshuffle._config import enable_compilation_cache
+
 _STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "invalid", "unbounded")
 _SOURCE_NAMES = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
 _CAL_STATUS = ("converged", "capped", "unattainable", "max-iter")
@@ -45,19 +47,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
         raise UsageError(message)
-
-
-def _enable_compilation_cache() -> None:
-    import jax
-
-    path = os.environ.get("JAXSHUFFLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshuffle", "xla")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:  # read-only home: run without the cache
-        return
-    if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def _grid(text: str) -> list[float]:
@@ -467,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot"):
-            _enable_compilation_cache()  # before anything compiles: JAX decides once per process
+            enable_compilation_cache()  # before anything compiles: JAX decides once per process
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
         if args.command in ("sweep", "plot"):

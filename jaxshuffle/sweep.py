@@ -1570,20 +1570,6 @@ def _cmd_plot(args) -> int:
     return 0
 
 
-def enable_compilation_cache() -> None:
-    """JAX's persistent compilation cache at ``$JAXSHUFFLE_CACHE`` or ``~/.cache/jaxshuffle/xla``."""
-    import jax
-
-    path = os.environ.get("JAXSHUFFLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshuffle", "xla")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:  # read-only home: run without the cache
-        return
-    if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise ValueError(message)
@@ -1599,6 +1585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in ("sweep", "plot"):
         argv = ["sweep", *argv]
     try:
+        from jaxshuffle._config import enable_compilation_cache
+
         enable_compilation_cache()
         args = parser.parse_args(argv)
         return args.func(args)
