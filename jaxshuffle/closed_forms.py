@@ -145,6 +145,22 @@ def _check_vr(p, beta, q):
 # ------------------------------------------------------------- variation-ratio theorems
 
 
+def _vr_prelude(n, delta, p, beta, q):
+    """Shared start of the variation-ratio closed forms: broadcast, validate (eagerly), derive
+    ``(alpha, alpha p, (p-1) alpha, w, r)``, and the domain mask with ``n, delta`` made safe off it."""
+    arrs, concrete = _prep(n=n, delta=delta, p=p, beta=beta, q=q)
+    n, delta, p, beta, q = (arrs[k] for k in ("n", "delta", "p", "beta", "q"))
+    if concrete:
+        _check_n(n)
+        _check_delta(delta)
+        _check_vr(p, beta, q)
+    alpha, alpha_p, pm1_alpha, w, r, dom_vr = _vr_quantities(p, beta, q)
+    if concrete:
+        check(dom_vr, "q", "too small: the others' marker probability 2 alpha p/q must be <= 1")
+    dom = _n_domain(n) & _delta_domain(delta) & dom_vr
+    return _safe(dom, n, 2.0), _safe(dom, delta, 0.5), p, beta, q, (alpha, alpha_p, pm1_alpha, w, r), dom
+
+
 def vr_theorem42(n, delta, p, beta, q):
     """Variation-ratio Theorem 4.2 ("analytic" bound), corrected form. Upper bound on eps.
 
@@ -176,18 +192,7 @@ def vr_theorem42(n, delta, p, beta, q):
 
     ``p = inf`` (multi-message rows) uses ``alpha = 0``, ``alpha p = beta``.
     """
-    arrs, concrete = _prep(n=n, delta=delta, p=p, beta=beta, q=q)
-    n, delta, p, beta, q = (arrs[k] for k in ("n", "delta", "p", "beta", "q"))
-    if concrete:
-        _check_n(n)
-        _check_delta(delta)
-        _check_vr(p, beta, q)
-    alpha, alpha_p, pm1_alpha, w, r, dom_vr = _vr_quantities(p, beta, q)
-    if concrete:
-        check(dom_vr, "q", "too small: the others' marker probability 2 alpha p/q must be <= 1")
-    dom = _n_domain(n) & _delta_domain(delta) & dom_vr
-    delta = _safe(dom, delta, 0.5)
-    n = _safe(dom, n, 2.0)
+    n, delta, p, beta, q, (alpha, alpha_p, pm1_alpha, w, r), dom = _vr_prelude(n, delta, p, beta, q)
 
     L = jnp.log(4.0 / delta)
     m = jnp.sqrt(L / 2)
@@ -224,18 +229,7 @@ def vr_theorem43(n, delta, p, beta, q):
     Valid where ``p > 1`` (or ``p = inf``), ``beta > 0``, ``r < 1/2`` and the theorem's
     condition ``n >= 8 log(2/delta) / r`` hold. ``p = inf`` uses ``X = beta``, ``r = beta/q``.
     """
-    arrs, concrete = _prep(n=n, delta=delta, p=p, beta=beta, q=q)
-    n, delta, p, beta, q = (arrs[k] for k in ("n", "delta", "p", "beta", "q"))
-    if concrete:
-        _check_n(n)
-        _check_delta(delta)
-        _check_vr(p, beta, q)
-    alpha, alpha_p, pm1_alpha, w, r, dom_vr = _vr_quantities(p, beta, q)
-    if concrete:
-        check(dom_vr, "q", "too small: the others' marker probability 2 alpha p/q must be <= 1")
-    dom = _n_domain(n) & _delta_domain(delta) & dom_vr
-    delta = _safe(dom, delta, 0.5)
-    n = _safe(dom, n, 2.0)
+    n, delta, p, beta, q, (alpha, alpha_p, pm1_alpha, w, r), dom = _vr_prelude(n, delta, p, beta, q)
     rpos = (r > 0) & (2 * r < 1)
     r_s = _safe(rpos, r, 0.25)
     X = alpha_p + alpha

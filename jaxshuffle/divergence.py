@@ -44,7 +44,7 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import broadcast_shapes_or_raise, check, concrete, f64, require_x64
-from jaxshuffle.pair import TwoCountPair
+from jaxshuffle.pair import TwoCountPair, check_fields, fields_valid
 
 REL_ERR = 1e-10  # budget for the relative error of one pmf value (tests: 10x better)
 REL_TAIL = 1e-8  # budget for the relative error of one continued-fraction tail (tests: 10x better)
@@ -308,8 +308,7 @@ def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
     ``W`` (from :func:`window_weights`) may be passed when the same point is evaluated
     at many ``eps``, as in the search.
     """
-    valid = (u >= 0) & (v >= 0) & (w >= 0) & (jnp.abs(u + v + w - 1) <= 1e-12)
-    valid = valid & (r0 >= 0) & (r1 >= 0) & (r0 + r1 <= 1) & (n >= 1) & ~jnp.isnan(eps)
+    valid = fields_valid(u, v, w, r0, r1) & (n >= 1) & ~jnp.isnan(eps)
     safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
     u, v, w = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0)
     r0, r1, n, eps = safe(r0, 0.25), safe(r1, 0.25), safe(n, 1.0), safe(eps, 0.0)
@@ -370,11 +369,7 @@ def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
 
 
 def _check_inputs(pair_np, n_np, extra: dict) -> None:
-    for name, x in zip(("u", "v", "w", "r0", "r1"), pair_np):
-        check(~np.isnan(x) & (x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
-    u, v, w, r0, r1 = pair_np
-    check(np.abs(u + v + w - 1) <= 1e-12, "u+v+w", "must equal 1")
-    check(r0 + r1 <= 1, "r0+r1", "must be at most 1")
+    check_fields(*pair_np)
     check((n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be an integer >= 1 (NaN is not)")
     for name, (x, cond, msg) in extra.items():
         check(cond(x), name, msg)

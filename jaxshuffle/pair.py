@@ -95,12 +95,23 @@ class TwoCountPair:
         )
 
 
+def fields_valid(u, v, w, r0, r1) -> jax.Array:
+    """Boolean array, True where ``(u, v, w, r0, r1)`` is a probability model (jit-safe; NaN is not)."""
+    ok = (u >= 0) & (v >= 0) & (w >= 0) & (r0 >= 0) & (r1 >= 0)
+    return ok & (jnp.abs(u + v + w - 1.0) <= _SUM_TOL) & (r0 + r1 <= 1.0)
+
+
+def check_fields(u, v, w, r0, r1) -> None:
+    """Eager form of :func:`fields_valid`: ValueError naming the first offending field."""
+    for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
+        check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
+    check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1")
+    check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1")
+
+
 def pair_validity(pair: TwoCountPair) -> jax.Array:
     """Boolean array, True where the pair's fields are a probability model (jit-safe)."""
-    u, v, w, r0, r1 = pair.arrays()
-    ok = (u >= 0) & (v >= 0) & (w >= 0) & (r0 >= 0) & (r1 >= 0)
-    ok = ok & (jnp.abs(u + v + w - 1.0) <= _SUM_TOL) & (r0 + r1 <= 1.0)
-    return jnp.broadcast_to(ok, pair.shape)  # NaN compares False everywhere
+    return jnp.broadcast_to(fields_valid(*pair.arrays()), pair.shape)
 
 
 def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "custom") -> TwoCountPair:
@@ -113,10 +124,7 @@ def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "cu
     broadcast_shapes_or_raise(u=u, v=v, w=w, r0=r0, r1=r1)
     pair = TwoCountPair(u, v, w, r0, r1, bound=bound, source=source)
     if is_concrete(pair):
-        for name, x in zip(("u", "v", "w", "r0", "r1"), pair.arrays()):
-            check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
-        check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1")
-        check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1")
+        check_fields(u, v, w, r0, r1)
     return pair
 
 

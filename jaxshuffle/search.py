@@ -43,7 +43,7 @@ from jaxshuffle.divergence import (
     prepare,
     run_buckets,
 )
-from jaxshuffle.pair import TwoCountPair
+from jaxshuffle.pair import TwoCountPair, fields_valid
 
 
 class Status(enum.IntEnum):
@@ -68,6 +68,8 @@ class EpsilonBracket(NamedTuple):
 
 
 _EPS_CAP = 700.0  # t = e^eps stays finite in float64
+# The window leaves out at most this fraction of delta of binomial mass; it only widens the band.
+TRUNC_FRACTION = 1e-6
 
 
 def _infinite_loss_mass(u, v, w, r0, r1, n):
@@ -88,9 +90,7 @@ def _infinite_loss_mass(u, v, w, r0, r1, n):
 
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
     """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
-    valid = (delta > 0) & (delta < 1) & (n >= 1)
-    valid = valid & (u >= 0) & (v >= 0) & (w >= 0) & (jnp.abs(u + v + w - 1) <= 1e-12)
-    valid = valid & (r0 >= 0) & (r1 >= 0) & (r0 + r1 <= 1)
+    valid = (delta > 0) & (delta < 1) & (n >= 1) & fields_valid(u, v, w, r0, r1)
     safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
     u, v, w, r0, r1 = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0), safe(r0, 0.25), safe(r1, 0.25)
     n, delta = safe(n, 1.0), safe(delta, 0.5)
@@ -232,8 +232,7 @@ def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int =
     flat, values, shape = prepare(pair, n, delta, "delta", "epsilon")
     u, v, w, r0, r1, n_, d_ = values
     _check_inputs((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1) (NaN is not)")})
-    # Truncation: dropped mass is a negligible fraction of delta (it only widens the band).
-    L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), 1e-6 * d_)
+    L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), TRUNC_FRACTION * d_)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_max = np.where(np.minimum(u, v) > 0, np.maximum(u, v) / np.where(np.minimum(u, v) > 0, np.minimum(u, v), 1.0),
                          np.exp(_EPS_CAP))

@@ -106,7 +106,6 @@ STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "i
 SOURCE_NAMES = ("worst-case", "scaled", "tv")
 # Job roles of one grid point (see jaxshuffle.accountant.amplify).
 _ROLES = ("wc", "scaled", "paper", "lower_given", "lower_x0")
-_EPS_TRUNC = 1e-6  # window truncation tolerance, a fraction of delta (as in search.epsilon)
 _MAX_ITER = 60
 
 #: Result columns after the parameter columns, with their meaning (also in the JSON sidecar).
@@ -631,11 +630,11 @@ _MIN_CHUNK = 32
 def _plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str):
     """Window plan per job (as search.epsilon plans it), bucketed; returns [(Plan, job ids, c_lo)]."""
     from jaxshuffle.divergence import R_FLOOR, Plan, _max_step_estimate, bucket_plans, plan_windows
-    from jaxshuffle.search import _EPS_CAP
+    from jaxshuffle.search import _EPS_CAP, TRUNC_FRACTION
 
     u, v, w, r0, r1, n, d = jobs.T
     r_sum = np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR)
-    L, c_lo = plan_windows(n, r_sum, _EPS_TRUNC * d)
+    L, c_lo = plan_windows(n, r_sum, TRUNC_FRACTION * d)
     M = np.zeros(len(jobs), dtype=np.int64)
     for s in range(0, len(jobs), 65536):  # (33, block) temporaries
         sl = slice(s, s + 65536)
@@ -1216,10 +1215,12 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     elapsed = time.perf_counter() - t0
 
     all_done = bool(job_done.all())
+    from jaxshuffle.search import TRUNC_FRACTION
+
     meta = {**env, "methods": _METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
             "settings": settings,
             "tolerances": {"rtol": float(rtol), "max_iter": _MAX_ITER,
-                           "window_truncation": f"{_EPS_TRUNC:g} * delta of binomial mass (Chernoff bound, "
+                           "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
                                                 "added to the certified divergence band)"},
             "buckets": [{"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric,
                          "searches": int(len(ids))} for pl, ids, _ in buckets],
