@@ -212,6 +212,28 @@ def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-
     return EpsilonBracket(lower, upper, status, it)
 
 
+def plan_epsilon(u, v, w, r0, r1, n, delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Static plan inputs of a search, eagerly, for flat numpy arrays of valid points.
+
+    Returns ``(window, c_lo, max_step)`` per point: the window (a power of two) and its
+    first count leave out at most ``TRUNC_FRACTION * delta`` of the others' binomial mass
+    (Chernoff), and ``max_step`` bounds the threshold step ``|k_{c'+1} - k_{c'}|`` over
+    every ``eps`` in ``[0, log max(u/v, v/u)]`` the search can visit. Group points into
+    programs with :func:`jaxshuffle.divergence.bucket_plans`; :func:`epsilon` does.
+    """
+    u, v, w, r0, r1, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (u, v, w, r0, r1, n, delta)))
+    L, c_lo = plan_windows(n, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), TRUNC_FRACTION * delta)
+    M = np.zeros(L.shape, dtype=np.int64)
+    flat = [x.ravel() for x in (u, v, w, r0, r1)]
+    for s in range(0, M.size, 65536):  # bounds the (33, block) temporaries of the estimate
+        u_, v_, w_, r0_, r1_ = (x[s:s + 65536] for x in flat)
+        lo, hi = np.minimum(u_, v_), np.maximum(u_, v_)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_max = np.where(lo > 0, hi / np.where(lo > 0, lo, 1.0), np.exp(_EPS_CAP))
+        M.ravel()[s:s + 65536] = _max_step_estimate(u_, v_, w_, r0_, r1_, np.ones_like(t_max), np.maximum(t_max, 1.0))
+    return L, c_lo, M
+
+
 def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
     """Certified epsilon bracket of the pair for ``n`` users at ``delta``.
 
@@ -232,11 +254,7 @@ def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int =
     flat, values, shape = prepare(pair, n, delta, "delta", "epsilon")
     u, v, w, r0, r1, n_, d_ = values
     _check_inputs((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1) (NaN is not)")})
-    L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), TRUNC_FRACTION * d_)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_max = np.where(np.minimum(u, v) > 0, np.maximum(u, v) / np.where(np.minimum(u, v) > 0, np.minimum(u, v), 1.0),
-                         np.exp(_EPS_CAP))
-    M = _max_step_estimate(u, v, w, r0, r1, np.ones_like(t_max), np.maximum(t_max, 1.0))
+    L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
 
     def kernel(plan, u, v, w, r0, r1, n, delta, c_lo):
         return epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter)
