@@ -53,6 +53,10 @@ _FLUSH = 2.3e-308  # a flushed (subnormal) term is below this
 R_FLOOR = 1e-150  # r0, r1 are raised to this; the change in D is bounded and added
 _INV_S_MAX = 1e200  # stands for 1/(1-r0-r1) when that is 0 (only ever multiplies 0 or dominates)
 _MIN_BLOCK = 512
+# Relative error added by one exact neighbour ratio b(j+1)/b(j) taken in log space: the
+# quotient (u), its log (u |log|, |log| <= log(1e9) + 2*345 with r floored at R_FLOOR) and
+# the running sum (u |log b| <= 746 u before a term flushes), with a 2x margin.
+_CHAIN_REL = 2 * _ULP * (2 + 21 + 690 + 746)
 
 
 class Plan(NamedTuple):
@@ -146,35 +150,32 @@ def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
 # The kernel: one point, one direction, t >= 1.
 
 
-def _pmf_neighbourhood(c, k, rho, rho_c, lo: int, hi: int):
-    """``log b_c(k + o)`` for offsets ``o = lo..hi`` from one Loader pmf and exact ratios (1-D c, k).
+def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
+    """``sum_{o < count} b_c(j_o)`` from ``log b_c(j_0) = log_start`` by exact neighbour ratios (1-D).
 
-    ``b(j+1)/b(j) = (c-j) rho / ((j+1) rho_c)``; the base index is clipped into ``[0, c]``
-    so that it is in the support (``k`` may be ``c + 1``). Shape ``k.shape + (hi-lo+1,)``.
+    Walks ``j_o = j0 + o`` where ``up`` (else ``j0 - o``) with
+    ``b(j+1)/b(j) = (c-j)/(j+1) * rho/rho_c`` and ``lrr = log(rho/rho_c)``; a ratio of 0
+    (leaving ``[0, c]``) gives ``-inf``. ``count <= M`` (static). Each step adds at most
+    ``_CHAIN_REL`` relative error to the terms after it.
     """
-    base = jnp.clip(k, 0.0, c)
-    lb = _binomial.log_pmf(c, base, rho, rho_c)
-    shift = (k - base)[..., None]
-    offs = jnp.arange(lo - 1, hi + 2, dtype=jnp.float64)[None, :]  # base offsets needed, with margin
-    j = base[:, None] + offs
-    cc = c[..., None]
-    # Ratio of neighbours in linear space (each factor is within [1e-20, 1e20] for n <= 1e9):
-    # up[j] = b(j+1)/b(j) for j >= base, down[j] = b(j)/b(j+1) for j < base; zero outside [0, c].
-    up = jnp.maximum(cc - j, 0.0) * rho / (jnp.maximum(j + 1.0, 1.0) * rho_c)  # guarded: no NaN gradients
-    down = jnp.maximum(j + 1.0, 0.0) * rho_c / (jnp.where(cc > j, cc - j, 1.0) * rho)
-    ratio = jnp.where(offs >= 0, up, down)
-    pos = jnp.where(offs >= 0, ratio, 1.0)
-    prod_up = jnp.cumprod(pos, axis=-1)  # exclusive product over base..j-1, by shifting
-    prod_up = jnp.concatenate([jnp.ones_like(prod_up[..., :1]), prod_up[..., :-1]], axis=-1)
-    neg = jnp.where(offs < 0, ratio, 1.0)
-    prod_down = jnp.flip(jnp.cumprod(jnp.flip(neg, -1), axis=-1), -1)  # product over j..base-1
-    prod = jnp.where(offs >= 0, prod_up, prod_down)
-    log_b = lb[..., None] + jnp.where(prod > 0, jnp.log(jnp.where(prod > 0, prod, 1.0)), -jnp.inf)
-    log_b = jnp.where((j < 0) | (j > cc), -jnp.inf, log_b)
-    # Select offsets relative to k (= base + shift): o in [lo, hi] -> base offset o + shift.
-    want = jnp.arange(lo, hi + 1, dtype=jnp.float64)[None, :] + shift
-    idx = (want - (lo - 1)).astype(jnp.int32)
-    return jnp.take_along_axis(log_b, idx, axis=-1)
+    sign = jnp.where(up, 1.0, -1.0)
+
+    def step(o, carry):
+        lb, acc = carry
+        acc = acc + jnp.where(o < count, jnp.exp(lb), 0.0)
+        j = j0 + sign * o
+        num = jnp.where(up, c - j, j)
+        den = jnp.where(up, j + 1.0, c - j + 1.0)
+        ok = (num > 0) & (den > 0)
+        lr = jnp.log(jnp.where(ok, num, 1.0) / jnp.where(ok, den, 1.0)) + sign * lrr
+        return jnp.where(ok, lb + lr, -jnp.inf), acc
+
+    carry = (log_start, jnp.zeros_like(log_start))
+    if M <= 8:  # unrolled: fuses into one pass over the window
+        for o in range(M):
+            carry = step(o, carry)
+        return carry[1]
+    return jax.lax.fori_loop(0, M, step, carry)[1]
 
 
 @jax.custom_jvp
@@ -226,7 +227,8 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     nb = L // B
     idx = jnp.arange(L + 1, dtype=jnp.float64)
     c_all = c_lo + idx  # counts c_lo .. c_lo + L (the last one only anchors the last block)
-    k_all = _thresholds(u, v, w, r0, r1, n, t, c_all, inv_s)
+    # Thresholds are integers: no derivative, and none wanted through the guarded logs below.
+    k_all = jax.lax.stop_gradient(_thresholds(u, v, w, r0, r1, n, t, c_all, inv_s))
     kc, kn = k_all[:L], k_all[1:]
     c = c_all[:L]
     live = c <= n - 1.0
@@ -234,20 +236,31 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     overflow = jnp.any(live & (jnp.abs(m) > M))
     m = jnp.clip(m, -M, M)
 
-    # log b_c(k_c + o), o = -(M+1)..M: covers beta = b(k_{c+1}-1) and every Delta term.
-    log_b = _pmf_neighbourhood(c_all, k_all, rho, rho_c, -(M + 1), M)
-    offs = jnp.arange(-(M + 1), M + 1, dtype=jnp.float64)
-    pmf = jnp.exp(log_b[:L])
-    beta = jnp.sum(jnp.where(offs[None, :] == (m - 1.0)[:, None], pmf, 0.0), axis=1)
-    between = (offs[None, :] >= jnp.minimum(m, 0.0)[:, None]) & (offs[None, :] < jnp.maximum(m, 0.0)[:, None])
-    terms = jnp.where(between, pmf, 0.0).sum(axis=1)
+    # log b_c(k_c) by Loader (k_c = c + 1 lies outside the support: b = 0), and log b_c(k_c - 1).
+    lrr = jnp.log(rho) - jnp.log(rho_c)
+    base = jnp.clip(k_all, 0.0, c_all)
+    log_base = _binomial.log_pmf(c_all, base, rho, rho_c)
+    beyond = k_all > c_all
+    log_bk = jnp.where(beyond, -jnp.inf, log_base)
+    pos = (k_all >= 1.0) & ~beyond
+    down = jnp.log(jnp.where(pos, k_all, 1.0) / jnp.where(pos, c_all - k_all + 1.0, 1.0)) - lrr
+    log_bkm1 = jnp.where(beyond, log_base, jnp.where(pos, log_base + down, -jnp.inf))
+    # beta_c = b_c(k_{c+1} - 1) = b_{c+1}(k_{c+1}) k_{c+1} / ((c+1) rho).
+    kn_pos = (kn >= 1.0) & (kn <= c + 1.0)
+    log_beta = log_bk[1:] + jnp.log(jnp.where(kn_pos, kn, 1.0) / (c + 1.0)) - jnp.log(rho)
+    beta = jnp.where(kn_pos, jnp.exp(log_beta), 0.0)
+    # The pmfs between the two thresholds: b_c(k_c .. k_{c+1}-1) or b_c(k_{c+1} .. k_c-1).
+    up = m > 0
+    terms = _chain_sum(jnp.where(up, log_bk[:L], log_bkm1[:L]), c, jnp.where(up, kc, kc - 1.0), up, lrr,
+                       jnp.abs(m), M)
     delta_k = jnp.sign(m) * terms  # SF_c(k_c) - SF_c(k_{c+1})
     incr = rho * beta - delta_k  # T_{c+1} - T_c
     incr_abs = rho * beta + terms
+    pmf_rel = REL_ERR + (M + 1) * _CHAIN_REL  # Loader, then at most M+1 neighbour ratios
 
     # Anchors at both ends of every block; per count, the chain with the smaller error bound.
     ca, ka = c_all[::B], k_all[::B]
-    anchors = _anchor_sf(ca, ka, rho, rho_c, log_b[::B, M + 1], log_b[::B, M])
+    anchors = _anchor_sf(ca, ka, rho, rho_c, log_bk[::B], log_bkm1[::B])
     a_start, a_end = anchors[:nb, None], anchors[1:, None]
     blk = lambda x: x.reshape(nb, B)  # noqa: E731
     pre = jnp.cumsum(blk(incr), axis=1) - blk(incr)
@@ -255,13 +268,13 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     suf = jnp.flip(jnp.cumsum(jnp.flip(blk(incr), 1), axis=1), 1)
     suf_abs = jnp.flip(jnp.cumsum(jnp.flip(blk(incr_abs), 1), axis=1), 1)
     fwd, bwd = a_start + pre, a_end - suf
-    err_fwd = REL_TAIL * a_start + REL_ERR * pre_abs + B * _ULP * (a_start + pre_abs)
-    err_bwd = REL_TAIL * a_end + REL_ERR * suf_abs + B * _ULP * (a_end + suf_abs)
+    err_fwd = REL_TAIL * a_start + pmf_rel * pre_abs + B * _ULP * (a_start + pre_abs)
+    err_bwd = REL_TAIL * a_end + pmf_rel * suf_abs + B * _ULP * (a_end + suf_abs)
     use_fwd = err_fwd <= err_bwd
     T = jnp.clip(jnp.where(use_fwd, fwd, bwd).reshape(L), 0.0, 1.0)
     err_T = jnp.minimum(err_fwd, err_bwd).reshape(L)
     U = jnp.clip(T - delta_k, 0.0, 1.0)
-    err_U = err_T + REL_ERR * terms
+    err_U = err_T + pmf_rel * terms
 
     W = jnp.where(live, W, 0.0)
     unmarked_on = jnp.where((idx[:L] == 0) & (c_lo > 0), 0.0, 1.0)  # partial cell c' = c_lo dropped
@@ -270,7 +283,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     value = jnp.sum(marked + unmarked)
     abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
     chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
-    err = (2 * REL_ERR + (L + 8) * _ULP) * abs_sum + chain_err + 4 * L * _FLUSH
+    err = (REL_ERR + pmf_rel + (L + 8) * _ULP) * abs_sum + chain_err + 4 * L * _FLUSH
     q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
     partial_last = jnp.where(last_live, jnp.maximum(marked[L - 1], 0.0), 0.0)

@@ -108,7 +108,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
 
     lo0 = 0.0  # eps >= 0: always a valid lower end
     hi0 = jnp.where(finite_max, eps_max, jnp.inf)
-    # First step after eps = 0: Gaussian heuristic with the expected number of others' markers.
+    # First point: Gaussian heuristic with the expected number of others' markers.
     mu = jnp.maximum((n - 1.0) * (r0 + r1), 1.0)
     gauss = jnp.log1p(2.0 * jnp.abs(u - v) / jnp.maximum(u + v, 1e-300) * jnp.sqrt(2.0 * jnp.log(1.0 / delta) / mu))
     x_guess = jnp.where(finite_max, jnp.clip(gauss, 1e-12, 0.5 * eps_max), jnp.maximum(gauss, 1.0))
@@ -118,8 +118,8 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     done0 = status0 != Status.MAX_ITER
 
     def body(state):
-        it, lo, hi, x, status, done, n_amb, width1, width2 = state
-        d = div(x)  # the first iteration evaluates eps = 0
+        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero = state
+        d = div(x)  # the first iteration evaluates the Gaussian guess; eps = 0 only when heading there
         is_hi = d.upper <= delta
         is_lo = d.lower > delta
         ambiguous = ~is_hi & ~is_lo
@@ -134,6 +134,9 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         width = jnp.where(finite_hi, hi - lo, jnp.inf)
         margin = 0.25 * rtol * jnp.where(finite_hi, hi, 1.0)
         usable = (fp < 0) & (d.value > 0) & (newton > lo) & (newton < hi)
+        # Aim a margin past the root towards the end farther from it: once Newton is accurate
+        # to better than the margin, each step certifies one side, and two finish the bracket.
+        newton = newton + jnp.where(hi - newton > newton - lo, margin, -margin)
         geometric = (lo > 0) & (hi > 8.0 * lo)
         bisect = jnp.where(geometric, jnp.sqrt(lo * hi), 0.5 * (lo + hi))
         bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), _EPS_CAP))
@@ -144,14 +147,17 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         slow = (lo > 0) & (width > 0.5 * width2)  # only once both ends are established
         nxt = jnp.where(usable & ~slow & (hi - lo > 2.0 * margin), nxt, bisect)
         # x inside the certified band of the root: probe a margin above, then below.
-        ambiguous = ambiguous & (it > 0)  # at eps = 0 the lower end 0 needs no certificate
+        ambiguous = ambiguous & (x > 0)  # at eps = 0 the lower end 0 needs no certificate
         n_amb = n_amb + ambiguous.astype(jnp.int32)
         # The band's width in eps, (D_hi - D_lo) / |dD/deps|, sets the probe step.
         step = jnp.maximum(margin, 2.0 * (d.upper - d.lower) / jnp.maximum(t * d.q_mass, 1e-300))
         probe = jnp.where(hi - x > 1.5 * step, x + step, jnp.maximum(x - step, 0.5 * (lo + x)))
         nxt = jnp.where(ambiguous, probe, nxt)
-        nxt = jnp.where(it == 0, x_guess, nxt)
-        zero = (it == 0) & is_hi
+        # Heading for 0 from a bracket still open at 0: test eps = 0 itself (status ZERO).
+        tried_zero = tried_zero | (x == 0)
+        to_zero = (lo == 0) & ~tried_zero & ~ambiguous & ((fp >= 0) | (newton <= 0.25 * x))
+        nxt = jnp.where(to_zero, 0.0, nxt)
+        zero = (x == 0) & is_hi
         converged = finite_hi & (width <= rtol * hi)
         gave_up = ~finite_hi & (x >= _EPS_CAP)
         ambiguous = ambiguous & (n_amb >= 4)  # the band, not rtol, limits the bracket
@@ -160,15 +166,15 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
                                          jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
         stop = zero | converged | ambiguous | gave_up
         status = jnp.where(done, status, new_status)
-        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1
+        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1, tried_zero
 
     def cond(state):
         it, _, _, _, _, done, *_ = state
         return (it < max_iter) & ~jnp.all(done)
 
-    it, lo, hi, _, status, _, _, _, _ = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, jnp.asarray(0.0), status0, done0, jnp.asarray(0, jnp.int32),
-                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf))
+    it, lo, hi, _, status, _, _, _, _, _ = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, x_guess, status0, done0, jnp.asarray(0, jnp.int32),
+                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf), jnp.asarray(False))
     )
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))
