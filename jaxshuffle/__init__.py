@@ -15,11 +15,14 @@ Public API:
 * the accountant: :func:`amplify` (certified upper, lower bound, paper value for a
   randomizer from :mod:`jaxshuffle.randomizers`), :func:`calibrate_eps0`,
   :func:`calibrate_n`; :func:`compare` (every bound side by side); :func:`sandwich`
-  (lower <= exact <= certified upper for a finite mechanism).
+  (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
+  amplification over a parameter grid, resumable and sharded).
 
 Modules: ``randomizers`` (parameter catalog), ``closed_forms`` and ``metric`` (closed-form
-bounds), ``exact`` (ground truth by enumeration, PEM lower bound). Importing the package
-enables ``jax_enable_x64``: every bound is computed in float64.
+bounds), ``exact`` (ground truth by enumeration, PEM lower bound), ``comparison``
+(:func:`compare`), ``soundness`` (:func:`sandwich`), ``sweeps`` (:func:`sweep`,
+``merge``, ``load``, grid syntax), ``plot`` (figures of sweep results). Importing the
+package enables ``jax_enable_x64``: every bound is computed in float64.
 """
 from jaxshuffle import _config  # noqa: F401  (enables float64 before anything else)
 from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
@@ -32,9 +35,9 @@ from jaxshuffle.pair import (
 )
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
-from jaxshuffle.compare import compare  # noqa: E402
-from jaxshuffle.sandwich import sandwich  # noqa: E402
-from jaxshuffle import sweep  # noqa: E402,F401  (the module is callable: jaxshuffle.sweep(...))
+from jaxshuffle.comparison import compare  # noqa: E402
+from jaxshuffle.soundness import sandwich  # noqa: E402
+from jaxshuffle.sweeps import sweep  # noqa: E402
 
 __version__ = "0.1.0"
 

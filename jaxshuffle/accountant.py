@@ -80,7 +80,8 @@ from jaxshuffle.randomizers import CATALOG, LowerParams, VRParams
 from jaxshuffle.search import Status, epsilon
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
-           "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
+           "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
+           "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification"]
 
 
 class UpperSource:
@@ -176,13 +177,80 @@ def amplify(randomizer: VRParams, n, delta, *,
     return _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, True)
 
 
-def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: float,
-             scaled_variant: bool, with_paper: bool) -> AmplificationReport:
+# --------------------------------------------------------------------------------------
+# The rules of amplify, in two halves that a caller may run its own searches between
+# (jaxshuffle.sweeps deduplicates the searches of a whole grid and controls their shapes).
+# --------------------------------------------------------------------------------------
+
+#: Roles of the epsilon searches behind a report (:attr:`PairJob.role`), see :func:`amplification_jobs`.
+JOB_ROLES = ("worst_case", "scaled", "paper", "lower", "lower_x0")
+
+
+class PairJob(NamedTuple):
+    """One epsilon search behind an :class:`AmplificationReport` (from :func:`amplification_jobs`).
+
+    Attributes:
+      role: one of :data:`JOB_ROLES`: ``worst_case`` (pair 1 of the module docstring),
+        ``scaled`` (pair 2), ``paper`` (Theorem 4.7 pair), ``lower`` / ``lower_x0`` (the
+        Theorem 5.1 pair with the given ``x*``, and with ``x* = x^0``; one of each per
+        lower-parameter candidate, in that order).
+      pair: the two-count pair, broadcast to the points' shape.
+      delta: the delta to search it at (``delta/(u+v)`` for the scaled pair where used).
+      needed: bool array: :func:`combine_amplification` reads this search's result only where
+        True (elsewhere any value will do, so a caller may skip those points).
+    """
+
+    role: str
+    pair: TwoCountPair
+    delta: jax.Array
+    needed: jax.Array
+
+
+class PointInfo(NamedTuple):
+    """Per-point quantities of :func:`amplification_jobs` that :func:`combine_amplification` needs.
+
+    Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
+    ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job); ``uv``
+    (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
+    ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist).
+    """
+
+    p: jax.Array
+    beta: jax.Array
+    q: jax.Array
+    delta: jax.Array
+    n_engine: jax.Array
+    uv: jax.Array
+    use_scaled: jax.Array
+    paper_certified: jax.Array
+    has_lower: jax.Array
+
+
+def _check_randomizer(randomizer) -> None:
     require_x64()
     if not isinstance(randomizer, VRParams):
         raise ValueError("randomizer: must be a VRParams (e.g. jaxshuffle.randomizers.grr(eps0, k))")
-    if not 0 < rtol < 1:
-        raise ValueError("rtol: must lie in (0, 1)")
+
+
+def amplification_jobs(randomizer: VRParams, n, delta,
+                       lower_params: LowerParams | Sequence[LowerParams] | None = None, *,
+                       scaled_variant: bool = False, with_paper: bool = True) -> tuple[PointInfo, list[PairJob]]:
+    """The epsilon searches (jobs) behind :func:`amplify`, and the per-point quantities to combine them.
+
+    Arguments as :func:`amplify` (``with_paper=False`` leaves out the paper's pair: the report's
+    ``paper`` is then NaN with status ``INVALID``). Validates the input (ValueError naming the
+    parameter). Returns ``(info, jobs)``: search each ``job.pair`` for ``n = info.n_engine``
+    at ``job.delta`` (:func:`jaxshuffle.search.epsilon` or the same engine batched another way,
+    at least where ``job.needed``) and pass the results to :func:`combine_amplification`.
+    ``amplify(...)`` is exactly ``combine_amplification(info, roles, lower, upper, status)``
+    with the brackets of one batched :func:`~jaxshuffle.search.epsilon` call over every job.
+    """
+    return _jobs(randomizer, n, delta, _as_lower_list(lower_params), scaled_variant, with_paper)
+
+
+def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_variant: bool,
+          with_paper: bool) -> tuple[PointInfo, list[PairJob]]:
+    _check_randomizer(randomizer)
     if lowers and randomizer.blanket_per_user is not None:
         raise ValueError("lower_params: Theorem 5.1 lower bounds are for single-message randomizers only")
     p, beta, q = f64(randomizer.p), f64(randomizer.beta), f64(randomizer.q)
@@ -214,60 +282,83 @@ def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: fl
     use_scaled = scaled_variant & (paper_pair.w > 0) & (uv > 0) & (delta < uv)
     delta_scaled = jnp.where(use_scaled, delta / safe_uv, delta)
 
-    pairs = [wc_pair, scaled_pair]
-    deltas = [delta, delta_scaled]
+    everywhere = jnp.ones(shape, dtype=bool)
+    jobs = [PairJob("worst_case", wc_pair, delta, everywhere), PairJob("scaled", scaled_pair, delta_scaled, use_scaled)]
     if with_paper:
-        pairs.append(paper_pair)
-        deltas.append(delta)
-    first_lower = len(pairs)
+        jobs.append(PairJob("paper", paper_pair, delta, everywhere))
     for lp in lowers:
         p0, lb = b(f64(lp.p0)), b(f64(lp.beta))
-        pairs.append(vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1))))
-        pairs.append(vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0))  # x* = x^0
-        deltas += [delta, delta]
+        jobs.append(PairJob("lower", vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1))), delta, everywhere))
+        jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
+    info = PointInfo(p=p, beta=beta, q=q, delta=delta, n_engine=n_engine, uv=uv, use_scaled=use_scaled,
+                     paper_certified=b(paper_pair.certified), has_lower=jnp.full(shape, bool(lowers)))
+    return info, jobs
 
-    stacked = TwoCountPair(*(jnp.stack([b(getattr(pr, f)) for pr in pairs])
-                             for f in ("u", "v", "w", "r0", "r1")))
-    k = len(pairs)
-    res = epsilon(stacked, jnp.broadcast_to(n_engine, (k, *shape)), jnp.stack(deltas), rtol=rtol)
 
-    eps_wc, eps_sc = res.upper[0], jnp.where(use_scaled, res.upper[1], jnp.inf)
-    eps_sc = jnp.where(uv == 0, 0.0, eps_sc)  # identical victim laws: eps = 0
+def combine_amplification(info: PointInfo, roles: Sequence[str], lower, upper, status, *,
+                          xp=jnp) -> AmplificationReport:
+    """The :class:`AmplificationReport` from the searches of :func:`amplification_jobs`.
+
+    ``roles`` are the jobs' roles, in order; ``lower``, ``upper``, ``status`` their epsilon
+    brackets and statuses (stacked arrays of shape ``(len(roles), *shape)`` or sequences of
+    arrays), only read where the job is ``needed``. ``xp`` is the array module of the
+    computation (``jax.numpy``, differentiable, as :func:`amplify` uses it; or ``numpy``):
+    the combination only selects values, so both give the same numbers.
+    """
+    roles = list(roles)
+    wc, sc = roles.index("worst_case"), roles.index("scaled")
+    uv, delta, beta = info.uv, info.delta, info.beta
+    shape = xp.shape(uv)
+    eps_wc, eps_sc = upper[wc], xp.where(info.use_scaled, upper[sc], xp.inf)
+    eps_sc = xp.where(uv == 0, 0.0, eps_sc)  # identical victim laws: eps = 0
     trivial = delta >= beta  # D_1(shuffled) <= TV(victim) <= beta
-    source = jnp.where(trivial, UpperSource.TV, jnp.where(eps_sc < eps_wc, UpperSource.SCALED,
-                                                           UpperSource.WORST_CASE)).astype(jnp.int8)
-    upper = jnp.where(trivial, 0.0, jnp.minimum(eps_wc, eps_sc))
-    status_sc = jnp.where(uv == 0, jnp.int8(Status.ZERO), res.status[1])
-    status = jnp.where(source == UpperSource.TV, jnp.int8(Status.ZERO),
-                       jnp.where(source == UpperSource.SCALED, status_sc, res.status[0])).astype(jnp.int8)
+    source = xp.where(trivial, UpperSource.TV, xp.where(eps_sc < eps_wc, UpperSource.SCALED,
+                                                         UpperSource.WORST_CASE)).astype(xp.int8)
+    upper_eps = xp.where(trivial, 0.0, xp.minimum(eps_wc, eps_sc))
+    status_sc = xp.where(uv == 0, xp.int8(Status.ZERO), status[sc])
+    status_up = xp.where(source == UpperSource.TV, xp.int8(Status.ZERO),
+                         xp.where(source == UpperSource.SCALED, status_sc, status[wc])).astype(xp.int8)
 
-    if lowers:
-        lows = res.lower[first_lower:]
-        best = jnp.argmax(lows, axis=0)
-        lower = jnp.max(lows, axis=0)
-        status_lower = jnp.take_along_axis(res.status[first_lower:], best[None], axis=0)[0]
-        has_lower = jnp.ones(shape, dtype=bool)
+    low_jobs = [i for i, r in enumerate(roles) if r in ("lower", "lower_x0")]
+    if low_jobs:
+        lows = xp.stack([lower[i] for i in low_jobs])
+        best = xp.argmax(lows, axis=0)
+        lower_eps = xp.max(lows, axis=0)
+        status_lower = xp.take_along_axis(xp.stack([status[i] for i in low_jobs]), best[None], axis=0)[0]
     else:
-        lower = jnp.zeros(shape)
-        status_lower = jnp.full(shape, Status.ZERO, dtype=jnp.int8)
-        has_lower = jnp.zeros(shape, dtype=bool)
-    if with_paper:
-        paper, status_paper = res.upper[2], res.status[2]
+        lower_eps = xp.zeros(shape)
+        status_lower = xp.full(shape, Status.ZERO, dtype=xp.int8)
+    if "paper" in roles:
+        paper, status_paper = upper[roles.index("paper")], status[roles.index("paper")]
     else:
-        paper, status_paper = jnp.full(shape, jnp.nan), jnp.full(shape, Status.INVALID, dtype=jnp.int8)
+        paper, status_paper = xp.full(shape, xp.nan), xp.full(shape, Status.INVALID, dtype=xp.int8)
     return AmplificationReport(
-        upper=upper,
+        upper=upper_eps,
         worst_case=eps_wc,
-        lower=lower,
+        lower=lower_eps,
         paper=paper,
-        certified=jnp.ones(shape, dtype=bool),
-        paper_certified=b(paper_pair.certified),
-        has_lower=has_lower,
+        certified=xp.ones(shape, dtype=bool),
+        paper_certified=info.paper_certified,
+        has_lower=info.has_lower,
         upper_source=source,
-        status=status,
+        status=status_up,
         status_lower=status_lower,
         status_paper=status_paper,
     )
+
+
+def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: float,
+             scaled_variant: bool, with_paper: bool) -> AmplificationReport:
+    _check_randomizer(randomizer)
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    info, jobs = _jobs(randomizer, n, delta, lowers, scaled_variant, with_paper)
+    shape = jnp.shape(info.uv)
+    stacked = TwoCountPair(*(jnp.stack([jnp.broadcast_to(getattr(j.pair, f), shape) for j in jobs])
+                             for f in ("u", "v", "w", "r0", "r1")))
+    res = epsilon(stacked, jnp.broadcast_to(info.n_engine, (len(jobs), *shape)),
+                  jnp.stack([j.delta for j in jobs]), rtol=rtol)
+    return combine_amplification(info, [j.role for j in jobs], res.lower, res.upper, res.status)
 
 
 # --------------------------------------------------------------------------------------
@@ -342,6 +433,44 @@ def _check_target(target) -> None:
     check((t > 0) & np.isfinite(t), "target_eps", "must be a finite number > 0 (NaN is not)")
 
 
+def _bisect_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.ndarray, x0: np.ndarray, *,
+                     feasible_below: bool, limit: float, up_init: float,
+                     grow: Callable[[np.ndarray], np.ndarray], mid: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                     narrow: Callable[[np.ndarray, np.ndarray], np.ndarray], max_probes: int):
+    """Vectorised bracketing of the feasibility boundary ``upper_at(x) <= target`` (the calibrations' loop).
+
+    Every point keeps a bracket ``lo < hi`` of *probed* values (``lo = 0``, ``hi = inf`` until
+    probed): the feasible side is ``lo`` when ``feasible_below`` (feasible values lie below
+    infeasible ones: eps0), else ``hi`` (n). One batched ``upper_at`` call per probe; while
+    ``hi`` is infinite the next probe is ``grow(x)``, then ``mid(lo, hi)``. A point stops when
+    ``narrow(lo, hi)`` or when a probe at ``x >= limit`` lands on the ``lo`` side (``at_limit``:
+    no boundary below the limit). Returns ``(lo, hi, upper at the feasible end (up_init where
+    none), at_limit, done, probes)``; the feasible end is always a verified probe, so it never
+    overshoots the target whatever the monotonicity.
+    """
+    lo = np.zeros(np.shape(x0))
+    hi = np.full(np.shape(x0), np.inf)
+    up_feasible = np.full(np.shape(x0), up_init)
+    at_limit = np.zeros(np.shape(x0), dtype=bool)
+    done = np.zeros(np.shape(x0), dtype=bool)
+    x = x0
+    probes = 0
+    while not done.all() and probes < max_probes:
+        up = upper_at(x)
+        probes += 1
+        ok = up <= target
+        act = ~done
+        to_lo = ok if feasible_below else ~ok
+        lo = np.where(act & to_lo, x, lo)
+        hi = np.where(act & ~to_lo, x, hi)
+        up_feasible = np.where(act & ok, up, up_feasible)
+        at_limit = at_limit | (act & to_lo & (x >= limit))
+        done = done | at_limit | narrow(lo, hi)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x = np.where(done, x, np.where(np.isinf(hi), grow(x), mid(lo, hi)))
+    return lo, hi, up_feasible, at_limit, done, probes
+
+
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
                    engine_rtol: float = 1e-6, max_probes: int = 200, **options) -> Calibration:
@@ -376,29 +505,19 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     target_np = np.broadcast_to(np.asarray(target), shape)
     n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
 
-    lo = np.zeros(shape)
-    hi = np.full(shape, np.inf)
-    up_lo = np.zeros(shape)
-    done = np.zeros(shape, dtype=bool)
-    capped = np.zeros(shape, dtype=bool)
-    x = np.minimum(target_np, eps0_max)
-    probes = 0
-    while not done.all() and probes < max_probes:
-        rep = _amplify(family(jnp.asarray(x)), n_b, d_b, [], engine_rtol, scaled_variant, False)
-        probes += 1
-        up = np.asarray(rep.upper)
-        ok = up <= target_np
-        act = ~done
-        lo = np.where(act & ok, x, lo)
-        up_lo = np.where(act & ok, up, up_lo)
-        hi = np.where(act & ~ok, x, hi)
-        capped = capped | (act & ok & (x >= eps0_max))
-        tiny = (lo == 0) & (hi <= 1e-300)
-        done = done | capped | tiny | (np.isfinite(hi) & (hi - lo <= rtol * hi))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            grow = np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max)
-            mid = np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))
-        x = np.where(done, x, np.where(np.isinf(hi), grow, mid))
+    def upper_at(x):
+        return np.asarray(_amplify(family(jnp.asarray(x)), n_b, d_b, [], engine_rtol, scaled_variant, False).upper)
+
+    def narrow(lo, hi):
+        return ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi))
+
+    def mid(lo, hi):
+        return np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))
+
+    lo, hi, up_lo, capped, done, probes = _bisect_monotone(
+        upper_at, target_np, np.minimum(target_np, eps0_max), feasible_below=True, limit=eps0_max, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid, narrow=narrow,
+        max_probes=max_probes)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
@@ -443,27 +562,17 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
 
-    lo = np.zeros(shape)  # largest verified-infeasible n (0: none yet; n = 0 is not a dataset)
-    hi = np.full(shape, np.inf)  # smallest verified-feasible n
-    up_hi = np.full(shape, np.inf)
-    unattainable = np.zeros(shape, dtype=bool)
-    done = np.zeros(shape, dtype=bool)
-    x = np.ones(shape)
-    probes = 0
-    while not done.all() and probes < max_probes:
-        rep = _amplify(params, jnp.asarray(x), d_b, [], engine_rtol, scaled_variant, False)
-        probes += 1
-        up = np.asarray(rep.upper)
-        ok = up <= target_np
-        act = ~done
-        hi = np.where(act & ok, x, hi)
-        up_hi = np.where(act & ok, up, up_hi)
-        lo = np.where(act & ~ok, x, lo)
-        unattainable = unattainable | (act & ~ok & (x >= nm))
-        done = done | unattainable | (hi - lo <= 1)
-        mid = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
-        mid = np.clip(mid, lo + 1, hi - 1)
-        x = np.where(done, x, np.where(np.isinf(hi), np.minimum(8.0 * x, nm), mid))
+    def upper_at(x):
+        return np.asarray(_amplify(params, jnp.asarray(x), d_b, [], engine_rtol, scaled_variant, False).upper)
+
+    def mid(lo, hi):
+        m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
+        return np.clip(m, lo + 1, hi - 1)
+
+    # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
+    lo, hi, up_hi, unattainable, done, probes = _bisect_monotone(
+        upper_at, target_np, np.ones(shape), feasible_below=False, limit=nm, up_init=np.inf,
+        grow=lambda x: np.minimum(8.0 * x, nm), mid=mid, narrow=lambda lo, hi: hi - lo <= 1, max_probes=max_probes)
     status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     return Calibration(jnp.asarray(np.where(unattainable, np.inf, hi)), jnp.asarray(lo), jnp.asarray(up_hi),

@@ -136,7 +136,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
-    from jaxshuffle.sweep import add_plot_parser, add_sweep_parser
+    from jaxshuffle.sweeps import add_plot_parser, add_sweep_parser
 
     add_sweep_parser(sub)
     add_plot_parser(sub)
@@ -386,7 +386,7 @@ def _parse_matrix(text: str) -> np.ndarray:
 
 
 def _cmd_sandwich(args) -> int:
-    from jaxshuffle.sandwich import OrderViolation, grr_matrix, sandwich
+    from jaxshuffle.soundness import OrderViolation, grr_matrix, sandwich
 
     if args.grr is not None:
         if args.eps0 is None:
@@ -416,7 +416,7 @@ def _cmd_sandwich(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from jaxshuffle.compare import compare
+    from jaxshuffle.comparison import compare
 
     entry = _entry(args.randomizer)
     opts = _entry_options(args, entry, skip=("eps0",))

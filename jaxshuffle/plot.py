@@ -13,7 +13,7 @@ function here is called, with a clear ImportError if it is missing. Every functi
 * :func:`summary_figure` -- both panels, written to a file (what ``jaxshuffle sweep`` and
   ``jaxshuffle plot`` draw).
 
-``results`` is a :class:`jaxshuffle.sweep.SweepResult`, a path to a sweep's results (CSV,
+``results`` is a :class:`jaxshuffle.sweeps.SweepResult`, a path to a sweep's results (CSV,
 npz or directory), or a mapping of column name to array with at least ``eps0``, ``n``,
 ``delta``, ``upper``.
 
@@ -51,7 +51,7 @@ def _new_ax():
 
 
 def _as_result(results):
-    from jaxshuffle.sweep import SweepResult, load
+    from jaxshuffle.sweeps import SweepResult, load
 
     if isinstance(results, SweepResult):
         return results
@@ -104,7 +104,7 @@ def _subset(res, randomizer, delta_rule, fixed: dict | None = None):
         res = res.select(delta=float(rule))
     notes = []
     skip = {"index", "randomizer", "n", "eps0", "delta_rule", "delta", *((fixed or {}).keys())}
-    from jaxshuffle.sweep import COLUMNS
+    from jaxshuffle.sweeps import COLUMNS
 
     for k in list(res.keys()):
         if k in skip or k in COLUMNS:

@@ -19,12 +19,16 @@ from hypothesis import strategies as st
 from jaxshuffle import exact
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import (
+    JOB_ROLES,
     AmplificationReport,
     CalibrationStatus,
     UpperSource,
+    _bisect_monotone,
+    amplification_jobs,
     amplify,
     calibrate_eps0,
     calibrate_n,
+    combine_amplification,
 )
 from jaxshuffle.composition import (
     basic_parallel_params,
@@ -33,7 +37,8 @@ from jaxshuffle.composition import (
     parallel_amplify,
     parallel_params,
 )
-from jaxshuffle.search import Status
+from jaxshuffle.pair import TwoCountPair
+from jaxshuffle.search import Status, epsilon
 
 # --------------------------------------------------------------------------------------
 # Mechanisms from their definitions (independent of the catalog formulas)
@@ -229,6 +234,42 @@ def test_trivial_and_zero_beta():
     assert (np.asarray(rep.upper_source) == UpperSource.TV).all()
 
 
+def test_amplify_is_jobs_then_combine():
+    """amplify = amplification_jobs -> one batched search -> combine_amplification (numpy gives the same).
+
+    These two halves are what jaxshuffle.sweeps runs with its own (deduplicated) searches; a
+    job's result is read only where the job is ``needed`` (fillers elsewhere change nothing).
+    """
+    e, k = np.array([0.5, 1.0, 3.0]), np.array([2.0, 3.0, 3.0])
+    params, lp = R.grr(e, k), R.grr_lower(e, k)
+    n, delta = 12, np.array([0.2, 0.01, 1e-3])
+    rep = amplify(params, n, delta, lower_params=lp, scaled_variant=True)
+    info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=True)
+    roles = [j.role for j in jobs]
+    assert roles == ["worst_case", "scaled", "paper", "lower", "lower_x0"] and set(roles) <= set(JOB_ROLES)
+    assert np.asarray(jobs[1].needed).tolist() == [False, True, True]  # binary RR (w = 0): no scaled pair
+    stacked = TwoCountPair(*(np.stack([np.broadcast_to(np.asarray(getattr(j.pair, f)), (3,)) for j in jobs])
+                             for f in ("u", "v", "w", "r0", "r1")))
+    res = epsilon(stacked, np.broadcast_to(np.asarray(info.n_engine), (5, 3)), np.stack([j.delta for j in jobs]))
+    needed = np.stack([np.broadcast_to(np.asarray(j.needed), (3,)) for j in jobs])
+    lower = np.where(needed, np.asarray(res.lower), 0.0)
+    upper = np.where(needed, np.asarray(res.upper), np.inf)
+    status = np.where(needed, np.asarray(res.status), Status.INVALID).astype(np.int8)
+    got = combine_amplification(info, roles, lower, upper, status, xp=np)
+    for key, want in rep._asdict().items():
+        np.testing.assert_array_equal(np.asarray(getattr(got, key)), np.asarray(want), err_msg=key)
+        assert np.asarray(getattr(got, key)).dtype == np.asarray(want).dtype, key
+    # without the paper's pair and lower bounds (what the calibrations evaluate)
+    info2, jobs2 = amplification_jobs(params, n, delta, scaled_variant=True, with_paper=False)
+    assert [j.role for j in jobs2] == ["worst_case", "scaled"]
+    got2 = combine_amplification(info2, ["worst_case", "scaled"], lower[:2], upper[:2], status[:2], xp=np)
+    np.testing.assert_array_equal(got2.upper, np.asarray(rep.upper))
+    assert np.isnan(got2.paper).all() and (got2.status_paper == Status.INVALID).all()
+    assert not np.asarray(got2.has_lower).any() and (got2.lower == 0).all() and (got2.status_lower == Status.ZERO).all()
+    with pytest.raises(ValueError, match=r"^lower_params: .*single-message"):
+        amplification_jobs(R.balcer_uniform(2), 10, 0.01, R.grr_lower(1.0, 3))
+
+
 # --------------------------------------------------------------------------------------
 # (u+v)-scaled variant: the shape property its use for smaller-TV input pairs relies on
 # --------------------------------------------------------------------------------------
@@ -323,6 +364,27 @@ def test_calibrate_eps0_never_overshoots(target, n, k):
     re_up = np.asarray(rep.upper)
     assert re_up[0] <= target and up == re_up[0]  # never above the target
     assert re_up[1] > target  # so value is within rtol of the largest feasible eps0
+
+
+def test_bisect_monotone_both_directions():
+    """The calibrations' shared loop on closed-form functions: increasing (eps0) and decreasing (n)."""
+    target = np.array([0.37, 5.0])
+    lo, hi, up, at_limit, done, probes = _bisect_monotone(
+        lambda x: x.copy(), target, np.minimum(target, 2.0), feasible_below=True, limit=2.0, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 2.0),
+        mid=lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi))),
+        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= 1e-6 * hi), max_probes=200)
+    assert done.all() and at_limit.tolist() == [False, True] and probes < 200
+    assert lo[0] <= 0.37 < hi[0] and hi[0] - lo[0] <= 1e-6 * hi[0] and up[0] == lo[0]
+    assert lo[1] == 2.0 and np.isinf(hi[1]) and up[1] == 2.0  # feasible at the limit
+    lo, hi, up, at_limit, done, _ = _bisect_monotone(
+        lambda x: 100.0 / x, np.array([3.0, 1e-3]), np.ones(2), feasible_below=False, limit=1e3, up_init=np.inf,
+        grow=lambda x: np.minimum(8.0 * x, 1e3),
+        mid=lambda lo, hi: np.clip(np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), lo + 1, hi - 1),
+        narrow=lambda lo, hi: hi - lo <= 1, max_probes=200)
+    assert done.all() and at_limit.tolist() == [False, True]
+    assert hi[0] == 34 and lo[0] == 33 and up[0] == 100.0 / 34  # smallest n with 100/n <= 3
+    assert lo[1] == 1e3 and np.isinf(hi[1]) and np.isinf(up[1])  # infeasible at the limit
 
 
 def test_calibrate_n_smallest():

@@ -4,7 +4,7 @@ import csv
 import numpy as np
 import pytest
 
-from jaxshuffle.compare import compare
+from jaxshuffle.comparison import compare
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from jaxshuffle import sweep as sw
+from jaxshuffle import sweeps as sw
 
 mpl = pytest.importorskip("matplotlib", reason="matplotlib is the optional 'plot' extra")
 mpl.use("Agg")

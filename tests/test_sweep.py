@@ -19,11 +19,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxshuffle import sweep as sw
+from jaxshuffle import sweeps as sw
 from jaxshuffle.accountant import amplify
 from jaxshuffle.randomizers import CATALOG
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------ names
+
+
+def test_exported_functions_and_modules_do_not_clash():
+    """jaxshuffle.sweep/compare/sandwich are functions; their modules are sweeps/comparison/soundness."""
+    import importlib
+    import types
+
+    import jaxshuffle as js
+
+    for func, module in (("sweep", "sweeps"), ("compare", "comparison"), ("sandwich", "soundness")):
+        mod = importlib.import_module(f"jaxshuffle.{module}")
+        assert isinstance(mod, types.ModuleType) and not callable(mod)
+        assert getattr(js, func) is getattr(mod, func) and isinstance(getattr(js, func), types.FunctionType)
+        assert getattr(js, module) is mod
 
 
 # ------------------------------------------------------------------------------ grid syntax
@@ -236,7 +253,7 @@ KILL_ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:24", "--n", "1
 
 
 def _run_cli(args, env, timeout=240):
-    return subprocess.run([sys.executable, "-m", "jaxshuffle.sweep", *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "jaxshuffle.sweeps", *args], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -246,7 +263,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path, cache_dir):
     assert done.returncode == 0, done.stderr
     n_chunks = 6  # 24 points, one search each, 4 per chunk
 
-    proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.sweep", *KILL_ARGS, "--out", str(killed)],
+    proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.sweeps", *KILL_ARGS, "--out", str(killed)],
                             env=_env(cache_dir, JAXSHUFFLE_SWEEP_CHUNK_SLEEP="1.0"), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -300,7 +317,7 @@ FOUR_DEVICES = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax
     import numpy as np
-    from jaxshuffle import sweep as sw
+    from jaxshuffle import sweeps as sw
     assert len(jax.devices()) == 4, jax.devices()
     kw = dict(randomizer="grr", k=3, eps0="0.5,1,2,4", n="2,7,12", delta="0.01/n", lower=False, quiet=True)
     four = sw.sweep(**kw, devices=4, chunk_size=8, out=sys.argv[1])
@@ -328,6 +345,6 @@ def test_default_grid_is_small():
     g = sw.default_grid()
     spec = sw._build_spec(g.pop("randomizer"), g.pop("n"), g.pop("delta"), g)
     grid = sw._Grid(spec, True)
-    buckets, _ = sw._plan_jobs(grid.jobs, True, "cpu")
+    buckets = sw._plan_jobs(grid.jobs, True, "cpu")
     assert 100 <= grid.size <= 300 and len(grid.jobs) == grid.size
     assert len(buckets) <= 2 and max(p.window for p, _, _ in buckets) <= 4096

@@ -6,8 +6,9 @@ and returns, per grid point, the same numbers as :func:`jaxshuffle.accountant.am
 the catalog's lower-bound parameters, as the CLI passes them): ``upper`` (certified upper
 bound), ``lower`` (Theorem 5.1 lower bound where the catalog has lower-bound parameters,
 else 0), ``paper`` (the paper's Theorem 4.7 value: a guarantee only where
-``paper_certified``), ``certified`` and ``status``. The module itself is callable:
-``jaxshuffle.sweep(...)`` is :func:`sweep`::
+``paper_certified``), ``certified`` and ``status``. The package exports it as
+``jaxshuffle.sweep``; this module (``jaxshuffle.sweeps``) also has :func:`merge`, :func:`load`
+and the grid parsers::
 
     from jaxshuffle import sweep
     res = sweep("grr", k=10, eps0="0.5..8:16", n="1e3..1e6:7", delta="0.01/n", out="runs/grr")
@@ -16,9 +17,12 @@ else 0), ``paper`` (the paper's Theorem 4.7 value: a guarantee only where
 How it runs
 -----------
 Each grid point needs a few epsilon searches on two-count pairs ("jobs": the worst-case-beta
-pair, the (u+v)-scaled pair, the paper's pair, the lower-bound pairs; see
-:mod:`jaxshuffle.accountant`). Identical jobs are computed once (for a worst-case randomizer
-such as ``general`` the paper's pair *is* the worst-case pair). Jobs are grouped over the whole
+pair, the (u+v)-scaled pair, the paper's pair, the lower-bound pairs), exactly those of
+:func:`jaxshuffle.accountant.amplify`: the sweep takes them from
+:func:`~jaxshuffle.accountant.amplification_jobs` and combines their results with
+:func:`~jaxshuffle.accountant.combine_amplification`, running the searches itself. Identical
+jobs are computed once (for a worst-case randomizer such as ``general`` the paper's pair *is*
+the worst-case pair). Jobs are grouped over the whole
 grid into window-size buckets (:func:`jaxshuffle.divergence.bucket_plans`), each bucket is cut
 into fixed-size chunks (padded), so each bucket is ONE compiled XLA program; small buckets are
 merged into the next larger window when that is cheaper than compiling another program
@@ -91,7 +95,6 @@ import os
 import platform
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -104,8 +107,6 @@ __all__ = [
 
 STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "invalid", "unbounded")
 SOURCE_NAMES = ("worst-case", "scaled", "tv")
-# Job roles of one grid point (see jaxshuffle.accountant.amplify).
-_ROLES = ("wc", "scaled", "paper", "lower_given", "lower_x0")
 _MAX_ITER = 60
 
 #: Result columns after the parameter columns, with their meaning (also in the JSON sidecar).
@@ -441,99 +442,55 @@ def _expand(spec: dict) -> tuple[dict[str, np.ndarray], list[_Group], list[str]]
 
 
 # ----------------------------------------------------------------------------------------
-# Jobs: the two-count-pair searches behind each point (mirrors accountant.amplify)
+# Jobs: the two-count-pair searches behind each point (accountant.amplification_jobs)
 
 
 def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.ndarray, with_lower: bool,
                 scaled_variant: bool = False):
-    """Per-point parameters and the epsilon searches (jobs) that :func:`_combine_point` needs.
+    """Per-point quantities and the epsilon searches (jobs) of one randomizer's grid points.
 
-    The single place that defines what a grid point computes. It mirrors
-    :func:`jaxshuffle.accountant.amplify` (the sweep evaluates the jobs itself so that it can
-    deduplicate them and control compiled shapes); ``tests/test_sweep.py`` checks the two agree.
-    Returns ``(info, jobs)``: ``info`` per-point numpy arrays, ``jobs[role] = (rows, mask)``
-    with ``rows`` of shape ``(P, 7)`` = ``(u, v, w, r0, r1, n_engine, delta)``.
+    The searches and how they combine are :func:`jaxshuffle.accountant.amplify`'s own
+    (:func:`~jaxshuffle.accountant.amplification_jobs`); this adds only the catalog's
+    lower-bound parameters, as the CLI passes them. Returns ``(info, jobs)``: ``info`` the
+    :class:`~jaxshuffle.accountant.PointInfo` as numpy arrays, ``jobs[role] = (rows, mask)``
+    with ``rows`` of shape ``(P, 7)`` = ``(u, v, w, r0, r1, n_engine, delta)`` and ``mask``
+    the points whose combination reads that search.
     """
     import jax.numpy as jnp
 
-    from jaxshuffle.pair import TwoCountPair, vr_pair
+    from jaxshuffle.accountant import PointInfo, amplification_jobs
 
     params = entry.fn(**{k: jnp.asarray(v) for k, v in opts.items()})
-    shape = n.shape
-    b = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype=jnp.float64), shape)  # noqa: E731
-    p, beta, q = b(params.p), b(params.beta), b(params.q)
-    n_engine = b(params.n_blanket(jnp.asarray(n)) + 1.0)
-    d = b(delta)
-    inf = jnp.isinf(p)
-    worst = jnp.where(inf, 1.0, (p - 1.0) / jnp.where(inf, 1.0, p + 1.0))
-    paper = vr_pair(p, beta, q)
-    wc = vr_pair(p, worst, q)
-    uv = paper.u + paper.v
-    cu = jnp.where(inf, 1.0, p / jnp.where(inf, 1.0, p + 1.0))
-    cv = jnp.where(inf, 0.0, 1.0 / (p + 1.0))
-    scaled = TwoCountPair(cu, cv, jnp.zeros_like(cu), paper.r0, paper.r1)
-    use_scaled = scaled_variant & (paper.w > 0) & (uv > 0) & (d < uv)
-    d_scaled = jnp.where(use_scaled, d / jnp.where(uv > 0, uv, 1.0), d)
-
-    def rows(pair, dd):
-        cols = [b(x) for x in pair.arrays()] + [n_engine, b(dd)]
-        return np.stack([np.asarray(c) for c in cols], axis=1)
-
-    everywhere = np.ones(shape, dtype=bool)
-    jobs = {"wc": (rows(wc, d), everywhere), "scaled": (rows(scaled, d_scaled), np.asarray(use_scaled)),
-            "paper": (rows(paper, d), everywhere)}
     lp = None
     if with_lower and entry.lower is not None and params.blanket_per_user is None:
         try:  # as the CLI: some lower-bound constructions need more inputs (Hadamard K >= 4B)
             lp = entry.lower(**{k: jnp.asarray(v) for k, v in opts.items()})
         except ValueError:
             lp = None
-    if lp is not None:
-        p0, lb = b(lp.p0), b(lp.beta)
-        jobs["lower_given"] = (rows(vr_pair(p0, lb, q0=b(lp.q0), q1=b(lp.q1)), d), everywhere)
-        jobs["lower_x0"] = (rows(vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0), d), everywhere)
-    info = {"p": np.asarray(p), "beta": np.asarray(beta), "q": np.asarray(q), "uv": np.asarray(uv),
-            "use_scaled": np.asarray(use_scaled), "paper_certified": np.asarray(paper.certified),
-            "has_lower": np.full(shape, lp is not None)}
-    return info, jobs
+    info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=scaled_variant)
+    shape = np.shape(n)
 
+    def col(x):
+        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
 
-def _combine_point(info: dict, delta: np.ndarray, res: dict) -> dict[str, np.ndarray]:
-    """Per-point results from the job results ``res[role] = (lower, upper, status)`` (amplify's rules)."""
-    lo_wc, eps_wc, st_wc = res["wc"]
-    uv = info["uv"]
-    use = info["use_scaled"]
-    eps_sc = np.where(use, res["scaled"][1], np.inf)
-    eps_sc = np.where(uv == 0, 0.0, eps_sc)
-    trivial = delta >= info["beta"]
-    source = np.where(trivial, 2, np.where(eps_sc < eps_wc, 1, 0)).astype(np.int8)
-    upper = np.where(trivial, 0.0, np.minimum(eps_wc, eps_sc))
-    st_sc = np.where(uv == 0, 1, np.where(use, res["scaled"][2], 1)).astype(np.int8)
-    status = np.where(source == 2, 1, np.where(source == 1, st_sc, st_wc)).astype(np.int8)
-    if "lower_given" in res:
-        lows = np.stack([res["lower_given"][0], res["lower_x0"][0]])
-        sts = np.stack([res["lower_given"][2], res["lower_x0"][2]])
-        best = np.argmax(lows, axis=0)
-        lower = np.max(lows, axis=0)
-        status_lower = np.take_along_axis(sts, best[None], axis=0)[0]
-    else:
-        lower = np.zeros_like(upper)
-        status_lower = np.ones(upper.shape, dtype=np.int8)
-    return {"lower": lower, "upper": upper, "paper": res["paper"][1], "certified": np.ones(upper.shape, bool),
-            "status": status, "worst_case": eps_wc, "upper_source": source,
-            "paper_certified": info["paper_certified"], "has_lower": info["has_lower"],
-            "status_lower": status_lower.astype(np.int8), "status_paper": res["paper"][2].astype(np.int8),
-            "p": info["p"], "beta": info["beta"], "q": info["q"]}
+    out = {}
+    for job in jobs:
+        rows = np.stack([col(x) for x in (*job.pair.arrays(), info.n_engine, job.delta)], axis=1)
+        out[job.role] = (rows, np.broadcast_to(np.asarray(job.needed), shape))
+    return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out
 
 
 class _Grid:
     """Points, their jobs (deduplicated) and the per-point combination."""
 
     def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False):
+        from jaxshuffle.accountant import JOB_ROLES
+
         self.spec = spec
         self.table, self.groups, self.option_names = _expand(spec)
         self.size = len(self.table["n"])
-        self.info: list[dict] = []
+        self.info: list = []  # per group: PointInfo (numpy)
+        self.roles: list[list[str]] = []  # per group: the roles of its jobs, in amplification_jobs' order
         role_rows, role_point, role_name = [], [], []
         for g in self.groups:
             entry = _catalog()[g.name]
@@ -541,11 +498,12 @@ class _Grid:
             info, jobs = _point_jobs(entry, g.options, self.table["n"][sl], self.table["delta"][sl], with_lower,
                                      scaled_variant)
             self.info.append(info)
+            self.roles.append(list(jobs))
             for role, (rows, mask) in jobs.items():
                 idx = np.nonzero(mask)[0]
                 role_rows.append(rows[idx])
                 role_point.append(idx + g.start)
-                role_name.append(np.full(idx.size, _ROLES.index(role), dtype=np.int8))
+                role_name.append(np.full(idx.size, JOB_ROLES.index(role), dtype=np.int8))
         all_rows = np.concatenate(role_rows) if role_rows else np.zeros((0, 7))
         if all_rows.size and not np.all(np.isfinite(all_rows[:, :6])):
             raise ValueError("internal: non-finite pair parameters in the grid")
@@ -560,7 +518,7 @@ class _Grid:
         self._job_points = pairs[order, 0]
         self._job_ptr = np.searchsorted(pairs[order, 1], np.arange(len(self.jobs) + 1))
         # role -> job id per point (-1: the point has no job in that role)
-        self.role_job = np.full((len(_ROLES), self.size), -1, dtype=np.int64)
+        self.role_job = np.full((len(JOB_ROLES), self.size), -1, dtype=np.int64)
         self.role_job[self.ref_role, self.ref_point] = self.ref_job
 
     def points_of_jobs(self, jobs: np.ndarray) -> np.ndarray:
@@ -580,6 +538,8 @@ class _Grid:
     def combine(self, lower: np.ndarray, upper: np.ndarray, status: np.ndarray,
                 points: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Result columns for ``points`` (all by default); job arrays indexed by job id."""
+        from jaxshuffle.accountant import JOB_ROLES, PointInfo, combine_amplification
+
         if points is None:
             points = np.arange(self.size)
         points = np.sort(np.asarray(points, dtype=np.int64))
@@ -587,22 +547,22 @@ class _Grid:
         for k, v in self.table.items():
             out[k] = v[points]
         parts: dict[str, list] = {}
-        for g, info in zip(self.groups, self.info):
+        for g, info, roles in zip(self.groups, self.info, self.roles):
             sel = points[(points >= g.start) & (points < g.stop)]
             if sel.size == 0:
                 continue
             local = sel - g.start
-            res = {}
-            for r, role in enumerate(_ROLES):
-                j = self.role_job[r, sel]
+            lo_r, up_r, st_r = [], [], []
+            for role in roles:  # where a job is not needed (-1) the combination ignores the filler
+                j = self.role_job[JOB_ROLES.index(role), sel]
                 ok = j >= 0
-                if not ok.any() and role not in ("wc", "scaled", "paper"):
-                    continue
                 jj = np.where(ok, j, 0)
-                res[role] = (np.where(ok, lower[jj], 0.0), np.where(ok, upper[jj], np.inf),
-                             np.where(ok, status[jj], 5).astype(np.int8))
-            sub = {k: v[local] for k, v in info.items()}
-            cols = _combine_point(sub, self.table["delta"][sel], res)
+                lo_r.append(np.where(ok, lower[jj], 0.0))
+                up_r.append(np.where(ok, upper[jj], np.inf))
+                st_r.append(np.where(ok, status[jj], 5).astype(np.int8))
+            sub = PointInfo(*(v[local] for v in info))
+            rep = combine_amplification(sub, roles, lo_r, up_r, st_r, xp=np)
+            cols = {**rep._asdict(), "p": sub.p, "beta": sub.beta, "q": sub.q}
             for k, v in cols.items():
                 parts.setdefault(k, []).append(v)
         for k in _RESULT_ORDER:
@@ -627,31 +587,26 @@ _MAX_CHUNK = 4096
 _MIN_CHUNK = 32
 
 
-def _plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str):
-    """Window plan per job (as search.epsilon plans it), bucketed; returns [(Plan, job ids, c_lo)]."""
-    from jaxshuffle.divergence import R_FLOOR, Plan, _max_step_estimate, bucket_plans, plan_windows
-    from jaxshuffle.search import _EPS_CAP, TRUNC_FRACTION
+def _plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str) -> list:
+    """Window plan per job (search.plan_epsilon, as search.epsilon plans it), bucketed.
+
+    Returns ``[(Plan, job ids, c_lo)]``, symmetric buckets first, by window.
+    """
+    from jaxshuffle.divergence import R_FLOOR, bucket_plans
+    from jaxshuffle.search import plan_epsilon
 
     u, v, w, r0, r1, n, d = jobs.T
-    r_sum = np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR)
-    L, c_lo = plan_windows(n, r_sum, TRUNC_FRACTION * d)
-    M = np.zeros(len(jobs), dtype=np.int64)
-    for s in range(0, len(jobs), 65536):  # (33, block) temporaries
-        sl = slice(s, s + 65536)
-        mn, mx = np.minimum(u[sl], v[sl]), np.maximum(u[sl], v[sl])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_max = np.where(mn > 0, mx / np.where(mn > 0, mn, 1.0), np.exp(_EPS_CAP))
-        M[sl] = _max_step_estimate(u[sl], v[sl], w[sl], r0[sl], r1[sl], np.ones_like(t_max), np.maximum(t_max, 1.0))
+    L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n, d)
     sym = r0 == r1
     if merge:
         L = _merge_windows(L, sym, _COST_PER_COUNT.get(platform_name, 2e-5))
         # Recentre each window of a merged job (plan_windows' rule for the larger length).
         N = n - 1.0
-        pi = np.clip(r_sum, 2 * R_FLOOR, 1.0)
+        pi = np.clip(np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), 2 * R_FLOOR, 1.0)
         c_lo = np.clip(np.floor(N * pi) - L // 2, 0, np.maximum(n - L, 0))
     buckets = bucket_plans(L, M, sym)
     order = sorted(buckets, key=lambda pl: (not pl.symmetric, pl.window))
-    return [(pl, buckets[pl], c_lo[buckets[pl]]) for pl in order], Plan
+    return [(pl, buckets[pl], c_lo[buckets[pl]]) for pl in order]
 
 
 def _merge_windows(L: np.ndarray, sym: np.ndarray, cost: float) -> np.ndarray:
@@ -1097,7 +1052,7 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
                 settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
     t_plan = time.perf_counter()
     grid = _Grid(spec, lower, scaled_variant)
-    buckets, _ = _plan_jobs(grid.jobs, merge_buckets, platform_name)
+    buckets = _plan_jobs(grid.jobs, merge_buckets, platform_name)
     if memory is None:
         memory = 2.0 ** 30
         if platform_name != "cpu":
@@ -1577,7 +1532,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m jaxshuffle.sweep [ARGS]`` = ``jaxshuffle sweep [ARGS]``; ``... plot ARGS`` = ``jaxshuffle plot``."""
+    """``python -m jaxshuffle.sweeps [ARGS]`` = ``jaxshuffle sweep [ARGS]``; ``... plot ARGS`` = ``jaxshuffle plot``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _Parser(prog="jaxshuffle", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -1595,15 +1550,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jaxshuffle: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
-
-class _CallableModule(types.ModuleType):
-    """``jaxshuffle.sweep(...)`` calls :func:`sweep` while ``jaxshuffle.sweep.merge`` etc. stay reachable."""
-
-    def __call__(self, *args, **kwargs) -> SweepResult:
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
