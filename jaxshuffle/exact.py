@@ -455,14 +455,19 @@ def lower_bound_parameters(matrix, x0, x1, x_star=None) -> tuple[float, float, f
     That symmetry is required here (ValueError otherwise): without it the pair is not the
     marker law and its epsilon can exceed the exact one.
 
-    ``x_star=None`` takes the paper's choice ``argmax_x min(q0(x), q1(x))``.
+    ``x_star=None`` takes the paper's choice ``argmax_x min(q0(x), q1(x))``. Entries of the
+    two rows equal to 1e-12 (relative) count as ties, and ``beta`` is capped at
+    ``(p0-1)/(p0+1)``: both absorb rounding in a matrix built in floating point.
     """
     m = _validate_matrix(matrix)
     k = m.shape[0]
     x0 = _validate_input(x0, k, "x0")
     x1 = _validate_input(x1, k, "x1")
     p0_row, p1_row = m[x0], m[x1]
-    y0, y1 = p0_row > p1_row, p1_row > p0_row
+    # Outputs whose probabilities agree to rounding (1e-12 relative) are ties, in neither set:
+    # a matrix built in floating point rarely reproduces mathematically equal entries exactly.
+    tie = np.abs(p0_row - p1_row) <= 1e-12 * np.maximum(p0_row, p1_row)
+    y0, y1 = (p0_row > p1_row) & ~tie, (p1_row > p0_row) & ~tie
     check(y1.any(), "x1", "R(x0) and R(x1) must differ (no output is likelier under x1)")
     a0, a1 = p0_row[y0].sum(), p1_row[y1].sum()  # P0(Y0), P1(Y1)
     check(abs(a0 - a1) <= 1e-12 * max(a0, a1), "matrix",
@@ -475,7 +480,10 @@ def lower_bound_parameters(matrix, x0, x1, x_star=None) -> tuple[float, float, f
     x_star = _validate_input(x_star, k, "x_star")
     v = p0_row[y1].sum()
     p0 = a1 / v if v > 0 else np.inf
-    return float(p0), float(a1 - v), float(q0_all[x_star]), float(q1_all[x_star])
+    beta = a1 - v
+    if np.isfinite(p0):  # rounding can put beta a hair above (p0-1)/(p0+1), where w = 1-(p0+1)alpha < 0
+        beta = min(beta, (p0 - 1) / (p0 + 1))
+    return float(p0), float(beta), float(q0_all[x_star]), float(q1_all[x_star])
 
 
 # ----------------------------------------------------------------------------- PEM

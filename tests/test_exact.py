@@ -234,6 +234,22 @@ def test_lower_bound_parameters_rr(k, eps0):
         pair_epsilon(pair, n, delta), abs=1e-9)
 
 
+def test_lower_bound_parameters_absorb_rounding():
+    # Binary RR on 3 outputs (e^1 on the input, 1 elsewhere), with the third output's entries
+    # made unequal by one rounding step: still a tie, so P0(Y0) = P1(Y1) holds. The pair is at
+    # the worst case (w = 0 mathematically); beta must not exceed (p0-1)/(p0+1).
+    e = math.e
+    m = np.array([[e, 1.0, 1.0], [1.0, e, 1.0]]) / (e + 2.0)
+    m[1, 2] = np.nextafter(m[1, 2], 1.0)
+    p0, beta, q0, q1 = exact.lower_bound_parameters(m, 0, 1, x_star=0)
+    assert p0 == pytest.approx(e, rel=1e-14)
+    assert beta == pytest.approx((e - 1) / (e + 2), rel=1e-14)
+    two = np.array([[e, 1.0], [1.0, e]]) / (e + 1.0)  # worst-case beta exactly
+    p0, beta, _, _ = exact.lower_bound_parameters(two, 0, 1, x_star=0)
+    assert beta <= (p0 - 1) / (p0 + 1)
+    assert vr_pair(p0, beta, q0=1.0, q1=p0).w >= 0
+
+
 def test_paper_choice_of_x_star_is_not_the_worst_dataset():
     # Theorem 5.1 picks x* = argmax min(q0, q1): a third value for 3-ary RR (q0 = q1 = p),
     # but others holding x0 give a larger exact epsilon (0.9694 > 0.9146 at n = 2).
