@@ -67,7 +67,7 @@ __all__ = [
     "VRParams", "LowerParams", "Arg", "Entry", "CATALOG",
     "general", "laplace", "privunit", "grr", "binary_rr", "rappor", "subset_selection",
     "local_hash", "hadamard_response", "sampling_rappor", "wheel", "k_subset_exponential",
-    "pckv_grr", "duchi", "harmony", "privkv",
+    "pckv_grr", "duchi", "harmony", "privkv", "collision",
     "metric_general", "metric_laplace", "planar_laplace", "planar_laplace_beta",
     "balcer_cheu", "balcer_uniform", "cheu_zhilyaev", "balls_into_bins", "pure_dump", "mix_dump",
     "grr_lower", "binary_rr_lower", "subset_selection_lower", "local_hash_lower",
@@ -659,6 +659,29 @@ def harmony(eps0) -> VRParams:
     return general(eps0)
 
 
+_S_COL = Arg("s", "int", 1.0, help="items per user (padded), 1 <= s <= l - 1")
+
+
+def collision(eps0, s, l) -> VRParams:
+    """(d, s)-Collision with hash length ``l``. Table 2 row "(d,s)-Collision with length l".
+
+    Original: Wang, Li, Qian, Du, Lin, Yang, "Hiding numerical vectors in local private and
+    shuffled messages", IJCAI 2021 (extended: arXiv 2304.04410). A user's set ``X`` of ``s``
+    items (padded) is hashed by a public per-user hash ``h`` into ``[l]``; the output
+    ``z in [l]`` has probability ``e^eps0/Omega`` on ``C = h(X)`` and ``1/Omega`` elsewhere,
+    ``Omega = s e^eps0 + l - s``. The domain size ``d`` does not enter.
+
+    ``p = e^eps0``, ``q = e^eps0``, ``beta = min(s, l-s)(e^eps0 - 1)/Omega``: the sup over
+    hash realizations (``h`` injective on ``X``, images as far apart as ``l`` allows), as
+    the row in the paper authors' repository (wangsw/PrivacyAmplification) gives it.
+    """
+    inp = _Inputs((_EPS0, eps0), (_S_COL, s), (_L, l))
+    eps0, s, l = inp.values
+    inp.require(s <= l - 1.0, "s", "must be <= l - 1")
+    p = jnp.exp(eps0)
+    return inp.params(p, jnp.minimum(s, l - s) * (p - 1.0) / (s * p + l - s), p)
+
+
 _S_KV = Arg("s", "int", 1.0, help="maximum number of keys a user holds, 1 <= s <= d")
 
 
@@ -985,6 +1008,9 @@ CATALOG: dict[str, Entry] = {
     "privkv": Entry(privkv, (_EPS1, _EPS2, _D2, _S_KV), "PrivKV on users with at most s of d keys",
                     "Table 6 PrivKV; Ye et al. 2019", {"eps1": 1.0, "eps2": 1.0, "d": 10, "s": 2},
                     None, "s <= d"),
+    "collision": Entry(collision, (_EPS0, _S_COL, _L), "(d, s)-Collision: s hashed items, output one of l",
+                       "Table 2 (d,s)-Collision (paper repository's table); Wang et al. 2021",
+                       {"eps0": 1.0, "s": 2, "l": 8}, None, "s <= l - 1"),
     "metric-general": Entry(metric_general, (_D01, _DMAX), "any local d_X-private randomizer",
                             "Table 3 general mechanisms; Chatzikokolakis et al. 2013",
                             {"d01": 1.0, "dmax": 2.0}, None, "dmax >= d01"),

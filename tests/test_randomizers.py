@@ -162,6 +162,17 @@ def rows_wheel(eps, d, s, cells_per_arc, extra_cells):
     return np.array(rows), cells_per_arc / total
 
 
+def rows_collision(eps, s, l):
+    """(d, s)-Collision, worst-case hash: every s-subset C of [l] is some input's image."""
+    e = math.exp(eps)
+    rows = []
+    for C in itertools.combinations(range(l), s):
+        w = np.ones(l)
+        w[list(C)] = e
+        rows.append(w / w.sum())
+    return np.array(rows)
+
+
 def rows_pckv_grr(eps1, eps2, d):
     e1, e2 = math.exp(eps1), math.exp(eps2)
     a, b = e1 / (e1 + d - 1), e2 / (e2 + 1)
@@ -282,6 +293,12 @@ def test_sampling_rappor_large_sets_against_direct_sum():
 def test_wheel(eps, d, s, cells, extra):
     M, arc = rows_wheel(eps, d, s, cells, extra)
     assert_vr(R.wheel(eps, d, s, arc), vr_from_rows(M))
+
+
+@pytest.mark.parametrize("eps", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("s,l", [(1, 2), (1, 5), (2, 3), (2, 4), (2, 7), (3, 5), (4, 6)])
+def test_collision(eps, s, l):
+    assert_vr(R.collision(eps, s, l), vr_from_rows(rows_collision(eps, s, l)))
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 2.5])
