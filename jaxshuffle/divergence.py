@@ -66,12 +66,15 @@ class Plan(NamedTuple):
     block: chain block length; one continued-fraction tail anchors each block.
     max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
     symmetric: all points have ``r0 == r1``, so one direction gives both.
+    linear: neighbour pmfs by ratios in linear space (fast); only for points where
+      :func:`linear_safe` holds (elsewhere the band widens, soundly), else in log space.
     """
 
     window: int
     block: int
     max_step: int
     symmetric: bool
+    linear: bool = True
 
 
 class Divergence(NamedTuple):
@@ -178,6 +181,71 @@ def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
     return jax.lax.fori_loop(0, M, step, carry)[1]
 
 
+def _log_b_and_below(log_base, c, k, lrr):
+    """``(log b_c(k), log b_c(k-1))`` from ``log_base = log b_c(clip(k, 0, c))``, ``k in [0, c+1]``."""
+    beyond = k > c  # k = c + 1: b_c(k) = 0 and b_c(k-1) = b_c(c) is the base itself
+    pos = (k >= 1.0) & ~beyond
+    down = jnp.log(jnp.where(pos, k, 1.0) / jnp.where(pos, c - k + 1.0, 1.0)) - lrr
+    return (jnp.where(beyond, -jnp.inf, log_base),
+            jnp.where(beyond, log_base, jnp.where(pos, log_base + down, -jnp.inf)))
+
+
+def _log_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M: int):
+    """``(beta_c, sum of b_c between k_c and k_{c+1})`` over the window, ratios in log space.
+
+    ``beta_c = b_c(k_{c+1} - 1) = b_{c+1}(k_{c+1}) k_{c+1} / ((c+1) rho)``. Any ``r0/r1``.
+    """
+    L = m.shape[0]
+    c, kc, kn = c_all[:L], k_all[:L], k_all[1:]
+    log_bk, log_bkm1 = _log_b_and_below(log_base, c_all, k_all, lrr)
+    kn_pos = (kn >= 1.0) & (kn <= c + 1.0)
+    log_beta = log_bk[1:] + jnp.log(jnp.where(kn_pos, kn, 1.0) / (c + 1.0)) - jnp.log(rho)
+    beta = jnp.where(kn_pos, jnp.exp(log_beta), 0.0)
+    up = m > 0
+    terms = _chain_sum(jnp.where(up, log_bk[:L], log_bkm1[:L]), c, jnp.where(up, kc, kc - 1.0), up, lrr,
+                       jnp.abs(m), M)
+    return beta, terms
+
+
+def _linear_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M: int):
+    """As :func:`_log_neighbours`, one exp per count and products of exact ratios.
+
+    Every value is a pmf (<= 1), so nothing overflows; a ratio ``(num/den)(rho/rho_c)`` is
+    formed before it multiplies. What underflow can hide is bounded by the caller
+    (:func:`linear_safe`). Same rounding budget as the log chain (``_CHAIN_REL`` per ratio).
+    """
+    L = m.shape[0]
+    c, kc, kn = c_all[:L], k_all[:L], k_all[1:]
+    beyond = k_all > c_all
+    p_base = jnp.exp(log_base)
+    p_k = jnp.where(beyond, 0.0, p_base)
+    pos = (k_all >= 1.0) & ~beyond
+    down_ratio = jnp.where(pos, k_all, 0.0) / jnp.where(pos, c_all - k_all + 1.0, 1.0) * (rho_c / rho)
+    p_km1 = jnp.where(beyond, p_base, p_k * down_ratio)
+    kn_pos = (kn >= 1.0) & (kn <= c + 1.0)
+    beta = p_k[1:] * (jnp.where(kn_pos, kn, 0.0) / ((c + 1.0) * rho))
+    up = m > 0
+    count = jnp.abs(m)
+    sign = jnp.where(up, 1.0, -1.0)
+    j0 = jnp.where(up, kc, kc - 1.0)
+    factor = jnp.where(up, rho / rho_c, rho_c / rho)
+
+    def step(o, carry):
+        val, acc = carry
+        acc = acc + jnp.where(o < count, val, 0.0)
+        j = j0 + sign * o
+        num = jnp.maximum(jnp.where(up, c - j, j), 0.0)  # 0: the walk left [0, c]
+        den = jnp.maximum(jnp.where(up, j + 1.0, c - j + 1.0), 1.0)
+        return val * (num / den * factor), acc
+
+    carry = (jnp.where(up, p_k[:L], p_km1[:L]), jnp.zeros_like(beta))
+    if M <= 8:  # unrolled: fuses into one pass over the window
+        for o in range(M):
+            carry = step(o, carry)
+        return beta, carry[1]
+    return beta, jax.lax.fori_loop(0, M, step, carry)[1]
+
+
 @jax.custom_jvp
 def _anchor_sf(c, k, rho, rho_c, log_b_k, log_b_km1):
     """P[Bin(c, rho) >= k] by the continued fraction; derivative d/drho = c b_{c-1}(k-1) = k b_c(k)/rho."""
@@ -236,23 +304,14 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     overflow = jnp.any(live & (jnp.abs(m) > M))
     m = jnp.clip(m, -M, M)
 
-    # log b_c(k_c) by Loader (k_c = c + 1 lies outside the support: b = 0), and log b_c(k_c - 1).
+    # b_c(k_c) by Loader (k_c = c + 1 lies outside the support: b = 0), and its neighbours
+    # b_c(k_c - 1), beta_c = b_c(k_{c+1} - 1) and those between k_c and k_{c+1} by exact ratios.
     lrr = jnp.log(rho) - jnp.log(rho_c)
     base = jnp.clip(k_all, 0.0, c_all)
     log_base = _binomial.log_pmf(c_all, base, rho, rho_c)
-    beyond = k_all > c_all
-    log_bk = jnp.where(beyond, -jnp.inf, log_base)
-    pos = (k_all >= 1.0) & ~beyond
-    down = jnp.log(jnp.where(pos, k_all, 1.0) / jnp.where(pos, c_all - k_all + 1.0, 1.0)) - lrr
-    log_bkm1 = jnp.where(beyond, log_base, jnp.where(pos, log_base + down, -jnp.inf))
-    # beta_c = b_c(k_{c+1} - 1) = b_{c+1}(k_{c+1}) k_{c+1} / ((c+1) rho).
-    kn_pos = (kn >= 1.0) & (kn <= c + 1.0)
-    log_beta = log_bk[1:] + jnp.log(jnp.where(kn_pos, kn, 1.0) / (c + 1.0)) - jnp.log(rho)
-    beta = jnp.where(kn_pos, jnp.exp(log_beta), 0.0)
-    # The pmfs between the two thresholds: b_c(k_c .. k_{c+1}-1) or b_c(k_{c+1} .. k_c-1).
-    up = m > 0
-    terms = _chain_sum(jnp.where(up, log_bk[:L], log_bkm1[:L]), c, jnp.where(up, kc, kc - 1.0), up, lrr,
-                       jnp.abs(m), M)
+    neighbours = _linear_neighbours if plan.linear else _log_neighbours
+    beta, terms = neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M)
+    log_bk, log_bkm1 = _log_b_and_below(log_base[::B], c_all[::B], k_all[::B], lrr)  # anchors only
     delta_k = jnp.sign(m) * terms  # SF_c(k_c) - SF_c(k_{c+1})
     incr = rho * beta - delta_k  # T_{c+1} - T_c
     incr_abs = rho * beta + terms
@@ -260,7 +319,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
 
     # Anchors at both ends of every block; per count, the chain with the smaller error bound.
     ca, ka = c_all[::B], k_all[::B]
-    anchors = _anchor_sf(ca, ka, rho, rho_c, log_bk[::B], log_bkm1[::B])
+    anchors = _anchor_sf(ca, ka, rho, rho_c, log_bk, log_bkm1)
     a_start, a_end = anchors[:nb, None], anchors[1:, None]
     blk = lambda x: x.reshape(nb, B)  # noqa: E731
     pre = jnp.cumsum(blk(incr), axis=1) - blk(incr)
@@ -283,7 +342,11 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     value = jnp.sum(marked + unmarked)
     abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
     chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
-    err = (REL_ERR + pmf_rel + (L + 8) * _ULP) * abs_sum + chain_err + 4 * L * _FLUSH
+    # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
+    err = (REL_ERR + pmf_rel + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+    if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
+        log_hidden = -708.0 + (M + 1) * (jnp.log(n + 1.0) + jnp.abs(lrr)) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
+        err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
     q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
     partial_last = jnp.where(last_live, jnp.maximum(marked[L - 1], 0.0), 0.0)
@@ -388,20 +451,37 @@ def _check_inputs(pair_np, n_np, extra: dict) -> None:
         check(cond(x), name, msg)
 
 
-def bucket_plans(L: np.ndarray, M: np.ndarray, symmetric: np.ndarray) -> dict[Plan, np.ndarray]:
-    """Group flat point indices by their static plan (window, block, max_step, symmetric).
+def linear_safe(n, r0, r1, max_step: int):
+    """Where the linear-space neighbour ratios lose nothing that matters (numpy or jnp, elementwise).
 
-    Points sharing a window length and symmetry share one program, with the largest
-    max_step among them (rounded up to a power of two): few compiles, little waste.
+    A neighbour pmf is reached from ``b_c(k_c)`` by at most ``max_step + 1`` ratios, each at
+    most ``R = (n+1) max(r0/r1, r1/r0)``; a start that underflows (``< e^-708``) hides
+    neighbours below ``e^-708 R^(max_step+1)``. Safe means that is below ``e^-408``.
+    """
+    xp = jnp if isinstance(n, jax.Array) else np
+    lrr = xp.abs(xp.log(xp.maximum(r0, R_FLOOR)) - xp.log(xp.maximum(r1, R_FLOOR)))
+    return (max_step + 1) * (xp.log(n + 1.0) + lrr) <= 300.0
+
+
+def bucket_plans(L: np.ndarray, M: np.ndarray, r0: np.ndarray, r1: np.ndarray, n: np.ndarray) -> dict[Plan, np.ndarray]:
+    """Group flat point indices by their static :class:`Plan`.
+
+    Points sharing a window length and symmetry (``r0 == r1``) share one program, with the
+    largest max_step among them (rounded up to a power of two): few compiles, little
+    waste; points where :func:`linear_safe` fails for that max_step (extreme ``r0/r1``)
+    get a log-space program of their own.
     """
     groups: dict[tuple[int, bool], list[int]] = {}
-    for i, key in enumerate(zip(L.tolist(), symmetric.tolist())):
+    for i, key in enumerate(zip(L.tolist(), (r0 == r1).tolist())):
         groups.setdefault(key, []).append(i)
     plans = {}
     for (l, s), ix in groups.items():
         ix = np.asarray(ix)
         m = int(2 ** np.ceil(np.log2(max(int(M[ix].max()), 1))))
-        plans[Plan(l, min(l, _MIN_BLOCK), m, bool(s))] = ix
+        lin = linear_safe(n[ix], r0[ix], r1[ix], m)
+        for flag in (True, False):
+            if (lin == flag).any():
+                plans[Plan(l, min(l, _MIN_BLOCK), m, bool(s), flag)] = ix[lin == flag]
     return plans
 
 
@@ -452,7 +532,7 @@ def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30)
     def kernel(plan, u, v, w, r0, r1, n, eps, c_lo):
         return divergence_with_plan((u, v, w, r0, r1), n, eps, c_lo, plan)
 
-    res = run_buckets(kernel, bucket_plans(L, M, r0 == r1), [*flat, jnp.asarray(c_lo)], n_.size)
+    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size)
     if bool(jnp.any(res.step_overflow)):  # pragma: no cover - the estimate is conservative
         raise RuntimeError("internal: threshold step exceeded the planned bound")
     return Divergence(*(x.reshape(shape) for x in res))

@@ -265,5 +265,5 @@ def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int =
     def kernel(plan, u, v, w, r0, r1, n, delta, c_lo):
         return epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter)
 
-    res = run_buckets(kernel, bucket_plans(L, M, r0 == r1), [*flat, jnp.asarray(c_lo)], n_.size)
+    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size)
     return EpsilonBracket(*(x.reshape(shape) for x in res))

@@ -578,9 +578,10 @@ class _Grid:
 # ----------------------------------------------------------------------------------------
 # Planning: window buckets over the whole grid, merged when a compile costs more, and chunks
 
-# Rough CPU cost model (measured on a 2-core CPU): one divergence evaluation costs about
-# 2 microseconds per window count; a search takes about 10; one program compiles in ~5 s.
-_COST_PER_COUNT = {"cpu": 2e-5, "gpu": 2e-7, "tpu": 2e-7}
+# Rough cost model: one search costs about 1e-6 s per window count on a 2-core CPU
+# (benchmarks/sweep.py: ~5.5 divergence evaluations of ~0.17 us per count; GPU/TPU figures are
+# guesses, no accelerator measured yet); one program compiles in ~5 s.
+_COST_PER_COUNT = {"cpu": 1e-6, "gpu": 2e-8, "tpu": 2e-8}
 _COMPILE_S = 5.0
 _CHUNK_TARGET_S = 20.0  # a chunk should finish within this (durability, progress)
 _MAX_CHUNK = 4096
@@ -599,12 +600,12 @@ def _plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str) -> list:
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n, d)
     sym = r0 == r1
     if merge:
-        L = _merge_windows(L, sym, _COST_PER_COUNT.get(platform_name, 2e-5))
+        L = _merge_windows(L, sym, _COST_PER_COUNT.get(platform_name, 1e-6))
         # Recentre each window of a merged job (plan_windows' rule for the larger length).
         N = n - 1.0
         pi = np.clip(np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), 2 * R_FLOOR, 1.0)
         c_lo = np.clip(np.floor(N * pi) - L // 2, 0, np.maximum(n - L, 0))
-    buckets = bucket_plans(L, M, sym)
+    buckets = bucket_plans(L, M, r0, r1, n)
     order = sorted(buckets, key=lambda pl: (not pl.symmetric, pl.window))
     return [(pl, buckets[pl], c_lo[buckets[pl]]) for pl in order]
 
@@ -644,7 +645,7 @@ def _chunk_size(plan, n_jobs: int, ndev: int, platform_name: str, memory: float,
     else:
         per_job = 8.0 * plan.window * (2 * plan.max_step + 16) * 12 * (1 if plan.symmetric else 2)
         by_mem = memory * ndev / per_job
-        by_time = _CHUNK_TARGET_S * ndev / (plan.window * _COST_PER_COUNT.get(platform_name, 2e-5))
+        by_time = _CHUNK_TARGET_S * ndev / (plan.window * _COST_PER_COUNT.get(platform_name, 1e-6))
         size = int(2 ** math.floor(math.log2(max(min(by_mem, by_time, _MAX_CHUNK), 1.0))))
         # Small buckets are padded to at least _MIN_CHUNK lanes (cheap for the small windows where it
         # applies) so that successive small sweeps in one process reuse the same compiled shapes.
