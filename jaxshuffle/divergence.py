@@ -181,6 +181,38 @@ def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
     return jax.lax.fori_loop(0, M, step, carry)[1]
 
 
+def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
+    """``log b_c(base_c)`` along the window: Loader at block starts, exact step ratios between.
+
+    ``base_c = clip(k_c, 0, c)`` moves by ``D in [-M, M+1]`` per count, and
+    ``b_{c+1}(j+D)/b_c(j) = (c+1)/(c+1-j) rho_c * prod`` of ``|D|`` neighbour ratios at ``c+1``,
+    one log per count, summed within each block. For :func:`linear_safe` points each product
+    stays within float range. Returns ``(log_base, err)``: ``err`` (per block) bounds the
+    absolute error of the summed logs beyond the Loader anchor's: ``M + 3`` roundings per step
+    (``4u`` each, with the log) plus ``(B + 2) u sum |step|`` for any summation order.
+    """
+    L = c_all.shape[0] - 1
+    nb = L // B
+    c, j = c_all[:L], base[:L]
+    delta = base[1:] - j
+    count = jnp.abs(delta)
+    up = delta > 0
+    factor = jnp.where(up, rho / rho_c, rho_c / rho)
+    ratio = (c + 1.0) / jnp.maximum(c + 1.0 - j, 1.0) * rho_c  # b_{c+1}(j) / b_c(j), j <= c
+    for o in range(M + 1):
+        i = jnp.where(up, j + o, j - o)
+        num = jnp.where(up, c + 1.0 - i, i)
+        den = jnp.maximum(jnp.where(up, i + 1.0, c + 2.0 - i), 1.0)
+        ratio = ratio * jnp.where(o < count, num / den * factor, 1.0)
+    step = jnp.log(ratio).reshape(nb, B)
+    anchors = _binomial.log_pmf(c_all[::B], base[::B], rho, rho_c)
+    inside = anchors[:nb, None] + (jnp.cumsum(step, axis=1) - step)
+    log_base = jnp.concatenate([inside.reshape(L), anchors[nb:]])
+    abs_steps = jnp.sum(jnp.abs(step), axis=1)
+    err = B * (M + 3) * 4 * _ULP + (B + 2) * _ULP * abs_steps
+    return log_base, err
+
+
 def _log_b_and_below(log_base, c, k, lrr):
     """``(log b_c(k), log b_c(k-1))`` from ``log_base = log b_c(clip(k, 0, c))``, ``k in [0, c+1]``."""
     beyond = k > c  # k = c + 1: b_c(k) = 0 and b_c(k-1) = b_c(c) is the base itself
@@ -308,14 +340,19 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     # b_c(k_c - 1), beta_c = b_c(k_{c+1} - 1) and those between k_c and k_{c+1} by exact ratios.
     lrr = jnp.log(rho) - jnp.log(rho_c)
     base = jnp.clip(k_all, 0.0, c_all)
-    log_base = _binomial.log_pmf(c_all, base, rho, rho_c)
-    neighbours = _linear_neighbours if plan.linear else _log_neighbours
-    beta, terms = neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M)
+    if plan.linear:  # Loader at block starts, exact step ratios between
+        log_base, step_err = _log_base_by_steps(c_all, base, rho, rho_c, M, B)
+        beta, terms = _linear_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M)
+    else:
+        log_base, step_err = _binomial.log_pmf(c_all, base, rho, rho_c), jnp.zeros(nb)
+        beta, terms = _log_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M)
     log_bk, log_bkm1 = _log_b_and_below(log_base[::B], c_all[::B], k_all[::B], lrr)  # anchors only
     delta_k = jnp.sign(m) * terms  # SF_c(k_c) - SF_c(k_{c+1})
     incr = rho * beta - delta_k  # T_{c+1} - T_c
     incr_abs = rho * beta + terms
-    pmf_rel = REL_ERR + (M + 1) * _CHAIN_REL  # Loader, then at most M+1 neighbour ratios
+    # Loader (or its block anchor and the steps from it), then at most M+1 neighbour ratios.
+    pmf_rel_blk = (REL_ERR + (M + 1) * _CHAIN_REL + 2.0 * step_err)[:, None]  # (nb, 1); e^x - 1 <= 2x
+    pmf_rel = jnp.broadcast_to(pmf_rel_blk, (nb, B)).reshape(L)
 
     # Anchors at both ends of every block; per count, the chain with the smaller error bound.
     ca, ka = c_all[::B], k_all[::B]
@@ -327,8 +364,8 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     suf = jnp.flip(jnp.cumsum(jnp.flip(blk(incr), 1), axis=1), 1)
     suf_abs = jnp.flip(jnp.cumsum(jnp.flip(blk(incr_abs), 1), axis=1), 1)
     fwd, bwd = a_start + pre, a_end - suf
-    err_fwd = REL_TAIL * a_start + pmf_rel * pre_abs + B * _ULP * (a_start + pre_abs)
-    err_bwd = REL_TAIL * a_end + pmf_rel * suf_abs + B * _ULP * (a_end + suf_abs)
+    err_fwd = REL_TAIL * a_start + pmf_rel_blk * pre_abs + B * _ULP * (a_start + pre_abs)
+    err_bwd = REL_TAIL * a_end + pmf_rel_blk * suf_abs + B * _ULP * (a_end + suf_abs)
     use_fwd = err_fwd <= err_bwd
     T = jnp.clip(jnp.where(use_fwd, fwd, bwd).reshape(L), 0.0, 1.0)
     err_T = jnp.minimum(err_fwd, err_bwd).reshape(L)
@@ -343,7 +380,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
     chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
-    err = (REL_ERR + pmf_rel + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+    err = (REL_ERR + jnp.max(pmf_rel) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
         log_hidden = -708.0 + (M + 1) * (jnp.log(n + 1.0) + jnp.abs(lrr)) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
