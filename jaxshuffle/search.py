@@ -134,6 +134,13 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         width = jnp.where(finite_hi, hi - lo, jnp.inf)
         margin = 0.25 * rtol * jnp.where(finite_hi, hi, 1.0)
         usable = (fp < 0) & (d.value > 0) & (newton > lo) & (newton < hi)
+        # Where that step leaves the bracket (log D flat: D ~ linear in t near t = max(u/v, v/u)),
+        # Newton on D itself in t, which for a convex decreasing D approaches the root from below.
+        t_lin = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
+        newton_lin = jnp.log(jnp.maximum(t_lin, 1e-300))
+        usable_lin = (d.q_mass > 0) & (t_lin > 0) & (newton_lin > lo) & (newton_lin < hi)
+        newton = jnp.where(usable, newton, newton_lin)
+        usable = usable | usable_lin
         # Aim a margin past the root towards the end farther from it: once Newton is accurate
         # to better than the margin, each step certifies one side, and two finish the bracket.
         newton = newton + jnp.where(hi - newton > newton - lo, margin, -margin)
