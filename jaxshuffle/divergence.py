@@ -23,6 +23,10 @@ Tails along the window follow from pmfs: with ``T_c = SF_c(k_c)``::
     T_{c+1} = T_c - sum_{j between k_c and k_{c+1}} b_c(j) + rho b_c(k_{c+1} - 1)
 
 summed within blocks anchored by one continued-fraction tail each (``_binomial.log_sf``).
+The pmfs come from one Loader pmf ``b_c(k_c)`` per count (per block, with exact count-to-
+count step ratios in between, for :func:`linear_safe` plans) and exact neighbour ratios
+``b(j+1)/b(j) = (c-j) rho / ((j+1) rho_c)`` for ``b_c(k_c - 1)``, ``beta`` and the terms
+between consecutive thresholds.
 
 Certificate. Every returned divergence comes with ``lower <= D <= upper`` where the
 band accounts for (i) the relative errors ``REL_ERR`` of each pmf and ``REL_TAIL`` of each
@@ -30,7 +34,9 @@ continued-fraction tail (the tests check the routines are 10x better), (ii) roun
 outside the window: the sum over complete cells inside the window is a lower bound,
 and the dropped probability, bounded by Chernoff's ``exp(-N KL(m/N || pi))``, is
 added to the upper side, (iv) flushing of subnormal terms, (v) the floor ``R_FLOOR``
-on ``r0, r1``. For ``t < 1``, ``D_t = (1-t) + t D_{1/t}`` of the reversed pair.
+on ``r0, r1``, (vi) every exact ratio (``_CHAIN_REL`` each) and the summed step logs
+(per block), and for linear plans what an underflowed ``b_c(k_c)`` could hide. For
+``t < 1``, ``D_t = (1-t) + t D_{1/t}`` of the reversed pair.
 """
 
 from __future__ import annotations
