@@ -118,7 +118,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     done0 = status0 != Status.MAX_ITER
 
     def body(state):
-        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero = state
+        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero, x_prev, log_d_prev = state
         d = div(x)  # the first iteration evaluates the Gaussian guess; eps = 0 only when heading there
         is_hi = d.upper <= delta
         is_lo = d.lower > delta
@@ -139,7 +139,12 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         t_lin = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
         newton_lin = jnp.log(jnp.maximum(t_lin, 1e-300))
         usable_lin = (d.q_mass > 0) & (t_lin > 0) & (newton_lin > lo) & (newton_lin < hi)
-        newton = jnp.where(usable, newton, newton_lin)
+        # Which model (log D linear in eps, or D linear in t) would have predicted the previous point better?
+        log_d = jnp.log(jnp.maximum(d.value, 1e-320))
+        miss_log = jnp.abs(log_d + fp * (x_prev - x) - log_d_prev)
+        miss_lin = jnp.abs(jnp.log(jnp.maximum(d.value + d.q_mass * (t - jnp.exp(x_prev)), 1e-320)) - log_d_prev)
+        prefer_lin = usable_lin & (miss_lin < miss_log)  # False while there is no previous point (NaN)
+        newton = jnp.where(usable & ~prefer_lin, newton, newton_lin)
         usable = usable | usable_lin
         # Aim a margin past the root towards the end farther from it: once Newton is accurate
         # to better than the margin, each step certifies one side, and two finish the bracket.
@@ -173,15 +178,17 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
                                          jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
         stop = zero | converged | ambiguous | gave_up
         status = jnp.where(done, status, new_status)
-        return it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1, tried_zero
+        return (it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1, tried_zero,
+                x, log_d)
 
     def cond(state):
         it, _, _, _, _, done, *_ = state
         return (it < max_iter) & ~jnp.all(done)
 
-    it, lo, hi, _, status, _, _, _, _, _ = jax.lax.while_loop(
+    it, lo, hi, _, status, *_ = jax.lax.while_loop(
         cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, x_guess, status0, done0, jnp.asarray(0, jnp.int32),
-                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf), jnp.asarray(False))
+                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf), jnp.asarray(False), jnp.asarray(jnp.nan),
+                     jnp.asarray(jnp.nan))
     )
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))
