@@ -72,15 +72,17 @@ class Plan(NamedTuple):
     block: chain block length; one continued-fraction tail anchors each block.
     max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
     symmetric: all points have ``r0 == r1``, so one direction gives both.
-    linear: neighbour pmfs by ratios in linear space (fast); only for points where
-      :func:`linear_safe` holds (elsewhere the band widens, soundly), else in log space.
+    linear: pmfs along the window by exact ratios in linear space (fast), made for points
+      where :func:`linear_safe` holds (:func:`bucket_plans` checks); elsewhere the band
+      widens or, where a ratio leaves float range, becomes ``[0, inf]``: still sound.
+      Default: log space (any point).
     """
 
     window: int
     block: int
     max_step: int
     symmetric: bool
-    linear: bool = True
+    linear: bool = False
 
 
 class Divergence(NamedTuple):
@@ -193,9 +195,10 @@ def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
     ``base_c = clip(k_c, 0, c)`` moves by ``D in [-M, M+1]`` per count, and
     ``b_{c+1}(j+D)/b_c(j) = (c+1)/(c+1-j) rho_c * prod`` of ``|D|`` neighbour ratios at ``c+1``,
     one log per count, summed within each block. For :func:`linear_safe` points each product
-    stays within float range. Returns ``(log_base, err)``: ``err`` (per block) bounds the
-    absolute error of the summed logs beyond the Loader anchor's: ``M + 3`` roundings per step
-    (``4u`` each, with the log) plus ``(B + 2) u sum |step|`` for any summation order.
+    stays within float range. Returns ``(log_base, err, broken)``: ``err`` (per block) bounds
+    the absolute error of the summed logs beyond the Loader anchor's: ``M + 3`` roundings per
+    step (``4u`` each, with the log) plus ``(B + 2) u sum |step|`` for any summation order;
+    ``broken`` says a product left ``[1e-300, 1e300]`` (an unsafe point: no claim).
     """
     L = c_all.shape[0] - 1
     nb = L // B
@@ -210,13 +213,14 @@ def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
         num = jnp.where(up, c + 1.0 - i, i)
         den = jnp.maximum(jnp.where(up, i + 1.0, c + 2.0 - i), 1.0)
         ratio = ratio * jnp.where(o < count, num / den * factor, 1.0)
-    step = jnp.log(ratio).reshape(nb, B)
+    broken = jnp.any((ratio < 1e-300) | (ratio > 1e300))
+    step = jnp.log(jnp.clip(ratio, 1e-300, 1e300)).reshape(nb, B)
     anchors = _binomial.log_pmf(c_all[::B], base[::B], rho, rho_c)
     inside = anchors[:nb, None] + (jnp.cumsum(step, axis=1) - step)
     log_base = jnp.concatenate([inside.reshape(L), anchors[nb:]])
     abs_steps = jnp.sum(jnp.abs(step), axis=1)
     err = B * (M + 3) * 4 * _ULP + (B + 2) * _ULP * abs_steps
-    return log_base, err
+    return log_base, err, broken
 
 
 def _log_b_and_below(log_base, c, k, lrr):
@@ -347,7 +351,8 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     lrr = jnp.log(rho) - jnp.log(rho_c)
     base = jnp.clip(k_all, 0.0, c_all)
     if plan.linear:  # Loader at block starts, exact step ratios between
-        log_base, step_err = _log_base_by_steps(c_all, base, rho, rho_c, M, B)
+        log_base, step_err, broken = _log_base_by_steps(c_all, base, rho, rho_c, M, B)
+        overflow = overflow | broken  # band [0, inf]
         beta, terms = _linear_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M)
     else:
         log_base, step_err = _binomial.log_pmf(c_all, base, rho, rho_c), jnp.zeros(nb)

@@ -182,3 +182,17 @@ def test_linear_and_log_neighbour_paths_match_enumeration(linear):
     # where the linear path is safe its band is as tight as the log path's
     width = (upper - lower)[safe & big] / ref[safe & big]
     assert np.all(width <= 1e-6)
+
+
+def test_step_ratios_out_of_float_range_flag_the_point():
+    """A linear plan forced on a point it is not made for (linear_safe fails) makes no claim, never NaN."""
+    from jaxshuffle.divergence import _log_base_by_steps
+    c = jnp.arange(1000.0, 1017.0)  # 16 steps of +8 in the base: 8 ratios of ~1e200 each per step
+    base = jnp.minimum(jnp.arange(17.0) * 8.0, c)
+    log_base, err, broken = _log_base_by_steps(c, base, 1.0 - 1e-200, 1e-200, 8, 16)
+    assert bool(broken) and np.all(np.isfinite(np.asarray(log_base))) and np.all(np.isfinite(np.asarray(err)))
+    ok_base, _, ok = _log_base_by_steps(c, jnp.minimum(jnp.arange(17.0) * 4.0 + 400.0, c), 0.4, 0.6, 8, 16)
+    assert not bool(ok)
+    # the steps reproduce Loader's pmfs (as the enumeration tests check end to end)
+    ref = js._binomial.log_pmf(c, jnp.minimum(jnp.arange(17.0) * 4.0 + 400.0, c), 0.4, 0.6)
+    np.testing.assert_allclose(np.asarray(ok_base), np.asarray(ref), rtol=0, atol=1e-10)
