@@ -82,22 +82,23 @@ def _delta_text(rule: str) -> str:
         return rule
 
 
+def _pick(res, column: str, wanted):
+    """``res`` restricted to ``column == wanted`` (default: its first value), and the value."""
+    values = res.unique(column)
+    chosen = wanted if wanted is not None else str(values[0])
+    if chosen not in values:
+        raise ValueError(f"{column}: {chosen!r} is not in the results ({', '.join(map(str, values))})")
+    return res.select(**{column: chosen}), chosen
+
+
 def _subset(res, randomizer, delta_rule, fixed: dict | None = None):
     """Rows of one randomizer and one delta rule; other option axes fixed at their first value."""
     if "randomizer" in res:
-        names = res.unique("randomizer")
-        name = randomizer if randomizer is not None else str(names[0])
-        if name not in names:
-            raise ValueError(f"randomizer: {name!r} is not in the results ({', '.join(map(str, names))})")
-        res = res.select(randomizer=name)
+        res, name = _pick(res, "randomizer", randomizer)
     else:
         name = randomizer or "?"
     if "delta_rule" in res:
-        rules = res.unique("delta_rule")
-        rule = delta_rule if delta_rule is not None else str(rules[0])
-        if rule not in rules:
-            raise ValueError(f"delta_rule: {rule!r} is not in the results ({', '.join(map(str, rules))})")
-        res = res.select(delta_rule=rule)
+        res, rule = _pick(res, "delta_rule", delta_rule)
     else:
         d = res.unique("delta")
         rule = repr(float(d[0])) if delta_rule is None else delta_rule

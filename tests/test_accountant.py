@@ -16,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from test_randomizers import rows_binary_rr, rows_grr, rows_local_hash
+
 from jaxshuffle import exact
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import (
@@ -41,21 +43,9 @@ from jaxshuffle.pair import TwoCountPair
 from jaxshuffle.search import Status, epsilon
 
 # --------------------------------------------------------------------------------------
-# Mechanisms from their definitions (independent of the catalog formulas)
+# Mechanisms from their definitions (independent of the catalog formulas): the builders of
+# tests/test_randomizers.py (checked there against the catalog), plus subset selection.
 # --------------------------------------------------------------------------------------
-
-
-def rows_grr(eps, k):
-    e = math.exp(eps)
-    M = np.ones((k, k))
-    np.fill_diagonal(M, e)
-    return M / (e + k - 1)
-
-
-def rows_binary_rr(eps, d):
-    a = math.exp(eps / 2) / (math.exp(eps / 2) + 1)
-    ys = np.array(list(itertools.product([0, 1], repeat=d)))
-    return np.array([np.prod(np.where(ys == np.eye(d)[i][None, :], a, 1 - a), axis=1) for i in range(d)])
 
 
 def rows_subset(eps, d, k):
@@ -63,20 +53,6 @@ def rows_subset(eps, d, k):
     outs = list(itertools.combinations(range(d), k))
     rows = [np.array([e if x in S else 1.0 for S in outs]) for x in range(d)]
     return np.array([r / r.sum() for r in rows])
-
-
-def rows_local_hash(eps, d, l, family):
-    e = math.exp(eps)
-    if family == "all":
-        funcs = list(itertools.product(range(l), repeat=d))
-    else:  # injective hash functions
-        funcs = list(itertools.permutations(range(l), d))
-    M = np.zeros((d, len(funcs) * l))
-    for x in range(d):
-        for h, H in enumerate(funcs):
-            for y in range(l):
-                M[x, h * l + y] = (e if y == H[x] else 1.0) / (e + l - 1) / len(funcs)
-    return M
 
 
 def _cases():
