@@ -161,6 +161,20 @@ def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
 # The kernel: one point, one direction, t >= 1.
 
 
+def _ratio_terms(c, j, up):
+    """``(num, den)`` of the exact neighbour ratio of ``Binom(c, rho)`` pmfs, without the rho factor.
+
+    Up: ``b(j+1)/b(j) = (c-j)/(j+1) * rho/rho_c``; down: ``b(j-1)/b(j) = j/(c-j+1) * rho_c/rho``.
+    ``num = 0`` where the step leaves ``[0, c]``.
+    """
+    return jnp.where(up, c - j, j), jnp.where(up, j + 1.0, c - j + 1.0)
+
+
+def _log_reach(n, abs_lrr, max_step: int, xp):
+    """``log R^(max_step+1)``, ``R = (n+1) max(rho/rho_c, rho_c/rho)``: what ``max_step + 1`` ratios can multiply."""
+    return (max_step + 1) * (xp.log(n + 1.0) + abs_lrr)
+
+
 def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
     """``sum_{o < count} b_c(j_o)`` from ``log b_c(j_0) = log_start`` by exact neighbour ratios (1-D).
 
@@ -174,9 +188,7 @@ def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
     def step(o, carry):
         lb, acc = carry
         acc = acc + jnp.where(o < count, jnp.exp(lb), 0.0)
-        j = j0 + sign * o
-        num = jnp.where(up, c - j, j)
-        den = jnp.where(up, j + 1.0, c - j + 1.0)
+        num, den = _ratio_terms(c, j0 + sign * o, up)
         ok = (num > 0) & (den > 0)
         lr = jnp.log(jnp.where(ok, num, 1.0) / jnp.where(ok, den, 1.0)) + sign * lrr
         return jnp.where(ok, lb + lr, -jnp.inf), acc
@@ -209,10 +221,8 @@ def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
     factor = jnp.where(up, rho / rho_c, rho_c / rho)
     ratio = (c + 1.0) / jnp.maximum(c + 1.0 - j, 1.0) * rho_c  # b_{c+1}(j) / b_c(j), j <= c
     for o in range(M + 1):
-        i = jnp.where(up, j + o, j - o)
-        num = jnp.where(up, c + 1.0 - i, i)
-        den = jnp.maximum(jnp.where(up, i + 1.0, c + 2.0 - i), 1.0)
-        ratio = ratio * jnp.where(o < count, num / den * factor, 1.0)
+        num, den = _ratio_terms(c + 1.0, jnp.where(up, j + o, j - o), up)  # at c + 1
+        ratio = ratio * jnp.where(o < count, num / jnp.maximum(den, 1.0) * factor, 1.0)
     step = jnp.log(jnp.clip(ratio, 1e-300, 1e300)).reshape(nb, B)
     anchors = _binomial.log_pmf(c_all[::B], base[::B], rho, rho_c)
     inside = anchors[:nb, None] + (jnp.cumsum(step, axis=1) - step)
@@ -275,10 +285,8 @@ def _linear_neighbours(log_base, c_all, k_all, m, rho, rho_c, lrr, M: int):
     def step(o, carry):
         val, acc = carry
         acc = acc + jnp.where(o < count, val, 0.0)
-        j = j0 + sign * o
-        num = jnp.maximum(jnp.where(up, c - j, j), 0.0)  # 0: the walk left [0, c]
-        den = jnp.maximum(jnp.where(up, j + 1.0, c - j + 1.0), 1.0)
-        return val * (num / den * factor), acc
+        num, den = _ratio_terms(c, j0 + sign * o, up)
+        return val * (jnp.maximum(num, 0.0) / jnp.maximum(den, 1.0) * factor), acc  # 0: the walk left [0, c]
 
     carry = (jnp.where(up, p_k[:L], p_km1[:L]), jnp.zeros_like(beta))
     if M <= 8:  # unrolled: fuses into one pass over the window
@@ -391,9 +399,9 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
     chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
-    err = (REL_ERR + jnp.max(pmf_rel) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+    err = (REL_ERR + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
-        log_hidden = -708.0 + (M + 1) * (jnp.log(n + 1.0) + jnp.abs(lrr)) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
+        log_hidden = -708.0 + _log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
     q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
@@ -500,15 +508,14 @@ def _check_inputs(pair_np, n_np, extra: dict) -> None:
 
 
 def linear_safe(n, r0, r1, max_step: int):
-    """Where the linear-space neighbour ratios lose nothing that matters (numpy or jnp, elementwise).
+    """Where the linear-space neighbour ratios lose nothing that matters (numpy, elementwise).
 
     A neighbour pmf is reached from ``b_c(k_c)`` by at most ``max_step + 1`` ratios, each at
     most ``R = (n+1) max(r0/r1, r1/r0)``; a start that underflows (``< e^-708``) hides
     neighbours below ``e^-708 R^(max_step+1)``. Safe means that is below ``e^-408``.
     """
-    xp = jnp if isinstance(n, jax.Array) else np
-    lrr = xp.abs(xp.log(xp.maximum(r0, R_FLOOR)) - xp.log(xp.maximum(r1, R_FLOOR)))
-    return (max_step + 1) * (xp.log(n + 1.0) + lrr) <= 300.0
+    lrr = np.abs(np.log(np.maximum(r0, R_FLOOR)) - np.log(np.maximum(r1, R_FLOOR)))
+    return _log_reach(np.asarray(n, np.float64), lrr, max_step, np) <= 300.0
 
 
 def bucket_plans(L: np.ndarray, M: np.ndarray, r0: np.ndarray, r1: np.ndarray, n: np.ndarray) -> dict[Plan, np.ndarray]:
