@@ -35,8 +35,13 @@ outside the window: the sum over complete cells inside the window is a lower bou
 and the dropped probability, bounded by Chernoff's ``exp(-N KL(m/N || pi))``, is
 added to the upper side, (iv) flushing of subnormal terms, (v) the floor ``R_FLOOR``
 on ``r0, r1``, (vi) every exact ratio (``_CHAIN_REL`` each) and the summed step logs
-(per block), and for linear plans what an underflowed ``b_c(k_c)`` could hide. For
-``t < 1``, ``D_t = (1-t) + t D_{1/t}`` of the reversed pair.
+(per block), and for linear plans what an underflowed ``b_c(k_c)`` could hide, (vii) the
+weights ``W_c``, one Loader pmf per block and exact ratios between (:func:`window_weights`).
+For ``t < 1``, ``D_t = (1-t) + t D_{1/t}`` of the reversed pair.
+
+Tangent. The same sums bound ``Q(E)`` of the region ``E`` of complete window cells, so
+every evaluation also certifies the line ``D_{t'} >= P(E) - t'Q(E)`` for ``t' <= t``
+(``tangent_value``, ``tangent_slope``): the search's lower end needs no evaluation of its own.
 """
 
 from __future__ import annotations
@@ -93,6 +98,9 @@ class Divergence(NamedTuple):
     upper: jax.Array
     q_mass: jax.Array  # -dD/dt of the larger direction (for Newton and implicit gradients)
     step_overflow: jax.Array  # True where |k_{c+1}-k_c| exceeded plan.max_step (band is +inf then)
+    # Certified tangent (eps >= 0): D(t') >= tangent_value + (t - t') tangent_slope for t' <= t.
+    tangent_value: jax.Array
+    tangent_slope: jax.Array
 
 
 # ----------------------------------------------------------------------------------------
@@ -331,8 +339,14 @@ def _thresholds(u, v, w, r0, r1, n, t, cprime, inv_s):
     return k
 
 
-def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
-    """Window sum for D_t(P||Q), t >= 1. Returns (value, err, partial_last, q_mass, overflow)."""
+def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
+    """Window sum for D_t(P||Q), t >= 1.
+
+    Returns ``(value, err, partial_last, q_mass, overflow, tangent_value, tangent_slope)``:
+    ``tangent_value <= P(E) - tQ(E)`` and ``0 <= tangent_slope <= Q(E)`` for one region ``E``
+    (the complete cells of the window where ``P > tQ``), so for every ``t' <= t``
+    ``D_{t'} >= P(E) - t'Q(E) >= tangent_value + (t - t') tangent_slope``.
+    """
     flip = (u - t * v) * r1 - (v - t * u) * r0 < 0
     u, v = jnp.where(flip, v, u), jnp.where(flip, u, v)
     r0, r1 = jnp.where(flip, r1, r0), jnp.where(flip, r0, r1)
@@ -397,16 +411,27 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, plan: Plan):
     unmarked = W * (1.0 - t) * w * T * unmarked_on
     value = jnp.sum(marked + unmarked)
     abs_sum = jnp.sum(W * (jnp.abs(u - t * v) * beta + (t - 1.0) * ((u + v) * U + w * T * unmarked_on)))
-    chain_err = jnp.sum(W * (t - 1.0) * ((u + v) * err_U + w * err_T * unmarked_on))
+    chain_abs = jnp.sum(W * ((u + v) * err_U + w * err_T * unmarked_on))  # enters value (times t-1) and Q
+    chain_err = (t - 1.0) * chain_abs
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
-    err = (REL_ERR + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+    err = (w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
         log_hidden = -708.0 + _log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
+        hidden = jnp.exp(jnp.minimum(log_hidden, 700.0))
+    else:
+        hidden = 0.0
     q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
-    partial_last = jnp.where(last_live, jnp.maximum(marked[L - 1], 0.0), 0.0)
-    return value, err, partial_last, q_mass, overflow
+    piece = jnp.where(last_live, marked[L - 1], 0.0)
+    partial_last = jnp.maximum(piece, 0.0)
+    # Q of the complete cells: the same sums with the coefficients (v, u+v, w) <= 1 in place of
+    # those of P - tQ, so the same error terms bound them, without the factor t.
+    q_err = ((w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * q_mass
+             + chain_abs + 2.0 * ((M + 4) * (B + 1) * L * _FLUSH + hidden))
+    q_piece = jnp.where(last_live, W[L - 1] * (v * beta[L - 1] + (u + v) * U[L - 1]), 0.0)
+    tangent_slope = jnp.maximum(q_mass - q_piece - q_err, 0.0)
+    return value, err, partial_last, q_mass, overflow, value - piece - err, tangent_slope
 
 
 def _chernoff_outside(n, pi, c_lo, L):
@@ -428,16 +453,44 @@ def _chernoff_outside(n, pi, c_lo, L):
 
 
 def window_weights(n, r0, r1, c_lo, plan: Plan):
-    """W_c = P[Binom(n-1, r0+r1) = c] over the window (r floored as in the kernel)."""
+    """``W_c = P[Binom(n-1, pi) = c]`` over the window (``pi = r0 + r1``, r floored as in the
+    kernel) and a bound on their relative error: ``(W, w_rel)``.
+
+    One Loader pmf per block, at the count nearest the mode, and exact ratios
+    ``W_{c+1}/W_c = (N-c)/(c+1) * pi/(1-pi)`` (``N = n-1``) summed as logs both ways from it.
+    ``w_rel`` bounds, over the window, Loader's ``REL_ERR`` plus every step's rounding
+    (the quotient, three logs, the sum: ``4u(2 + |log quotient| + |log pi| + |log(1-pi)|)``)
+    and the prefix sums' ``(B + 4) u sum |step|``. A zero ratio (``c >= N``) gives exact zeros.
+    """
+    L, B = plan.window, plan.block
+    nb = L // B
     pi = jnp.maximum(r0, R_FLOOR) + jnp.maximum(r1, R_FLOOR)
-    c = c_lo + jnp.arange(plan.window, dtype=jnp.float64)
-    return jnp.exp(_binomial.log_pmf(n - 1.0, c, pi, 1.0 - pi))
+    N = n - 1.0
+    c = (c_lo + jnp.arange(L, dtype=jnp.float64)).reshape(nb, B)
+    lp, lq = jnp.log(pi), jnp.log(jnp.maximum(1.0 - pi, 1e-300))  # pi = 1 is set exactly below
+    quotient = jnp.maximum(N - c, 0.0) / (c + 1.0)
+    log_q = jnp.log(quotient)  # -inf beyond N: the weights after it are exact zeros
+    step = log_q + (lp - lq)  # log W_{c+1}/W_c, below +inf
+    prefix = jnp.concatenate([jnp.zeros((nb, 1)), jnp.cumsum(step[:, :-1], axis=1)], axis=1)
+    mode = jnp.minimum(jnp.floor((N + 1.0) * pi), N)
+    a = jnp.clip(mode - c[:, :1], 0.0, B - 1.0)  # the count nearest the mode, within each block
+    a_idx = a.astype(jnp.int32)
+    anchor = _binomial.log_pmf(N, c[:, :1] + a, pi, 1.0 - pi)
+    prefix_a = jnp.take_along_axis(prefix, a_idx, axis=1)
+    W = jnp.exp(anchor + (prefix - prefix_a))
+    W = jnp.where(pi < 1.0, W, jnp.where(c == N, 1.0, 0.0)).reshape(L)  # pi = 1: all mass at N, exactly
+    finite = jnp.isfinite(step)
+    abs_step = jnp.where(finite, jnp.abs(step), 0.0)
+    round_err = jnp.where(finite, 4.0 * _ULP * (2.0 + jnp.abs(log_q) + jnp.abs(lp) + jnp.abs(lq)), 0.0)
+    log_err = jnp.max(jnp.sum(round_err, axis=1) + (B + 4) * _ULP * jnp.sum(abs_step, axis=1))
+    w_rel = jnp.expm1(2.0 * REL_ERR + log_err) + 2.0 * _ULP
+    return W, w_rel
 
 
 def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
     """Certified max-direction divergence at one point (scalars). See module docstring.
 
-    ``W`` (from :func:`window_weights`) may be passed when the same point is evaluated
+    ``W = (weights, rel_err)`` (from :func:`window_weights`) may be passed when the same point is evaluated
     at many ``eps``, as in the search.
     """
     valid = fields_valid(u, v, w, r0, r1) & (n >= 1) & ~jnp.isnan(eps)
@@ -450,16 +503,15 @@ def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
     r0f, r1f = jnp.maximum(r0, R_FLOOR), jnp.maximum(r1, R_FLOOR)
     perturb = (1.0 + t) * (n - 1.0) * ((r0f - r0) + (r1f - r1))
     pi = r0f + r1f
-    if W is None:
-        W = window_weights(n, r0, r1, c_lo, plan)
+    W, w_rel = window_weights(n, r0, r1, c_lo, plan) if W is None else W
 
-    one = functools.partial(_one_direction, u, v, w, n=n, t=t, c_lo=c_lo, W=W, plan=plan)
+    one = functools.partial(_one_direction, u, v, w, n=n, t=t, c_lo=c_lo, W=W, w_rel=w_rel, plan=plan)
     if plan.symmetric:
-        val, err, part, qm, ovf = one(r0f, r1f)
+        val, err, part, qm, ovf, tan_v, tan_s = one(r0f, r1f)
     else:
-        val, err, part, qm, ovf = jax.vmap(one)(jnp.stack([r0f, r1f]), jnp.stack([r1f, r0f]))
+        val, err, part, qm, ovf, tan_v, tan_s = jax.vmap(one)(jnp.stack([r0f, r1f]), jnp.stack([r1f, r0f]))
         best = jnp.argmax(val)
-        qm = qm[best]
+        qm, tan_v, tan_s = qm[best], tan_v[best], tan_s[best]  # either direction bounds the max below
         lo_dir = jnp.max(val - err - part)
         hi_dir = jnp.max(val + err)
         val, ovf = jnp.max(val), jnp.any(ovf)
@@ -470,6 +522,10 @@ def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
     hi_dir = jnp.minimum(hi_dir + outside + perturb, 1.0)
     hi_dir = jnp.where(ovf, jnp.inf, hi_dir)
     lo_dir = jnp.where(ovf, 0.0, lo_dir)
+    # The floor's perturbation grows with t, so the value at t covers every t' <= t.
+    tangent_ok = big & ~ovf & valid
+    tan_v = jnp.where(tangent_ok, tan_v - perturb, 0.0)
+    tan_s = jnp.where(tangent_ok, tan_s, 0.0)
     # Back to t < 1 where eps < 0 (here t is 1/t_original).
     ti = 1.0 / t
     value = jnp.where(big, val, (1.0 - ti) + ti * val)
@@ -482,6 +538,8 @@ def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
         upper=jnp.where(inv, jnp.inf, upper),
         q_mass=jnp.where(inv, 0.0, qm),
         step_overflow=ovf & valid,
+        tangent_value=tan_v,
+        tangent_slope=tan_s,
     )
 
 

@@ -42,6 +42,66 @@ def test_matches_enumeration(asymmetric):
     assert np.all(lower <= ref * (1 + 1e-12) + 1e-300) and np.all(ref <= upper * (1 + 1e-12) + 1e-300)
 
 
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_tangent_bounds_the_divergence_below_at_smaller_eps(asymmetric):
+    """D(t') >= tangent_value + (t - t') tangent_slope for t' <= t (convexity's certificate), and it is tight at t."""
+    rng = np.random.default_rng(21 + asymmetric)
+    k = 40
+    uvw, r = random_pairs(rng, k, asymmetric)
+    n = rng.choice([2, 7, 40, 300], size=k).astype(float)
+    eps = rng.uniform(0.01, 4.0, k)
+    pair = js.two_count_pair(uvw[:, 0], uvw[:, 1], uvw[:, 2], r[:, 0], r[:, 1])
+    d = hockey_stick_bounds(pair, n, eps)
+    tv, ts, lower, qm = (np.asarray(x) for x in (d.tangent_value, d.tangent_slope, d.lower, d.q_mass))
+    assert np.all(ts >= 0)
+    live = lower > 1e-200  # at t' = t the tangent is the certified lower end; its slope is Q(region)
+    assert np.all(tv[live] >= lower[live] * (1 - 1e-12)) and np.all(ts[live] >= qm[live] * (1 - 1e-6))
+    for frac in (0.0, 0.01, 0.2, 1.0):
+        e2 = eps * (1 - frac)
+        ref = np.array([hockey_stick_enum(*uvw[i], r[i, 0], r[i, 1], int(n[i]), e2[i]) for i in range(k)])
+        line = tv + (np.exp(eps) - np.exp(e2)) * ts
+        assert np.all(line <= ref * (1 + 1e-12) + 1e-300), frac
+
+
+def test_tangent_with_a_truncated_window_against_scipy():
+    """Large n (window truncated, partial cells at its ends): the tangent still lies below D."""
+    from reference import hockey_stick_window_scipy
+
+    p = math.e**2
+    pair = js.stronger_clone_pair(2.0)
+    for n, eps in [(1e4, 0.08), (1e6, 0.01)]:
+        d = hockey_stick_bounds(pair, n, eps)
+        assert float(d.tangent_slope) >= 0.999 * float(d.q_mass) > 0
+        for e2 in (eps, 0.99 * eps, 0.8 * eps):
+            ref = hockey_stick_window_scipy(p / (p + 1), 1 / (p + 1), 0.0, 1 / (p + 1), int(n), e2)
+            line = float(d.tangent_value) + (math.exp(eps) - math.exp(e2)) * float(d.tangent_slope)
+            assert line <= ref * (1 + 1e-9)
+            assert line >= ref * (1 - 1e-2) if e2 == eps else True
+
+
+@pytest.mark.parametrize("n,r0,r1,c_lo,window", [
+    (1e6, 0.1, 0.1, 195904.0, 8192), (300.0, 1e-6, 1e-6, 0.0, 16), (1000.0, 0.3, 0.6, 772.0, 256),
+    (50.0, 0.2, 0.1, 0.0, 64), (1e8, 1e-3, 2e-3, 291808.0, 16384), (300.0, 0.5, 0.5, 284.0, 16),
+    (300.0, 0.3, 0.7 - 1e-16, 272.0, 32), (40.0, 1e-150, 1e-150, 0.0, 64)])
+def test_window_weights_match_loader_within_their_bound(n, r0, r1, c_lo, window):
+    """Step-ratio weights against Loader's pmf at every count, within the returned relative bound."""
+    from jaxshuffle import _binomial
+    from jaxshuffle.divergence import R_FLOOR, window_weights
+
+    plan = Plan(window, min(window, 512), 4, True)
+    W, rel = window_weights(n, r0, r1, c_lo, plan)
+    pi = max(r0, R_FLOOR) + max(r1, R_FLOOR)
+    c = c_lo + np.arange(window)
+    ref = np.exp(np.asarray(_binomial.log_pmf(jnp.full(window, n - 1.0), jnp.asarray(c), pi, 1.0 - pi)))
+    W, rel = np.asarray(W), float(rel)
+    assert rel <= 1e-9
+    big = ref > 1e-290
+    assert np.all(np.abs(W[big] - ref[big]) <= (rel + 2e-10) * ref[big])  # Loader itself is within REL_ERR
+    assert np.all(W[~big] <= 1e-280) and np.all(W[c > n - 1] == 0.0)
+    if pi == 1.0:
+        assert W[c == n - 1] == 1.0 and np.all(W[c < n - 1] == 0.0)
+
+
 def test_matches_mpmath_on_tiny_n():
     rng = np.random.default_rng(3)
     uvw, r = random_pairs(rng, 6)
