@@ -2,19 +2,24 @@
 
 For each point the search keeps a bracket ``[lower, upper]`` with the invariant
 
-    divergence.lower(lower) > delta          (so the true eps >= lower)
-    divergence.upper(upper) <= delta         (so the true eps <= upper)
+    D(lower) > delta       (so the true eps >= lower)
+    D(upper) <= delta      (so the true eps <= upper)
 
-where ``divergence.lower/upper`` is the certified band of :mod:`jaxshuffle.divergence`
-(truncation, rounding and binomial-routine error all on the safe side). ``upper`` is
-therefore the certified epsilon of the pair and ``lower`` a certified lower bound on it.
-Whether the pair's epsilon bounds the *mechanism* is the pair's business
-(``pair.certified``): see :mod:`jaxshuffle.pair`.
+certified from the band of :mod:`jaxshuffle.divergence` (truncation, rounding and
+binomial-routine error all on the safe side) in one of two ways: at an evaluated point,
+or through the convexity of ``D`` in ``t = e^eps`` (a hockey-stick divergence is a sup of
+functions affine in ``t``). Below the root, the certified tangent of any evaluation
+(``D(t') >= tangent_value + (t - t') tangent_slope``, ``t' <= t``) is above ``delta`` up to
+where it crosses it; above, ``D`` lies under the chord of two evaluations' upper values
+(or of one and ``D = 0`` at ``eps_max``). So one evaluation just above the root certifies
+both ends. ``upper`` is therefore the certified epsilon of the pair and ``lower`` a
+certified lower bound on it. Whether the pair's epsilon bounds the *mechanism* is the
+pair's business (``pair.certified``): see :mod:`jaxshuffle.pair`.
 
-Steps are safeguarded Newton steps on ``log D(eps) - log delta`` (``dD/dt = -Q(region)``
-comes free with the divergence), clipped a quarter-tolerance inside the bracket so both
-sides tighten, falling back to bisection; every lane runs in one masked ``while_loop``
-of at most ``max_iter`` iterations.
+The first point solves a Gaussian model of the pair (:func:`_gaussian_model_epsilon`);
+then safeguarded Newton steps on ``log D(eps) - log delta`` (``dD/dt = -Q(region)`` comes
+free with the divergence), aimed half a tolerance above the root, falling back to
+bisection; every lane runs in one masked ``while_loop`` of at most ``max_iter`` iterations.
 
 Differentiation: ``upper`` is differentiable with respect to the continuous pair fields
 and ``delta`` through ``jax.lax.custom_root`` (implicit function theorem on
@@ -88,6 +93,68 @@ def _infinite_loss_mass(u, v, w, r0, r1, n):
     return jnp.maximum(jnp.maximum(one(u, v, r0, r1), one(u, v, r1, r0)), jnp.maximum(one(v, u, r0, r1), one(v, u, r1, r0)))
 
 
+def _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done):
+    """Tighten ``[lo, hi]`` by the convexity of ``D`` in ``t = e^eps`` (no evaluation needed).
+
+    Below: the certified tangent at ``x`` gives ``D(t') > delta`` for every
+    ``t' < t - (delta - tangent_value) / tangent_slope``, so ``eps`` exceeds that point.
+    Above: on ``[t_a, t_b]`` ``D`` lies under the chord through ``(t_a, up_a)`` and
+    ``(t_b, up_b)`` (certified upper values, ``up_a > delta >= up_b``; ``D = 0`` at ``eps_max``),
+    so ``D <= delta`` where the chord crosses ``delta``. Both points are nudged by 1e-14 relative to the safe
+    side, far more than the few roundings between them and the exact crossings.
+    """
+    t = jnp.exp(x)
+    s = d.tangent_slope
+    t_cross = (t - (delta - d.tangent_value) / jnp.where(s > 0, s, 1.0)) * (1.0 - 1e-14)
+    lo_tan = jnp.log(jnp.maximum(t_cross, 1.0)) * (1.0 - 1e-14)
+    use_tan = ~done & (s > 0) & (d.tangent_value < delta) & (t_cross > 1.0) & (lo_tan > lo) & (lo_tan < hi)
+    lo = jnp.where(use_tan, lo_tan, lo)
+    t_a, t_b = jnp.exp(x_a), jnp.exp(x_b)
+    frac = (up_a - delta) / jnp.where(up_a > up_b, up_a - up_b, 1.0)
+    t_chord = (t_a + frac * (t_b - t_a)) * (1.0 + 1e-14)
+    hi_chord = jnp.log(jnp.where(jnp.isfinite(t_chord), t_chord, 1.0)) * (1.0 + 1e-14)
+    use_chord = (~done & (x_a >= 0) & jnp.isfinite(up_a) & jnp.isfinite(x_b) & (x_a < x_b) & (up_a > delta)
+                 & (up_b <= delta) & (hi_chord > lo) & (hi_chord < hi))
+    return lo, jnp.where(use_chord, hi_chord, hi)
+
+
+def _gaussian_model_divergence(u, v, w, shift, eps):
+    """``D_{e^eps}`` of the Gaussian model of the pair (heuristic, for the first guess only).
+
+    The others' counts enter the likelihood ratio, to first order, through
+    ``Z = X/r0 - Y/r1`` (``X, Y`` their deviations from the mean), ``Z ~ N(0, (n-1)(1/r0 + 1/r1))``;
+    the victim moves it by about ``+-h``, ``h = (1/r0 + 1/r1)/2``. In units of its sd: P is
+    ``u N(s,1) + v N(-s,1) + w N(0,1)`` and Q swaps ``u, v``; ``P > tQ`` where ``Y = e^{sz}`` exceeds
+    the positive root of ``(u - tv) Y^2 + (1-t) w e^{s^2/2} Y + (v - tu) = 0`` (``u >= v``).
+    """
+    u, v = jnp.maximum(u, v), jnp.minimum(u, v)
+    t = jnp.exp(eps)
+    a, b, c = u - t * v, (1.0 - t) * w * jnp.exp(jnp.minimum(0.5 * shift**2, 700.0)), v - t * u
+    root = (-b + jnp.sqrt(b * b - 4.0 * a * c)) / (2.0 * jnp.where(a > 0, a, 1.0))
+    z = jnp.log(jnp.maximum(root, 1e-300)) / shift
+    sf = lambda x: jax.scipy.special.ndtr(-x)  # noqa: E731
+    p_reg = u * sf(z - shift) + v * sf(z + shift) + w * sf(z)
+    q_reg = v * sf(z - shift) + u * sf(z + shift) + w * sf(z)
+    return jnp.where(a > 0, p_reg - t * q_reg, 0.0)
+
+
+def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
+    """Root of the Gaussian model's ``D = delta`` by bisection on ``log eps`` (a first guess; NaN if none)."""
+    ok = (r0 > 0) & (r1 > 0) & (n > 1) & jnp.isfinite(eps_max)
+    r0s, r1s = jnp.where(ok, r0, 0.5), jnp.where(ok, r1, 0.5)
+    shift = 0.5 * jnp.sqrt((1.0 / r0s + 1.0 / r1s) / jnp.maximum(n - 1.0, 1.0))
+    lo, hi = jnp.log(1e-9), jnp.log(jnp.where(ok, eps_max, 1.0))
+
+    def step(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        above = _gaussian_model_divergence(u, v, w, shift, jnp.exp(mid)) > delta
+        return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, 40, step, (lo, hi))
+    return jnp.where(ok, jnp.exp(0.5 * (lo + hi)), jnp.nan)
+
+
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
     """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
     valid = (delta > 0) & (delta < 1) & (n >= 1) & fields_valid(u, v, w, r0, r1)
@@ -108,23 +175,31 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
 
     lo0 = 0.0  # eps >= 0: always a valid lower end
     hi0 = jnp.where(finite_max, eps_max, jnp.inf)
-    # First point: Gaussian heuristic with the expected number of others' markers.
+    # First point: the Gaussian model's root; where it has none, a cruder Gaussian heuristic.
     mu = jnp.maximum((n - 1.0) * (r0 + r1), 1.0)
     gauss = jnp.log1p(2.0 * jnp.abs(u - v) / jnp.maximum(u + v, 1e-300) * jnp.sqrt(2.0 * jnp.log(1.0 / delta) / mu))
-    x_guess = jnp.where(finite_max, jnp.clip(gauss, 1e-12, 0.5 * eps_max), jnp.maximum(gauss, 1.0))
+    model = _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max)
+    gauss = jnp.where(jnp.isfinite(model), model, gauss)
+    x_guess = jnp.where(finite_max, jnp.clip(gauss, 1e-12, 0.9 * eps_max), jnp.maximum(gauss, 1.0))
 
     status0 = jnp.where(infinite, Status.INFINITE, Status.MAX_ITER).astype(jnp.int8)
     status0 = jnp.where(valid, status0, jnp.int8(Status.INVALID))
     done0 = status0 != Status.MAX_ITER
 
     def body(state):
-        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero, x_prev, log_d_prev = state
+        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero, x_prev, log_d_prev, x_b, up_b, x_a, up_a = state
         d = div(x)  # the first iteration evaluates the Gaussian guess; eps = 0 only when heading there
         is_hi = d.upper <= delta
         is_lo = d.lower > delta
         ambiguous = ~is_hi & ~is_lo
         lo = jnp.where(done | ~is_lo, lo, x)
-        hi = jnp.where(done | ~is_hi, hi, x)
+        hi = jnp.where(done | ~is_hi, hi, jnp.minimum(hi, x))
+        # The evaluated points nearest the root from above and below, with their upper values, for chords.
+        b_new = ~done & is_hi & (x < x_b)
+        x_b, up_b = jnp.where(b_new, x, x_b), jnp.where(b_new, d.upper, up_b)
+        a_new = ~done & ~is_hi & (x > x_a)
+        x_a, up_a = jnp.where(a_new, x, x_a), jnp.where(a_new, d.upper, up_a)
+        lo, hi = _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done)
         # Newton on f(x) = log D(x) - log delta; f'(x) = -t Q(region)/D.
         t = jnp.exp(x)
         f = jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
@@ -146,9 +221,9 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         prefer_lin = usable_lin & (miss_lin < miss_log)  # False while there is no previous point (NaN)
         newton = jnp.where(usable & ~prefer_lin, newton, newton_lin)
         usable = usable | usable_lin
-        # Aim a margin past the root towards the end farther from it: once Newton is accurate
-        # to better than the margin, each step certifies one side, and two finish the bracket.
-        newton = newton + jnp.where(hi - newton > newton - lo, margin, -margin)
+        # Aim just above the root: once Newton is accurate to better than the margin, that
+        # point certifies the upper end and its tangent the lower end (_convexity_bracket).
+        newton = newton + 2.0 * margin
         geometric = (lo > 0) & (hi > 8.0 * lo)
         bisect = jnp.where(geometric, jnp.sqrt(lo * hi), 0.5 * (lo + hi))
         bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), _EPS_CAP))
@@ -156,7 +231,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         # certified in the endgame; outside the bracket, or after two steps that failed to
         # halve it, bisect (guaranteed progress).
         nxt = jnp.clip(newton, lo + margin, hi - margin)
-        slow = (lo > 0) & (width > 0.5 * width2)  # only once both ends are established
+        slow = (lo > 0) & (hi < hi0) & (width > 0.5 * width2)  # only once both ends are established
         nxt = jnp.where(usable & ~slow & (hi - lo > 2.0 * margin), nxt, bisect)
         # x inside the certified band of the root: probe a margin above, then below.
         ambiguous = ambiguous & (x > 0)  # at eps = 0 the lower end 0 needs no certificate
@@ -179,7 +254,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         stop = zero | converged | ambiguous | gave_up
         status = jnp.where(done, status, new_status)
         return (it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1, tried_zero,
-                x, log_d)
+                x, log_d, x_b, up_b, x_a, up_a)
 
     def cond(state):
         it, _, _, _, _, done, *_ = state
@@ -188,7 +263,8 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     it, lo, hi, _, status, *_ = jax.lax.while_loop(
         cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, x_guess, status0, done0, jnp.asarray(0, jnp.int32),
                      jnp.asarray(jnp.inf), jnp.asarray(jnp.inf), jnp.asarray(False), jnp.asarray(jnp.nan),
-                     jnp.asarray(jnp.nan))
+                     jnp.asarray(jnp.nan), hi0, jnp.where(finite_max, 0.0, jnp.inf), jnp.asarray(-1.0),
+                     jnp.asarray(jnp.inf))
     )
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))
