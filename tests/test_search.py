@@ -56,12 +56,11 @@ def test_certified_sides_hold_for_the_returned_bracket():
 def test_few_divergence_evaluations_on_a_typical_grid():
     """The Gaussian-model first guess and the convexity bracket (tangent below, chord above)
     finish a typical grid in a few evaluations; the vmapped loop runs as long as its slowest lane."""
-    eps0 = np.geomspace(0.5, 5.0, 64)
-    for n in (1e4, 1e6):
-        res = js.epsilon(js.stronger_clone_pair(eps0), n, 0.01 / n)
-        assert np.all(np.asarray(res.status) == Status.CONVERGED)
-        it = np.asarray(res.iterations)
-        assert it.max() <= 4 and it.mean() <= 2.5, (n, it.mean(), it.max())
+    eps0 = np.geomspace(0.5, 5.0, 48)
+    res = js.epsilon(js.stronger_clone_pair(eps0), 1e5, 1e-7)
+    assert np.all(np.asarray(res.status) == Status.CONVERGED)
+    it = np.asarray(res.iterations)
+    assert it.max() <= 4 and it.mean() <= 2.5, (it.mean(), it.max())
 
 
 @pytest.mark.slow
