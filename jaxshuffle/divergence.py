@@ -169,6 +169,28 @@ def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
 # The kernel: one point, one direction, t >= 1.
 
 
+@jax.custom_jvp
+def _materialize(x):
+    """``x`` itself (a pytree), stored once instead of recomputed inside every consumer.
+
+    XLA:CPU fuses cheap-looking producers (the thresholds, per-point scalars, per-block Loader
+    anchors) into each window-sized loop that reads them; here that recomputation was 2/3 of
+    the kernel's arithmetic. A loop is a fusion boundary; this one runs once (twice when the
+    first element is NaN: a trip count XLA cannot know) and changes nothing. Identity
+    derivative (``while_loop`` itself has no reverse mode).
+    """
+    first = jnp.ravel(jax.tree.leaves(x)[0])[0]
+    trips = jnp.where(jnp.isnan(first), 2, 1)
+    keep = lambda i, y: jnp.where(i < 0, jnp.zeros_like(y), y)  # noqa: E731  (never zero: i >= 0)
+    body = lambda s: (s[0] + 1, jax.tree.map(functools.partial(keep, s[0]), s[1]))  # noqa: E731
+    return jax.lax.while_loop(lambda s: s[0] < trips, body, (0, x))[1]
+
+
+@_materialize.defjvp
+def _materialize_jvp(primals, tangents):
+    return _materialize(primals[0]), tangents[0]
+
+
 def _ratio_terms(c, j, up):
     """``(num, den)`` of the exact neighbour ratio of ``Binom(c, rho)`` pmfs, without the rho factor.
 
@@ -232,7 +254,7 @@ def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
         num, den = _ratio_terms(c + 1.0, jnp.where(up, j + o, j - o), up)  # at c + 1
         ratio = ratio * jnp.where(o < count, num / jnp.maximum(den, 1.0) * factor, 1.0)
     step = jnp.log(jnp.clip(ratio, 1e-300, 1e300)).reshape(nb, B)
-    anchors = _binomial.log_pmf(c_all[::B], base[::B], rho, rho_c)
+    anchors = _materialize(_binomial.log_pmf(c_all[::B], base[::B], rho, rho_c))
     inside = anchors[:nb, None] + (jnp.cumsum(step, axis=1) - step)
     log_base = jnp.concatenate([inside.reshape(L), anchors[nb:]])
     abs_steps = jnp.sum(jnp.abs(step), axis=1)
@@ -354,13 +376,14 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     inv_s = jnp.where(s > 0, jnp.minimum(1.0 / jnp.where(s > 0, s, 1.0), _INV_S_MAX), _INV_S_MAX)
     rho = r0 / (r0 + r1)
     rho_c = r1 / (r0 + r1)
+    u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c = _materialize((u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c))
 
     L, B, M = plan.window, plan.block, plan.max_step
     nb = L // B
     idx = jnp.arange(L + 1, dtype=jnp.float64)
     c_all = c_lo + idx  # counts c_lo .. c_lo + L (the last one only anchors the last block)
     # Thresholds are integers: no derivative, and none wanted through the guarded logs below.
-    k_all = jax.lax.stop_gradient(_thresholds(u, v, w, r0, r1, n, t, c_all, inv_s))
+    k_all = _materialize(jax.lax.stop_gradient(_thresholds(u, v, w, r0, r1, n, t, c_all, inv_s)))
     kc, kn = k_all[:L], k_all[1:]
     c = c_all[:L]
     live = c <= n - 1.0
@@ -394,8 +417,9 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     blk = lambda x: x.reshape(nb, B)  # noqa: E731
     pre = jnp.cumsum(blk(incr), axis=1) - blk(incr)
     pre_abs = jnp.cumsum(blk(incr_abs), axis=1) - blk(incr_abs)
-    suf = jnp.flip(jnp.cumsum(jnp.flip(blk(incr), 1), axis=1), 1)
-    suf_abs = jnp.flip(jnp.cumsum(jnp.flip(blk(incr_abs), 1), axis=1), 1)
+    # reverse=True rather than flip-cumsum-flip: the flips cost XLA:CPU extra passes over the window.
+    suf = jax.lax.cumsum(blk(incr), axis=1, reverse=True)
+    suf_abs = jax.lax.cumsum(blk(incr_abs), axis=1, reverse=True)
     fwd, bwd = a_start + pre, a_end - suf
     err_fwd = REL_TAIL * a_start + pmf_rel_blk * pre_abs + B * _ULP * (a_start + pre_abs)
     err_bwd = REL_TAIL * a_end + pmf_rel_blk * suf_abs + B * _ULP * (a_end + suf_abs)
@@ -475,7 +499,7 @@ def window_weights(n, r0, r1, c_lo, plan: Plan):
     mode = jnp.minimum(jnp.floor((N + 1.0) * pi), N)
     a = jnp.clip(mode - c[:, :1], 0.0, B - 1.0)  # the count nearest the mode, within each block
     a_idx = a.astype(jnp.int32)
-    anchor = _binomial.log_pmf(N, c[:, :1] + a, pi, 1.0 - pi)
+    anchor = _materialize(_binomial.log_pmf(N, c[:, :1] + a, pi, 1.0 - pi))
     prefix_a = jnp.take_along_axis(prefix, a_idx, axis=1)
     W = jnp.exp(anchor + (prefix - prefix_a))
     W = jnp.where(pi < 1.0, W, jnp.where(c == N, 1.0, 0.0)).reshape(L)  # pi = 1: all mass at N, exactly
