@@ -7,7 +7,10 @@ long sweep sees after its first chunks). Also times `jaxshuffle.epsilon` on the 
 (the engine alone) and, with --grr, a 10-ary RR grid (up to 4 searches per point: worst-case,
 scaled, paper and lower-bound pairs).
 
-Usage: python benchmarks/sweep.py [--points 256,32,4] [--ns 1e4,1e6,1e8] [--grr] [--json FILE]
+On CPU it runs like `jaxshuffle sweep`: one XLA device per core, the grid sharded over them
+(--one-cpu-device: a single device).
+
+Usage: python benchmarks/sweep.py [--points 256,256,64] [--ns 1e4,1e6,1e8] [--grr] [--one-cpu-device] [--json FILE]
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import jax
 import numpy as np
 
 import jaxshuffle as js
+from jaxshuffle._config import use_every_cpu_core
 
 
 def timed(f):
@@ -53,12 +57,16 @@ def bench(randomizer: str, n: float, points: int, rtol: float, devices, extra: d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", default="1e4,1e6,1e8", help="comma list of n")
-    ap.add_argument("--points", default="256,32,4", help="grid points per n (comma list, same length as --ns)")
+    ap.add_argument("--points", default="256,256,64", help="grid points per n (comma list, same length as --ns)")
     ap.add_argument("--rtol", type=float, default=1e-6)
     ap.add_argument("--devices", type=int, default=None, help="local devices to use (default all)")
     ap.add_argument("--grr", action="store_true", help="also time 10-ary RR (several searches per point)")
     ap.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--one-cpu-device", action="store_true",
+                    help="do not split the CPU into one XLA device per core (the CLI's default)")
     args = ap.parse_args()
+    if not args.one_cpu_device:
+        use_every_cpu_core()  # as `jaxshuffle sweep` does
     ns = [float(x) for x in args.ns.split(",")]
     pts = [int(x) for x in args.points.split(",")]
     if len(pts) != len(ns):

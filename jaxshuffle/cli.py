@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxshuffle._config import enable_compilation_cache
+from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
 
 _STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "invalid", "unbounded")
 _SOURCE_NAMES = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
@@ -457,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot"):
             enable_compilation_cache()  # before anything compiles: JAX decides once per process
+        if argv and argv[0] == "sweep":
+            use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
         if args.command in ("sweep", "plot"):

@@ -578,10 +578,10 @@ class _Grid:
 # ----------------------------------------------------------------------------------------
 # Planning: window buckets over the whole grid, merged when a compile costs more, and chunks
 
-# Rough cost model: one search costs about 1e-6 s per window count on a 2-core CPU
-# (benchmarks/sweep.py: ~5.5 divergence evaluations of ~0.17 us per count; GPU/TPU figures are
+# Rough cost model: one search costs about 2e-7 s per window count on one CPU device
+# (benchmarks/sweep.py: ~2 divergence evaluations of ~0.1 us per count; GPU/TPU figures are
 # guesses, no accelerator measured yet); one program compiles in ~5 s.
-_COST_PER_COUNT = {"cpu": 1e-6, "gpu": 2e-8, "tpu": 2e-8}
+_COST_PER_COUNT = {"cpu": 2e-7, "gpu": 2e-8, "tpu": 2e-8}
 _COMPILE_S = 5.0
 _CHUNK_TARGET_S = 20.0  # a chunk should finish within this (durability, progress)
 _MAX_CHUNK = 4096

@@ -164,3 +164,22 @@ def test_compare_cli_writes_table_and_figure(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "certified upper (jaxshuffle)" in text and "reference" in text
     assert (out / "compare.csv").stat().st_size > 0 and (out / "compare.png").stat().st_size > 0
+
+
+def test_sweep_entry_point_uses_every_cpu_core_unless_told():
+    """use_every_cpu_core (called by `jaxshuffle sweep`) gives one CPU device per core, keeps a
+    device count the user set, and does nothing once JAX's backends are up."""
+    probe = ("import os, jax; from jaxshuffle._config import use_every_cpu_core; use_every_cpu_core(); "
+             "print(len(jax.devices('cpu')), os.environ.get('XLA_FLAGS', ''))")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cores = len(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[0]) == cores
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "--xla_force_host_platform_device_count=3"]
+    jax.devices()  # this process: backends up, so the call must leave XLA_FLAGS alone
+    before = os.environ.get("XLA_FLAGS")
+    from jaxshuffle._config import use_every_cpu_core
+    use_every_cpu_core()
+    assert os.environ.get("XLA_FLAGS") == before
