@@ -335,9 +335,10 @@ def test_calibrate_eps0_never_overshoots(target, n, k):
     value, over, up = (float(x) for x in (cal.value, cal.over, cal.upper))
     assert int(cal.status) == CalibrationStatus.CONVERGED
     assert 0 < over - value <= CAL_RTOL * over
-    # independent re-evaluation of both ends (one batched call)
-    rep = amplify(R.grr(np.array([value, over]), k), n, 0.01)
-    re_up = np.asarray(rep.upper)
+    # independent re-evaluation of both ends, each alone as the calibration evaluates it: a
+    # batch's compiled program (bucket_plans: largest threshold step of its points) depends on
+    # the other points, and may round differently (seen: [value, over] together moved upper by 6e-13)
+    re_up = np.array([float(amplify(R.grr(np.array([e]), k), n, 0.01).upper[0]) for e in (value, over)])
     assert re_up[0] <= target and up == re_up[0]  # never above the target
     assert re_up[1] > target  # so value is within rtol of the largest feasible eps0
 
