@@ -36,7 +36,7 @@ from jaxshuffle.pair import (
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
 from jaxshuffle.comparison import compare  # noqa: E402
-from jaxshuffle.soundness import sandwich  # noqa: E402
+from jaxshuffle.exact import sandwich  # noqa: E402
 from jaxshuffle.sweeps import sweep  # noqa: E402
 
 __version__ = "0.1.0"

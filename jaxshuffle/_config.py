@@ -58,16 +58,24 @@ def concrete(x, what: str) -> np.ndarray:
     return np.asarray(x)
 
 
-def check(condition, name: str, message: str) -> None:
-    """Raise ``ValueError(f"{name}: {message}")`` unless ``condition`` holds everywhere.
+def check(condition, name: str, message: str, value=None) -> None:
+    """Raise ``ValueError(f"{name}: {message}, got {bad value}")`` unless ``condition`` holds everywhere.
 
-    ``condition`` is a concrete boolean array; NaN inputs must make it False.
+    ``condition`` is a concrete boolean array; NaN inputs must make it False. ``value`` (the
+    checked array, broadcastable to ``condition``) puts the first offending value in the message.
     """
     cond = np.asarray(condition)
     if not cond.all():
-        bad = np.argwhere(~cond)
-        where = "" if cond.ndim == 0 else f" (first bad index {tuple(int(i) for i in bad[0])})"
-        raise ValueError(f"{name}: {message}{where}")
+        bad = tuple(int(i) for i in np.argwhere(~cond)[0]) if cond.ndim else ()
+        got = ""
+        if value is not None:
+            try:
+                v = np.broadcast_to(np.asarray(value), cond.shape)[bad]
+                got = f", got {float(v):.17g}" if np.ndim(v) == 0 and np.isreal(v) else f", got {v!r}"
+            except (ValueError, TypeError):
+                got = ""
+        where = "" if cond.ndim == 0 else f" (first bad index {bad})"
+        raise ValueError(f"{name}: {message}{got}{where}")
 
 
 def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:

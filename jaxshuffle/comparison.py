@@ -30,7 +30,7 @@ import numpy as np
 from jaxshuffle import closed_forms as cf
 from jaxshuffle.accountant import amplify
 from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair
-from jaxshuffle.randomizers import CATALOG
+from jaxshuffle.randomizers import check_options
 from jaxshuffle.search import epsilon
 
 
@@ -81,9 +81,7 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
     randomizer's entry must take ``eps0``; its ``p`` sets the LDP level ``log p`` used by
     the clone and earlier bounds. Raises ValueError for unknown names or bad options.
     """
-    if randomizer not in CATALOG:
-        raise ValueError(f"randomizer: unknown {randomizer!r}; see `jaxshuffle randomizers`")
-    entry = CATALOG[randomizer]
+    entry = check_options(randomizer, options, skip=("eps0",))
     if "eps0" not in {a.name for a in entry.args}:
         raise ValueError(f"randomizer: {randomizer!r} has no eps0 option; compare needs one")
     e0, nn, dd = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (eps0, n, delta)))
@@ -112,16 +110,11 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
             epsilon(stronger_clone_pair(safe), nn, dd, rtol=rtol).upper, finite, "certified", True)
         add("standard clone FMT21 (numerical)",
             epsilon(standard_clone_pair(safe), nn, dd, rtol=rtol).upper, finite, "certified", True)
-        for name, fn in (("FMT21 closed form", cf.fmt21_closed_form), ("FMT23 closed form", cf.fmt23_closed_form),
-                         ("EFMRTT19", cf.efmrtt19), ("blanket Hoeffding (generic)", cf.blanket_hoeffding),
-                         ("blanket Bennett (generic)", cf.blanket_bennett)):
-            v, ok = fn(nn, safe, dd)
-            add(name, v, np.asarray(ok) & finite, "reference", False)
-    for name, fn in (("VR Thm 4.2 closed form", cf.vr_theorem42), ("VR Thm 4.3 closed form", cf.vr_theorem43)):
-        v, ok = fn(nn, dd, p, beta, q)
-        # Sound exactly where the Theorem 4.7 pair is (beta at the worst case).
-        bounds[name] = Bound(np.where(ok, v, np.inf), np.asarray(ok, bool), "certified" if paper_cert.all() else "paper",
-                             np.asarray(ok, bool) & paper_cert)
+    for label, (value, valid, form) in cf.evaluate(np.where(finite, ldp, 1.0), nn, dd, p, beta, q).items():
+        if form.kind == "reference":
+            add(label, value, valid & finite, "reference", False)
+        else:  # a bound on the Theorem 4.7 pair: sound exactly where that pair is (beta at the worst case)
+            bounds[label] = Bound(value, valid, "certified" if paper_cert.all() else "paper", valid & paper_cert)
     return Comparison(randomizer, dict(options), e0, nn, dd, bounds)
 
 

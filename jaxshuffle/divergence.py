@@ -54,40 +54,28 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle import _binomial
-from jaxshuffle._config import broadcast_shapes_or_raise, check, concrete, f64, require_x64
-from jaxshuffle.pair import TwoCountPair, check_fields, fields_valid
+from jaxshuffle.pair import TwoCountPair, fields_valid
+from jaxshuffle.plan import (
+    INV_S_MAX,
+    R_FLOOR,
+    Plan,
+    bucket_plans,
+    check_batch,
+    log_reach,
+    max_step_estimate,
+    plan_windows,
+    prepare_batch,
+    run_buckets,
+)
 
 REL_ERR = 1e-10  # budget for the relative error of one pmf value (tests: 10x better)
 REL_TAIL = 1e-8  # budget for the relative error of one continued-fraction tail (tests: 10x better)
 _ULP = 2.3e-16  # bound on float64 rounding per operation (2 u)
 _FLUSH = 2.3e-308  # a flushed (subnormal) term is below this
-R_FLOOR = 1e-150  # r0, r1 are raised to this; the change in D is bounded and added
-_INV_S_MAX = 1e200  # stands for 1/(1-r0-r1) when that is 0 (only ever multiplies 0 or dominates)
-_MIN_BLOCK = 512
 # Relative error added by one exact neighbour ratio b(j+1)/b(j) taken in log space: the
 # quotient (u), its log (u |log|, |log| <= log(1e9) + 2*345 with r floored at R_FLOOR) and
 # the running sum (u |log b| <= 746 u before a term flushes), with a 2x margin.
 _CHAIN_REL = 2 * _ULP * (2 + 21 + 690 + 746)
-
-
-class Plan(NamedTuple):
-    """Static shape of one compiled divergence program.
-
-    window: number of others' counts ``c`` summed (a power of two).
-    block: chain block length; one continued-fraction tail anchors each block.
-    max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
-    symmetric: all points have ``r0 == r1``, so one direction gives both.
-    linear: pmfs along the window by exact ratios in linear space (fast), made for points
-      where :func:`linear_safe` holds (:func:`bucket_plans` checks); elsewhere the band
-      widens or, where a ratio leaves float range, becomes ``[0, inf]``: still sound.
-      Default: log space (any point).
-    """
-
-    window: int
-    block: int
-    max_step: int
-    symmetric: bool
-    linear: bool = False
 
 
 class Divergence(NamedTuple):
@@ -101,68 +89,6 @@ class Divergence(NamedTuple):
     # Certified tangent (eps >= 0): D(t') >= tangent_value + (t - t') tangent_slope for t' <= t.
     tangent_value: jax.Array
     tangent_slope: jax.Array
-
-
-# ----------------------------------------------------------------------------------------
-# Window planning (eager, numpy): which counts c carry the binomial mass.
-
-
-def _kl(a, pi):
-    """Bernoulli KL(a || pi), elementwise, numpy; 0 log 0 = 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t1 = np.where(a > 0, a * np.log(a / pi), 0.0)
-        t2 = np.where(a < 1, (1 - a) * np.log((1 - a) / (1 - pi)), 0.0)
-    return t1 + t2
-
-
-def _needed_halfwidth(N, pi, tol):
-    """Smallest h with Chernoff bounds on P[C >= mu+h] and P[C <= mu-h] each <= tol/2."""
-    mu = N * pi
-    lo, hi = np.zeros_like(mu), np.maximum(N, 1.0)
-    target = np.log(tol / 2)
-    for _ in range(64):
-        h = 0.5 * (lo + hi)
-        up = np.minimum(mu + h, N)
-        dn = np.maximum(mu - h, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lu = np.where(up >= N, -np.inf, -N * _kl(up / N, pi))
-            ld = np.where(dn <= 0, -np.inf, -N * _kl(dn / N, pi))
-        ok = (lu <= target) & (ld <= target)
-        hi = np.where(ok, h, hi)
-        lo = np.where(ok, lo, h)
-    return np.ceil(hi) + 2
-
-
-def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """Window length (power of two) and first count ``c_lo`` for each point.
-
-    The window ``[c_lo, c_lo + L)`` of ``C ~ Binom(n-1, r_sum)`` leaves out at most
-    ``tol`` probability (Chernoff), or covers ``0..n-1`` entirely.
-    """
-    N = n - 1.0
-    pi = np.clip(r_sum, 2 * R_FLOOR, 1.0)
-    width = 2 * _needed_halfwidth(N, np.minimum(pi, 1 - 1e-16), np.broadcast_to(tol, N.shape))
-    width = np.minimum(width, n)
-    L = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(width, 1.0)))).astype(np.int64)
-    c_lo = np.clip(np.floor(N * pi) - L // 2, 0, np.maximum(n - L, 0))
-    return L, c_lo
-
-
-def _max_step_estimate(u, v, w, r0, r1, t_lo, t_hi) -> np.ndarray:
-    """Eager estimate of max |k_{c'+1} - k_{c'}| over t in [t_lo, t_hi] (both directions)."""
-    ts = np.exp(np.linspace(np.log(t_lo), np.log(np.minimum(t_hi, 1e300)), 33))  # (33, B)
-    r0 = np.maximum(r0, R_FLOOR)
-    r1 = np.maximum(r1, R_FLOOR)
-    s = 1 - r0 - r1
-    inv_s = np.where(s > 0, 1 / np.where(s > 0, s, 1.0), _INV_S_MAX)
-    worst = np.zeros(np.shape(u))
-    for a0, a1 in ((r0, r1), (r1, r0)):
-        A = (u - ts * v) * a1 - (v - ts * u) * a0
-        num = (ts * u - v) * a0 + (1 - ts) * w * a0 * a1 * inv_s
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope = np.abs(np.where(A != 0, num / np.where(A != 0, A, 1.0), 0.0))
-        worst = np.maximum(worst, np.nanmax(np.minimum(slope, 1e6), axis=0))
-    return np.ceil(worst).astype(np.int64) + 1
 
 
 # ----------------------------------------------------------------------------------------
@@ -198,11 +124,6 @@ def _ratio_terms(c, j, up):
     ``num = 0`` where the step leaves ``[0, c]``.
     """
     return jnp.where(up, c - j, j), jnp.where(up, j + 1.0, c - j + 1.0)
-
-
-def _log_reach(n, abs_lrr, max_step: int, xp):
-    """``log R^(max_step+1)``, ``R = (n+1) max(rho/rho_c, rho_c/rho)``: what ``max_step + 1`` ratios can multiply."""
-    return (max_step + 1) * (xp.log(n + 1.0) + abs_lrr)
 
 
 def _chain_sum(log_start, c, j0, up, lrr, count, M: int):
@@ -373,7 +294,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     u, v = jnp.where(flip, v, u), jnp.where(flip, u, v)
     r0, r1 = jnp.where(flip, r1, r0), jnp.where(flip, r0, r1)
     s = 1.0 - r0 - r1
-    inv_s = jnp.where(s > 0, jnp.minimum(1.0 / jnp.where(s > 0, s, 1.0), _INV_S_MAX), _INV_S_MAX)
+    inv_s = jnp.where(s > 0, jnp.minimum(1.0 / jnp.where(s > 0, s, 1.0), INV_S_MAX), INV_S_MAX)
     rho = r0 / (r0 + r1)
     rho_c = r1 / (r0 + r1)
     u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c = _materialize((u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c))
@@ -440,7 +361,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
     err = (w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
-        log_hidden = -708.0 + _log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
+        log_hidden = -708.0 + log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
         hidden = jnp.exp(jnp.minimum(log_hidden, 700.0))
     else:
@@ -571,7 +492,7 @@ def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
 def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
     """Jittable core over a flat batch: ``pair_arrays = (u, v, w, r0, r1)``, each shape (B,).
 
-    ``n, eps, c_lo`` float64 of shape (B,); ``plan`` static (see :func:`plan_for`).
+    ``n, eps, c_lo`` float64 of shape (B,); ``plan`` static (see :mod:`jaxshuffle.plan`).
     Invalid points give ``value = upper = inf, lower = 0`` (package convention).
     """
     f = functools.partial(_point_divergence, plan=plan)
@@ -580,74 +501,6 @@ def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
 
 # ----------------------------------------------------------------------------------------
 # Eager front end: validation, bucketing by plan, reassembly.
-
-
-def _check_inputs(pair_np, n_np, extra: dict) -> None:
-    check_fields(*pair_np)
-    check((n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be an integer >= 1 (NaN is not)")
-    for name, (x, cond, msg) in extra.items():
-        check(cond(x), name, msg)
-
-
-def linear_safe(n, r0, r1, max_step: int):
-    """Where the linear-space neighbour ratios lose nothing that matters (numpy, elementwise).
-
-    A neighbour pmf is reached from ``b_c(k_c)`` by at most ``max_step + 1`` ratios, each at
-    most ``R = (n+1) max(r0/r1, r1/r0)``; a start that underflows (``< e^-708``) hides
-    neighbours below ``e^-708 R^(max_step+1)``. Safe means that is below ``e^-408``.
-    """
-    lrr = np.abs(np.log(np.maximum(r0, R_FLOOR)) - np.log(np.maximum(r1, R_FLOOR)))
-    return _log_reach(np.asarray(n, np.float64), lrr, max_step, np) <= 300.0
-
-
-def bucket_plans(L: np.ndarray, M: np.ndarray, r0: np.ndarray, r1: np.ndarray, n: np.ndarray) -> dict[Plan, np.ndarray]:
-    """Group flat point indices by their static :class:`Plan`.
-
-    Points sharing a window length and symmetry (``r0 == r1``) share one program, with the
-    largest max_step among them (rounded up to a power of two): few compiles, little
-    waste; points where :func:`linear_safe` fails for that max_step (extreme ``r0/r1``)
-    get a log-space program of their own.
-    """
-    groups: dict[tuple[int, bool], list[int]] = {}
-    for i, key in enumerate(zip(L.tolist(), (r0 == r1).tolist())):
-        groups.setdefault(key, []).append(i)
-    plans = {}
-    for (l, s), ix in groups.items():
-        ix = np.asarray(ix)
-        m = int(2 ** np.ceil(np.log2(max(int(M[ix].max()), 1))))
-        lin = linear_safe(n[ix], r0[ix], r1[ix], m)
-        for flag in (True, False):
-            if (lin == flag).any():
-                plans[Plan(l, min(l, _MIN_BLOCK), m, bool(s), flag)] = ix[lin == flag]
-    return plans
-
-
-def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list[jax.Array], size: int):
-    """Run ``kernel(plan, *args_subset)`` per bucket and scatter its NamedTuple back to ``size`` points.
-
-    Each bucket's batch is padded to a power of two (repeating its first point) so a few
-    compiled programs serve every call. jnp gathers/scatters keep gradients flowing.
-    """
-    out = None
-    for plan, ix in buckets.items():
-        padded = int(2 ** np.ceil(np.log2(max(ix.size, 1))))
-        take = jnp.asarray(np.concatenate([ix, np.repeat(ix[:1], padded - ix.size)]))
-        res = kernel(plan, *(a[take] for a in flat_args))
-        if out is None:
-            out = {k: jnp.zeros((size,), jnp.asarray(v).dtype) for k, v in res._asdict().items()}
-        for k, val in res._asdict().items():
-            out[k] = out[k].at[jnp.asarray(ix)].set(val[: ix.size])
-    return type(res)(**out)
-
-
-def prepare(pair: TwoCountPair, n, other, other_name: str, what: str):
-    """Broadcast pair, n and ``other`` (eps or delta); return flat jnp arrays, their numpy values, shape."""
-    require_x64()
-    n, other = f64(n), f64(other)
-    shape = broadcast_shapes_or_raise(pair=np.empty(pair.shape), n=n, **{other_name: other})
-    flat = [jnp.broadcast_to(x, shape).ravel() for x in (*pair.arrays(), n, other)]
-    values = [np.broadcast_to(concrete(x, what), shape).ravel() for x in (*pair.arrays(), n, other)]
-    return flat, values, shape
 
 
 def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30) -> Divergence:
@@ -659,12 +512,12 @@ def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30)
     central estimate. Bad input raises ValueError naming the parameter. Works under
     ``grad``/``jvp``; inside ``jit`` use :func:`divergence_with_plan`.
     """
-    flat, values, shape = prepare(pair, n, eps, "eps", "hockey_stick")
+    flat, values, shape = prepare_batch(pair, n, eps, "eps", "hockey_stick")
     u, v, w, r0, r1, n_, e_ = values
-    _check_inputs((u, v, w, r0, r1), n_, {"eps": (e_, lambda e: ~np.isnan(e), "is NaN")})
+    check_batch((u, v, w, r0, r1), n_, {"eps": (e_, lambda e: ~np.isnan(e), "must be a number")})
     L, c_lo = plan_windows(n_, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), trunc_tol)
     t = np.exp(np.abs(e_))
-    M = _max_step_estimate(u, v, w, r0, r1, t, t)
+    M = max_step_estimate(u, v, w, r0, r1, t, t, n_)
 
     def kernel(plan, u, v, w, r0, r1, n, eps, c_lo):
         return divergence_with_plan((u, v, w, r0, r1), n, eps, c_lo, plan)

@@ -212,10 +212,10 @@ def local_metric_candidates(d_target, n, delta, corollary: Corollary, num: int =
     if np.ndim(n) or np.ndim(delta):
         raise ValueError("n, delta: must be scalars (batch over edges through d_target)")
     if is_concrete(d, n, delta):
-        check((d >= 0) & jnp.isfinite(d), "d_target", "entries must be finite and >= 0 (NaN is not)")
+        check((d >= 0) & jnp.isfinite(d), "d_target", "entries must be finite and >= 0")
         check(jnp.any(d > 0), "d_target", "needs at least one positive distance")
-        check((n >= 2) & (n == jnp.floor(n)) & jnp.isfinite(n), "n", "must be an integer >= 2")
-        check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1) (NaN is not)")
+        check((n >= 2) & (n == jnp.floor(n)) & jnp.isfinite(n), "n", "must be an integer >= 2", value=n)
+        check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
     return _candidates_core(d, n, delta, corollary, num)
 
 

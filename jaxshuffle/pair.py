@@ -9,12 +9,12 @@ w.p. ``r1`` and ``(0,0)`` otherwise. The observation is the total count ``(a, b)
     P(a,b) = u M(a-1,b) + v M(a,b-1) + w M(a,b)
     Q(a,b) = v M(a-1,b) + u M(a,b-1) + w M(a,b)
 
-(``shared/MATH.md`` section 1.) The constructors below produce the pairs of the
+(docs/math.md section 1.) The constructors below produce the pairs of the
 variation-ratio paper (Wang et al., VLDB 2024) and of the clone reductions.
 
 Soundness: only pairs with ``w == 0`` give certified *upper* bounds. The paper's
 Theorem 4.7 pair with ``beta`` below the worst case ``(p-1)/(p+1)`` has ``w > 0``
-and is **not** a valid upper bound (MATH.md section 5: n = 2, 3-ary RR,
+and is **not** a valid upper bound (docs/math.md section 5: n = 2, 3-ary RR,
 eps0 = 1, delta = 0.01 has exact eps 0.969408 > 0.914553). Such pairs are
 computed, labelled ``certified = False``, never reported as a guarantee.
 """
@@ -36,6 +36,9 @@ Bound = Literal["upper", "lower"]
 # rounding must not make a worst-case randomizer look like w > 0 (uncertified). Raising
 # beta is the safe side: the worst-case pair dominates every beta.
 _WORST_CASE_SNAP = 1e-12
+# Largest local budget: beyond it 1/(e^eps0 + 1) leaves the normal float64 range (and no
+# amplified eps above 700 can be certified anyway).
+EPS0_MAX = 700.0
 # u + v + w must equal 1 up to this absolute slack in a custom pair.
 _SUM_TOL = 1e-12
 
@@ -73,7 +76,7 @@ class TwoCountPair:
     def certified(self) -> jax.Array:
         """Boolean array: True where the pair's epsilon is a *sound* upper bound.
 
-        That needs an upper-bound pair with ``w == 0`` (MATH.md section 5).
+        That needs an upper-bound pair with ``w == 0`` (docs/math.md section 5).
         """
         if self.bound != "upper":
             return jnp.zeros(self.shape, dtype=bool)
@@ -96,7 +99,7 @@ class TwoCountPair:
 
 
 def fields_valid(u, v, w, r0, r1) -> jax.Array:
-    """Boolean array, True where ``(u, v, w, r0, r1)`` is a probability model (jit-safe; NaN is not)."""
+    """Boolean array, True where ``(u, v, w, r0, r1)`` is a probability model (jit-safe)."""
     ok = (u >= 0) & (v >= 0) & (w >= 0) & (r0 >= 0) & (r1 >= 0)
     return ok & (jnp.abs(u + v + w - 1.0) <= _SUM_TOL) & (r0 + r1 <= 1.0)
 
@@ -104,9 +107,9 @@ def fields_valid(u, v, w, r0, r1) -> jax.Array:
 def check_fields(u, v, w, r0, r1) -> None:
     """Eager form of :func:`fields_valid`: ValueError naming the first offending field."""
     for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
-        check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1] (NaN is not)")
-    check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1")
-    check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1")
+        check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1]", value=x)
+    check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
+    check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1", value=r0 + r1)
 
 
 def pair_validity(pair: TwoCountPair) -> jax.Array:
@@ -128,13 +131,60 @@ def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "cu
     return pair
 
 
+# ----------------------------------------------------------------------------------------
+# The variation-ratio algebra: the one place that turns (p, beta) into marker probabilities.
+
+
+def worst_case_beta(p, xp=jnp):
+    """``(p-1)/(p+1)``: the largest total variation an ``(p, beta)`` randomizer can have (1 at ``p = inf``)."""
+    inf = xp.isinf(p)
+    return xp.where(inf, 1.0, (p - 1.0) / xp.where(inf, 1.0, p + 1.0))
+
+
+def clone_fields(p, xp=jnp):
+    """``(u, v) = (p/(p+1), 1/(p+1))`` of the ``w = 0`` clone with ratio ``p``; ``(1, 0)`` at ``p = inf``."""
+    inf = xp.isinf(p)
+    return xp.where(inf, 1.0, p / xp.where(inf, 1.0, p + 1.0)), xp.where(inf, 0.0, 1.0 / (p + 1.0))
+
+
+def beta_valid(p, beta, xp=jnp):
+    """Boolean array: ``0 <= beta <= (p-1)/(p+1)`` up to the snap tolerance."""
+    return (beta >= 0) & (beta <= worst_case_beta(p, xp) * (1 + _WORST_CASE_SNAP))
+
+
+def vr_fields(p, beta):
+    """``(u, v, w, alpha p)`` of the variation-ratio pair: THE rounding rule of the package.
+
+    ``alpha = beta/(p-1)``, ``u = p alpha``, ``v = alpha``, ``w = 1 - (p+1) alpha``
+    (docs/math.md section 1); ``p = inf`` gives ``u = beta, v = 0, w = 1 - beta``.
+
+    Snap rule (one, for upper and lower pairs alike): a ``beta`` within relative ``1e-12`` of
+    the worst case ``(p-1)/(p+1)`` is the worst case, written as the exact clone
+    ``(p/(p+1), 1/(p+1), 0)``, so that ``w == 0`` holds exactly (certified) and ``w`` is never a
+    rounding-level negative number (``w = -3.5e-17`` used to reject GRR k = 2's lower
+    parameters) or a rounding-level positive one (``w = 5.6e-17`` with ``r0 + r1 = 1`` planned a
+    threshold step of 1e6 counts). For an upper pair raising beta is the safe side (the worst
+    case dominates every beta); for a lower pair the change is of the order of the float
+    rounding of the randomizer's own parameters. Elsewhere ``w`` is clipped at 0.
+    """
+    inf_p = jnp.isinf(p)
+    worst = worst_case_beta(p)
+    snap = beta >= worst * (1 - _WORST_CASE_SNAP)
+    safe_pm1 = jnp.where(inf_p | (p == 1), 1.0, p - 1)
+    alpha = jnp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
+    alpha_p = jnp.where(inf_p, beta, alpha * jnp.where(inf_p, 1.0, p))  # beta p/(p-1)
+    cu, cv = clone_fields(p)
+    u = jnp.where(snap, cu, alpha_p)
+    v = jnp.where(snap, cv, alpha)
+    w = jnp.where(snap, 0.0, jnp.maximum(1.0 - alpha_p - alpha, 0.0))
+    return u, v, w, u
+
+
 def _validate_vr(p, beta, qs: dict) -> None:
-    check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols; NaN is not)")
-    worst = jnp.where(jnp.isinf(p), 1.0, (p - 1) / (p + 1))
-    check((beta >= 0) & (beta <= worst * (1 + _WORST_CASE_SNAP)), "beta",
-          "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)")
+    check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols)", value=p)
+    check(beta_valid(p, beta), "beta", "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)", value=beta)
     for name, q in qs.items():
-        check(q >= 1, name, "must be >= 1 (NaN is not)")
+        check(q >= 1, name, "must be >= 1", value=q)
 
 
 def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
@@ -145,14 +195,14 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         u = p alpha, v = alpha, w = 1 - (p+1) alpha, r0 = r1 = alpha p / q.
 
     Only sound (``certified``) when ``beta = (p-1)/(p+1)`` (then ``w = 0``); for
-    smaller beta it is the paper's bound, reported but not certified (MATH.md section 5).
+    smaller beta it is the paper's bound, reported but not certified (docs/math.md section 5).
 
     With ``q0=..., q1=...`` (and ``p`` read as the Theorem 5.1 ratio ``p0``): the
     lower-bound pair of Theorem 5.1, ``r0 = alpha p/q0``, ``r1 = alpha p/q1``; its
     epsilon is a lower bound on the shuffled mechanism's epsilon.
 
     ``p = inf`` (multi-message rows of Table 4) gives ``alpha = 0``, ``alpha p = beta``:
-    ``u = beta, v = 0, w = 1 - beta, r = beta/q``.
+    ``u = beta, v = 0, w = 1 - beta, r = beta/q``. Rounding: :func:`vr_fields`.
 
     Raises ValueError (eagerly) if ``p < 1``, ``beta`` is outside
     ``[0, (p-1)/(p+1)]``, any ``q < 1``, or the others' marker probabilities exceed 1
@@ -169,29 +219,16 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     concrete = is_concrete(p, beta, *qs.values())
     if concrete:
         _validate_vr(p, beta, qs)
-
-    inf_p = jnp.isinf(p)
-    worst = jnp.where(inf_p, 1.0, (p - 1) / (p + 1))
-    beta_ok = (beta >= 0) & (beta <= worst * (1 + _WORST_CASE_SNAP))
-    if not lower:  # raising beta is the safe side only for an upper-bound pair
-        beta = jnp.where(beta_ok & (beta >= worst * (1 - _WORST_CASE_SNAP)), worst, beta)
-    safe_pm1 = jnp.where(inf_p | (p == 1), 1.0, p - 1)
-    alpha = jnp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
-    alpha_p = jnp.where(inf_p, beta, alpha * jnp.where(inf_p, 1.0, p))  # beta p/(p-1)
-    worst_case = (beta == worst) & (not lower)
-    # At the worst case, write the clone probabilities exactly so that w == 0 holds exactly.
-    u = jnp.where(worst_case, jnp.where(inf_p, 1.0, p / (p + 1)), alpha_p)
-    v = jnp.where(worst_case, jnp.where(inf_p, 0.0, 1 / (p + 1)), alpha)
-    w = jnp.where(worst_case, 0.0, 1.0 - alpha_p - alpha)
+    u, v, w, alpha_p = vr_fields(p, beta)
     if lower:
         r0, r1 = alpha_p / qs["q0"], alpha_p / qs["q1"]
     else:
         r0 = r1 = alpha_p / qs["q"]
     if concrete:
         check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1",
-              "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1")
+              "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1", value=r0 + r1)
     else:
-        bad = ~((p >= 1) & beta_ok & (r0 + r1 <= 1.0 + _SUM_TOL))
+        bad = ~((p >= 1) & beta_valid(p, beta) & (r0 + r1 <= 1.0 + _SUM_TOL))
         for q_ in qs.values():
             bad = bad | ~(q_ >= 1)
         u, v, w, r0, r1 = (jnp.where(bad, jnp.nan, x) for x in (u, v, w, r0, r1))
@@ -206,12 +243,12 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
 def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
     eps0 = f64(eps0)
     if is_concrete(eps0):
-        check(eps0 >= 0, "eps0", "must be >= 0 (NaN is not)")
+        check((eps0 >= 0) & (eps0 <= EPS0_MAX), "eps0",
+              f"must lie in [0, {EPS0_MAX:g}] (e^-eps0 must stay a normal float64)", value=eps0)
     else:
-        eps0 = jnp.where(eps0 >= 0, eps0, jnp.nan)
+        eps0 = jnp.where((eps0 >= 0) & (eps0 <= EPS0_MAX), eps0, jnp.nan)
     p = jnp.exp(eps0)
-    u = jnp.where(jnp.isinf(p), 1.0, p / (p + 1))
-    v = 1.0 / (p + 1)
+    u, v = clone_fields(p)
     r = r_of_p(p)
     return TwoCountPair(u, v, jnp.zeros_like(u), r, r, bound="upper", source=source)
 

@@ -34,21 +34,19 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxshuffle.divergence import (
-    R_FLOOR,
-    Plan,
-    _check_inputs,
-    _max_step_estimate,
-    _point_divergence,
-    window_weights,
-    bucket_plans,
-    plan_windows,
-    prepare,
-    run_buckets,
-)
+from jaxshuffle.divergence import _point_divergence, window_weights
 from jaxshuffle.pair import TwoCountPair, fields_valid
+from jaxshuffle.plan import (
+    EPS_CAP,
+    Plan,
+    bucket_plans,
+    check_batch,
+    plan_epsilon,
+    prepare_batch,
+    run_buckets,
+    window_start,
+)
 
 
 class Status(enum.IntEnum):
@@ -70,11 +68,6 @@ class EpsilonBracket(NamedTuple):
     upper: jax.Array
     status: jax.Array
     iterations: jax.Array
-
-
-_EPS_CAP = 700.0  # t = e^eps stays finite in float64
-# The window leaves out at most this fraction of delta of binomial mass; it only widens the band.
-TRUNC_FRACTION = 1e-6
 
 
 def _infinite_loss_mass(u, v, w, r0, r1, n):
@@ -157,7 +150,7 @@ def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
 
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
     """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
-    valid = (delta > 0) & (delta < 1) & (n >= 1) & fields_valid(u, v, w, r0, r1)
+    valid = (delta > 0) & (delta < 1) & (n >= 1) & (n == jnp.floor(n)) & jnp.isfinite(n) & fields_valid(u, v, w, r0, r1)
     safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
     u, v, w, r0, r1 = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0), safe(r0, 0.25), safe(r1, 0.25)
     n, delta = safe(n, 1.0), safe(delta, 0.5)
@@ -226,7 +219,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         newton = newton + 2.0 * margin
         geometric = (lo > 0) & (hi > 8.0 * lo)
         bisect = jnp.where(geometric, jnp.sqrt(lo * hi), 0.5 * (lo + hi))
-        bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), _EPS_CAP))
+        bisect = jnp.where(finite_hi, bisect, jnp.minimum(jnp.maximum(2.0 * x, 1.0), EPS_CAP))
         # Newton inside the bracket, kept a margin away from its ends so that both ends get
         # certified in the endgame; outside the bracket, or after two steps that failed to
         # halve it, bisect (guaranteed progress).
@@ -246,7 +239,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         nxt = jnp.where(to_zero, 0.0, nxt)
         zero = (x == 0) & is_hi
         converged = finite_hi & (width <= rtol * hi)
-        gave_up = ~finite_hi & (x >= _EPS_CAP)
+        gave_up = ~finite_hi & (x >= EPS_CAP)
         ambiguous = ambiguous & (n_amb >= 4)  # the band, not rtol, limits the bracket
         new_status = jnp.where(zero, Status.ZERO, jnp.where(converged, Status.CONVERGED,
                                jnp.where(ambiguous, Status.ERROR_LIMITED,
@@ -308,29 +301,8 @@ def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-
     return EpsilonBracket(lower, upper, status, it)
 
 
-def plan_epsilon(u, v, w, r0, r1, n, delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Static plan inputs of a search, eagerly, for flat numpy arrays of valid points.
-
-    Returns ``(window, c_lo, max_step)`` per point: the window (a power of two) and its
-    first count leave out at most ``TRUNC_FRACTION * delta`` of the others' binomial mass
-    (Chernoff), and ``max_step`` bounds the threshold step ``|k_{c'+1} - k_{c'}|`` over
-    every ``eps`` in ``[0, log max(u/v, v/u)]`` the search can visit. Group points into
-    programs with :func:`jaxshuffle.divergence.bucket_plans`; :func:`epsilon` does.
-    """
-    u, v, w, r0, r1, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (u, v, w, r0, r1, n, delta)))
-    L, c_lo = plan_windows(n, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), TRUNC_FRACTION * delta)
-    M = np.zeros(L.shape, dtype=np.int64)
-    flat = [x.ravel() for x in (u, v, w, r0, r1)]
-    for s in range(0, M.size, 65536):  # bounds the (33, block) temporaries of the estimate
-        u_, v_, w_, r0_, r1_ = (x[s:s + 65536] for x in flat)
-        lo, hi = np.minimum(u_, v_), np.maximum(u_, v_)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_max = np.where(lo > 0, hi / np.where(lo > 0, lo, 1.0), np.exp(_EPS_CAP))
-        M.ravel()[s:s + 65536] = _max_step_estimate(u_, v_, w_, r0_, r1_, np.ones_like(t_max), np.maximum(t_max, 1.0))
-    return L, c_lo, M
-
-
-def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
+def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: float = 1e-6,
+            max_iter: int = 60, memory: float | None = None) -> EpsilonBracket:
     """Certified epsilon bracket of the pair for ``n`` users at ``delta``.
 
     Returns :class:`EpsilonBracket` with ``lower``, ``upper`` (float64 arrays of the
@@ -342,18 +314,51 @@ def epsilon(pair: TwoCountPair, n, delta, *, rtol: float = 1e-6, max_iter: int =
     ``pair.certified``); ``lower`` errs low. Typically ``upper - lower <= rtol * upper``.
 
     ``upper`` is differentiable (``jax.grad``/``jvp``) in the pair's continuous
-    parameters and ``delta``. Bad input raises ValueError naming the parameter. Inside
-    ``jit`` use :func:`epsilon_with_plan` (static shapes need a concrete window plan).
+    parameters and ``delta``.
+
+    Without ``plan`` the static shapes are planned here from concrete values, points are
+    grouped into a few programs and evaluated in chunks within ``memory`` bytes (default
+    :data:`jaxshuffle.plan.DEFAULT_MEMORY_BYTES`); bad input raises ValueError naming the
+    parameter. With ``plan`` (from :func:`jaxshuffle.plan_for`) the call is one program and
+    works inside ``jit``: nothing raises there, an invalid point gets ``status = INVALID``,
+    ``lower = 0``, ``upper = inf``; a point the plan does not cover stays certified (wider
+    band, or no claim), see :mod:`jaxshuffle.plan`.
+
+    Example::
+
+        plan = js.plan_for(js.stronger_clone_pair(jnp.array([0.5, 2.0])), 1e4, 1e-6)
+        f = jax.jit(lambda e: js.epsilon(js.stronger_clone_pair(e), 1e4, 1e-6, plan=plan).upper)
+        jax.grad(f)(1.0)
     """
     if not 0 < rtol < 1:
-        raise ValueError("rtol: must lie in (0, 1)")
-    flat, values, shape = prepare(pair, n, delta, "delta", "epsilon")
+        raise ValueError(f"rtol: must lie in (0, 1), got {rtol!r}")
+    if plan is not None:
+        return _epsilon_planned(pair, n, delta, plan, rtol, max_iter)
+    flat, values, shape = prepare_batch(pair, n, delta, "delta", "epsilon")
     u, v, w, r0, r1, n_, d_ = values
-    _check_inputs((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1) (NaN is not)")})
+    check_batch((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1)")})
+    if n_.size == 0:
+        empty = jnp.zeros(shape)
+        return EpsilonBracket(empty, empty, jnp.zeros(shape, jnp.int8), jnp.zeros(shape, jnp.int32))
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
 
     def kernel(plan, u, v, w, r0, r1, n, delta, c_lo):
         return epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter)
 
-    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size)
+    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size, memory=memory)
+    return EpsilonBracket(*(x.reshape(shape) for x in res))
+
+
+def _epsilon_planned(pair: TwoCountPair, n, delta, plan: Plan, rtol: float, max_iter: int) -> EpsilonBracket:
+    """:func:`epsilon` with a given static plan: traceable, one program for the whole batch."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan: must be a jaxshuffle.plan.Plan (from jaxshuffle.plan_for), got {type(plan).__name__}")
+    if not isinstance(pair, TwoCountPair):
+        raise TypeError(f"pair: must be a TwoCountPair, got {type(pair).__name__}")
+    n, delta = jnp.asarray(n, jnp.float64), jnp.asarray(delta, jnp.float64)
+    shape = jnp.broadcast_shapes(pair.shape, jnp.shape(n), jnp.shape(delta))
+    u, v, w, r0, r1, n_, d_ = (jnp.broadcast_to(x, shape).ravel() for x in (*pair.arrays(), n, delta))
+    c_lo = window_start(n_, jnp.maximum(r0, 0.0) + jnp.maximum(r1, 0.0), plan.window, jnp)
+    c_lo = jnp.where(jnp.isfinite(c_lo), c_lo, 0.0)
+    res = epsilon_with_plan((u, v, w, r0, r1), n_, d_, c_lo, plan, rtol=rtol, max_iter=max_iter)
     return EpsilonBracket(*(x.reshape(shape) for x in res))

@@ -25,14 +25,13 @@ from jaxshuffle.accountant import (
     AmplificationReport,
     CalibrationStatus,
     UpperSource,
-    _bisect_monotone,
     amplification_jobs,
     amplify,
     calibrate_eps0,
     calibrate_n,
     combine_amplification,
 )
-from jaxshuffle.composition import (
+from jaxshuffle.accountant.parallel import (
     basic_parallel_params,
     hierarchical_betas,
     hierarchical_range_query,
@@ -341,27 +340,6 @@ def test_calibrate_eps0_never_overshoots(target, n, k):
     re_up = np.array([float(amplify(R.grr(np.array([e]), k), n, 0.01).upper[0]) for e in (value, over)])
     assert re_up[0] <= target and up == re_up[0]  # never above the target
     assert re_up[1] > target  # so value is within rtol of the largest feasible eps0
-
-
-def test_bisect_monotone_both_directions():
-    """The calibrations' shared loop on closed-form functions: increasing (eps0) and decreasing (n)."""
-    target = np.array([0.37, 5.0])
-    lo, hi, up, at_limit, done, probes = _bisect_monotone(
-        lambda x: x.copy(), target, np.minimum(target, 2.0), feasible_below=True, limit=2.0, up_init=0.0,
-        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 2.0),
-        mid=lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi))),
-        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= 1e-6 * hi), max_probes=200)
-    assert done.all() and at_limit.tolist() == [False, True] and probes < 200
-    assert lo[0] <= 0.37 < hi[0] and hi[0] - lo[0] <= 1e-6 * hi[0] and up[0] == lo[0]
-    assert lo[1] == 2.0 and np.isinf(hi[1]) and up[1] == 2.0  # feasible at the limit
-    lo, hi, up, at_limit, done, _ = _bisect_monotone(
-        lambda x: 100.0 / x, np.array([3.0, 1e-3]), np.ones(2), feasible_below=False, limit=1e3, up_init=np.inf,
-        grow=lambda x: np.minimum(8.0 * x, 1e3),
-        mid=lambda lo, hi: np.clip(np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), lo + 1, hi - 1),
-        narrow=lambda lo, hi: hi - lo <= 1, max_probes=200)
-    assert done.all() and at_limit.tolist() == [False, True]
-    assert hi[0] == 34 and lo[0] == 33 and up[0] == 100.0 / 34  # smallest n with 100/n <= 3
-    assert lo[1] == 1e3 and np.isinf(hi[1]) and np.isinf(up[1])  # infeasible at the limit
 
 
 def test_calibrate_n_smallest():

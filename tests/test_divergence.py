@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import jaxshuffle as js
-from jaxshuffle.divergence import Plan, divergence_with_plan, hockey_stick_bounds
+from jaxshuffle.divergence import divergence_with_plan, hockey_stick_bounds
+from jaxshuffle.plan import Plan
 from reference import hockey_stick_enum, hockey_stick_mpmath
 
 
@@ -86,7 +87,8 @@ def test_tangent_with_a_truncated_window_against_scipy():
 def test_window_weights_match_loader_within_their_bound(n, r0, r1, c_lo, window):
     """Step-ratio weights against Loader's pmf at every count, within the returned relative bound."""
     from jaxshuffle import _binomial
-    from jaxshuffle.divergence import R_FLOOR, window_weights
+    from jaxshuffle.divergence import window_weights
+    from jaxshuffle.plan import R_FLOOR
 
     plan = Plan(window, min(window, 512), 4, True)
     W, rel = jax.jit(window_weights, static_argnames="plan")(n, r0, r1, c_lo, plan=plan)
@@ -237,7 +239,7 @@ def test_linear_and_log_neighbour_paths_match_enumeration(linear):
     assert np.all(lower <= ref * (1 + 1e-12) + 1e-300) and np.all(ref <= upper * (1 + 1e-12) + 1e-300)
     big = ref > 1e-250
     assert np.all(np.abs(value - ref)[big] <= 1e-10 * ref[big])
-    safe = np.asarray(js.divergence.linear_safe(n, r[:, 0], r[:, 1], plan.max_step))
+    safe = np.asarray(js.plan.linear_safe(n, r[:, 0], r[:, 1], plan.max_step))
     assert not safe[:3].any() and safe[3:].all()
     # where the linear path is safe its band is as tight as the log path's
     width = (upper - lower)[safe & big] / ref[safe & big]

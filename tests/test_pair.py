@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxshuffle as js
+import jaxshuffle.randomizers as R
 
 
 def fields(pair):
@@ -35,11 +36,29 @@ def test_clone_pairs_and_worst_case_beta_are_certified():
     assert not bool(js.vr_pair(p, 0.9 * (p - 1) / (p + 1), p).certified)
 
 
-def test_worst_case_beta_is_snapped_only_for_upper_pairs():
+def test_one_snap_rule_for_upper_and_lower_pairs():
+    """A beta within 1e-12 (relative) of the worst case is the worst case, for both sides: w == 0 exactly."""
     p = math.e
     worst = (p - 1) / (p + 1)
-    assert float(js.vr_pair(p, worst * (1 - 1e-14), p).w) == 0.0
-    assert float(js.vr_pair(p, worst * (1 - 1e-14), q0=1.0, q1=p).w) > 0.0
+    for pair in (js.vr_pair(p, worst * (1 - 1e-14), p), js.vr_pair(p, worst * (1 - 1e-14), q0=1.0, q1=p),
+                 js.vr_pair(p, worst * (1 + 1e-14), q0=1.0, q1=p)):
+        assert float(pair.w) == 0.0
+        assert float(pair.u) == p / (p + 1) and float(pair.v) == 1 / (p + 1)
+    # away from the worst case nothing is snapped, and w is the exact algebra's 1 - (p+1) alpha
+    beta = 0.5 * worst
+    assert float(js.vr_pair(p, beta, q0=1.0, q1=p).w) == pytest.approx(1 - (p + 1) * beta / (p - 1), rel=1e-14)
+
+
+def test_rounding_level_w_never_rejects_a_lower_pair():
+    """Reproducers of the VR-algebra seam: w came out as -3.5e-17 and the lower pair was rejected."""
+    eps0 = np.linspace(0.01, 8.0, 800)
+    for lp in (R.grr_lower(eps0, 2), R.laplace_lower(eps0), R.local_hash_lower(eps0, 2),
+               R.subset_selection_lower(eps0, 2, 1), R.grr_lower(eps0, 3)):
+        pair = lp.pair()
+        w = np.asarray(pair.w)
+        assert np.all(w >= 0) and np.all(np.isfinite(w))
+    rep = js.amplify(R.grr(3.0, 2), 1000, 1e-6, lower_params=R.grr_lower(3.0, 2))
+    assert 0 < float(rep.lower) <= float(rep.upper)
 
 
 def test_p_inf_rows():

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jaxshuffle as js
-from jaxshuffle.divergence import Plan, hockey_stick_bounds
+from jaxshuffle.divergence import hockey_stick_bounds
+from jaxshuffle.plan import Plan
 from jaxshuffle.search import Status, epsilon_with_plan
 from reference import epsilon_enum, epsilon_window_scipy
 

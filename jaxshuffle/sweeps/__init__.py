@@ -23,7 +23,7 @@ pair, the (u+v)-scaled pair, the paper's pair, the lower-bound pairs), exactly t
 :func:`~jaxshuffle.accountant.combine_amplification`, running the searches itself. Identical
 jobs are computed once (for a worst-case randomizer such as ``general`` the paper's pair *is*
 the worst-case pair). Jobs are grouped over the whole
-grid into window-size buckets (:func:`jaxshuffle.divergence.bucket_plans`), each bucket is cut
+grid into window-size buckets (:func:`jaxshuffle.plan.bucket_plans`), each bucket is cut
 into fixed-size chunks (padded), so each bucket is ONE compiled XLA program; small buckets are
 merged into the next larger window when that is cheaper than compiling another program
 (the larger window is still certified; ``merge_buckets=False`` reproduces ``amplify`` exactly).
@@ -593,8 +593,7 @@ def _plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str) -> list:
 
     Returns ``[(Plan, job ids, c_lo)]``, symmetric buckets first, by window.
     """
-    from jaxshuffle.divergence import R_FLOOR, bucket_plans
-    from jaxshuffle.search import plan_epsilon
+    from jaxshuffle.plan import R_FLOOR, bucket_plans, plan_epsilon
 
     u, v, w, r0, r1, n, d = jobs.T
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n, d)
@@ -1171,7 +1170,7 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     elapsed = time.perf_counter() - t0
 
     all_done = bool(job_done.all())
-    from jaxshuffle.search import TRUNC_FRACTION
+    from jaxshuffle.plan import TRUNC_FRACTION
 
     meta = {**env, "methods": _METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
             "settings": settings,

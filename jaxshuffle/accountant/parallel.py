@@ -34,15 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
-from jaxshuffle.accountant import amplify
+from jaxshuffle.accountant.amplify import amplify
+from jaxshuffle.pair import worst_case_beta
 from jaxshuffle.randomizers import VRParams
 
 __all__ = ["ParallelReport", "RangeQueryReport", "parallel_params", "basic_parallel_params",
            "parallel_amplify", "hierarchical_betas", "hierarchical_range_query"]
-
-
-def _worst(p):
-    return jnp.where(jnp.isinf(p), 1.0, (p - 1.0) / jnp.where(jnp.isinf(p), 1.0, p + 1.0))
 
 
 def _check_components(components: VRParams, weights, axis: int):
@@ -57,7 +54,7 @@ def _check_components(components: VRParams, weights, axis: int):
     b = lambda x: jnp.broadcast_to(x, shape)  # noqa: E731
     p, beta, q, w = b(p), b(beta), b(q), b(w)
     wn = np.asarray(w)
-    check((wn >= 0) & np.isfinite(wn), "weights", "must be probabilities >= 0 (NaN is not)")
+    check((wn >= 0) & np.isfinite(wn), "weights", "must be probabilities >= 0")
     check(np.abs(wn.sum(axis=axis) - 1.0) <= 1e-12, "weights", "must sum to 1 along the query axis")
     return p, beta, q, w
 
@@ -72,7 +69,7 @@ def parallel_params(components: VRParams, weights, *, axis: int = -1) -> VRParam
     """
     p, beta, q, w = _check_components(components, weights, axis)
     pm = jnp.max(p, axis=axis)
-    beta_bar = jnp.minimum(jnp.sum(w * beta, axis=axis), _worst(pm))  # rounding only
+    beta_bar = jnp.minimum(jnp.sum(w * beta, axis=axis), worst_case_beta(pm))  # rounding only
     return VRParams(pm, beta_bar, jnp.max(q, axis=axis))
 
 
@@ -85,7 +82,7 @@ def basic_parallel_params(components: VRParams, *, axis: int = -1) -> VRParams:
     if len(shape) == 0:
         raise ValueError("components: need a query axis (one entry per base randomizer)")
     pm = jnp.max(jnp.broadcast_to(p, shape), axis=axis)
-    return VRParams(pm, _worst(pm), jnp.max(jnp.broadcast_to(q, shape), axis=axis))
+    return VRParams(pm, worst_case_beta(pm), jnp.max(jnp.broadcast_to(q, shape), axis=axis))
 
 
 class ParallelReport(NamedTuple):
@@ -132,7 +129,7 @@ def hierarchical_betas(eps0, H: int) -> jax.Array:
     if not (isinstance(H, (int, np.integer)) and H >= 1):
         raise ValueError("H: must be an integer >= 1 (domain size d = 2^H)")
     eps0 = f64(eps0)
-    check((np.asarray(eps0) >= 0) & np.isfinite(np.asarray(eps0)), "eps0", "must be a finite number >= 0")
+    check((np.asarray(eps0) >= 0) & np.isfinite(np.asarray(eps0)), "eps0", "must be a finite number >= 0", value=eps0)
     p = jnp.exp(eps0)[..., None]
     buckets = jnp.reshape(jnp.asarray([2.0 ** (H - h) for h in range(H)]), (1,) * eps0.ndim + (H,))  # d / 2^h
     return (p - 1.0) / (p + buckets - 1.0)
@@ -176,11 +173,11 @@ def hierarchical_range_query(eps0, H: int, n, delta, *, rtol: float = 1e-6) -> R
     nn = np.asarray(n)
     check((nn >= H) & (nn == np.floor(nn)), "n", f"must be an integer >= H = {H}")
     p = jnp.broadcast_to(jnp.exp(eps0), shape)
-    beta_bar = jnp.broadcast_to(jnp.minimum(jnp.mean(betas, axis=-1), _worst(jnp.exp(eps0))), shape)
+    beta_bar = jnp.broadcast_to(jnp.minimum(jnp.mean(betas, axis=-1), worst_case_beta(jnp.exp(eps0))), shape)
     beta_fine = jnp.broadcast_to(betas[..., 0], shape)
     n_sep = jnp.floor(jnp.broadcast_to(n, shape) / H)
     stack = lambda *xs: jnp.stack([jnp.broadcast_to(x, shape) for x in xs])  # noqa: E731
-    params = VRParams(stack(p, p, p), stack(beta_bar, _worst(p), beta_fine), stack(p, p, p))
+    params = VRParams(stack(p, p, p), stack(beta_bar, worst_case_beta(p), beta_fine), stack(p, p, p))
     rep = amplify(params, stack(n, n_sep, n_sep), stack(delta, delta, delta), rtol=rtol)
     return RangeQueryReport(beta_bar=beta_bar, basic=rep.worst_case[0], upper=rep.upper[0], paper=rep.paper[0],
                             separate=rep.upper[1], separate_best_paper=rep.paper[2])

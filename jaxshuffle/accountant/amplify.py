@@ -1,0 +1,351 @@
+"""Certified privacy accountant for a shuffled local randomizer: :func:`amplify`.
+
+Setting: ``n`` users each apply a local randomizer ``R`` with variation-ratio parameters
+``(p, beta, q)`` (:class:`~jaxshuffle.randomizers.VRParams`) and a shuffler releases the
+multiset of messages; neighbouring datasets differ in one user's input (replace-one). For a
+multi-message protocol (Table 4) each user also sends ``m = blanket_per_user``
+input-independent blanket messages.
+
+Which number is on which side
+-----------------------------
+``upper`` (certified upper bound) comes **only** from sound pairs (docs/math.md section 5);
+the paper's Theorem 4.7 pair is not a valid upper bound when ``w = 1 - (p+1) alpha > 0``.
+With ``alpha = beta/(p-1)``, ``t = e^eps`` and ``D_t`` the hockey-stick divergence of the
+two-count pair (docs/math.md section 1; ``jaxshuffle.search.epsilon``), ``upper`` is the smallest of
+
+1. the worst-case-beta pair ``vr_pair(p, (p-1)/(p+1), q)`` (``w = 0``; for ``q = p`` the
+   stronger clone of Feldman, McMillan, Talwar 2023; for ``p = inf`` the Table 4 pair
+   ``u = 1, v = 0, r = 1/q``)::
+
+       delta >= D_t(P_wc || Q_wc),   (u, v, w, r) = (p/(p+1), 1/(p+1), 0, p/((p+1) q));
+
+2. the ``(u+v)``-scaled pair (docs/math.md section 5; only where ``w > 0``). Decompose
+   ``R(x^0) = p alpha mu_0 + alpha mu_1 + w mu_c``, ``R(x^1) = alpha mu_0 + p alpha mu_1 + w mu_c``
+   with ``mu_0, mu_1`` on the disjoint sets ``{R(x^0) > R(x^1)}``, ``{R(x^1) > R(x^0)}``; every
+   other message contains ``r = alpha p/q`` of each of ``mu_0, mu_1``. Conditioning on the
+   victim's component and joint convexity of ``D_t`` (the ``mu_c`` branch gives identical
+   laws) give::
+
+       delta >= (u + v) D_t(clone),  clone: (u, v, w) -> (p/(p+1), 1/(p+1), 0), same r0 = r1 = alpha p/q,
+
+   i.e. the clone's epsilon at ``delta/(u+v)`` (``u + v = (p+1) alpha``; ``= beta`` at
+   ``p = inf``);
+3. ``0`` where ``delta >= beta``: the shuffled outputs are a post-processing of the victim's
+   message, so ``D_1 <= TV(R(x^0), R(x^1)) <= beta``.
+
+Soundness scope. (2) is proved above for a pair of victim inputs at its *own* total
+variation ``TV = (p-1) alpha``, and (1) likewise for a pair at the worst-case TV (``w = 0``
+exactly); for pairs with smaller TV, (1) rests on the stronger-clone theorem (FMT'23, stated
+for ``q = p``). Covering a smaller-TV pair by (2) evaluated at ``beta = max TV`` needs
+``g(a) = (p+1) a D_t(clone, r = p a/q)`` not to exceed ``min(g(alpha), D_t(P_wc||Q_wc))`` on
+``a < alpha``: ``g`` is *not* monotone in ``a`` (it peaks near ``a ~ q/(n p)``), but it is
+unimodal on every grid tested (``tests/test_accountant.py``), and unimodality suffices (if
+``g(alpha)`` is below the worst-case value, ``alpha`` lies on ``g``'s increasing branch).
+Empirically (exact enumeration, n = 2, 3, 5, random 3-4-input mechanisms): no violation of
+``exact <= min(1, 2)`` in 1700 cases with pair TVs below beta and 1488 cases with ``q > p``
+(largest exact/bound 0.99998). Because that covering step is tested, not proven, (2) is
+**opt-in**: ``scaled_variant=True`` adds it, and the caller takes responsibility for the
+mechanism (it is proven when every pair of inputs has total variation exactly ``beta``,
+e.g. k-ary randomized response). By default ``upper`` uses (1) and (3) only.
+
+``lower`` (numerical lower bound): the Theorem 5.1 pair ``vr_pair(p0, beta, q0=, q1=)`` of
+the given :class:`~jaxshuffle.randomizers.LowerParams` (others all holding ``x*``), and
+always also the choice ``x* = x^0`` (``q0 = 1, q1 = p0``, valid for any mechanism with
+``P0(Y0) = P1(Y1)``); the lower end of each certified bracket, the largest taken. ``0``
+(``has_lower = False``) without lower parameters.
+
+``paper``: the paper's Theorem 4.7 value ``eps(vr_pair(p, beta, q))`` for the randomizer's
+own ``beta`` (upper end of its bracket). ``paper_certified`` is True only where ``w = 0``
+(then ``paper`` equals the worst-case pair's value); elsewhere it is reported for
+comparison, never as a guarantee (counterexample: n = 2, 3-ary RR, eps0 = 1, delta = 0.01:
+exact 0.969408 > paper 0.914553).
+
+Messages: the pair engine's "number of users" is ``n_blanket + 1`` with
+``n_blanket = VRParams.n_blanket(n)``: ``n - 1`` other users' messages (single message), or
+``n m`` blanket messages of all users, the victim included (multi-message).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, require_x64
+from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
+from jaxshuffle.randomizers import LowerParams, VRParams
+from jaxshuffle.search import Status, epsilon
+
+__all__ = ["AmplificationReport", "UpperSource", "amplify",
+           "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification"]
+
+
+class UpperSource:
+    """Codes of :attr:`AmplificationReport.upper_source` (which sound bound gave ``upper``)."""
+
+    WORST_CASE = 0  #: worst-case-beta pair vr_pair(p, (p-1)/(p+1), q) (w = 0)
+    SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
+    TV = 2  #: delta >= beta: eps = 0
+
+
+class AmplificationReport(NamedTuple):
+    """Result of :func:`amplify` (a pytree of arrays, all of the broadcast shape).
+
+    Attributes:
+      upper: certified upper bound on the shuffled mechanism's epsilon (float64).
+      worst_case: certified epsilon of the worst-case-beta pair alone (``>= upper``): the
+        bound for *any* randomizer with this ``p`` and ``q``.
+      lower: numerical lower bound (Theorem 5.1 pair; ``0`` where ``has_lower`` is False).
+      paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
+        unless ``paper_certified``).
+      certified: True where ``upper`` is a sound upper bound (every valid point).
+      paper_certified: True where the paper's pair has ``w = 0`` (then it is sound).
+      has_lower: True where ``lower`` comes from a Theorem 5.1 pair.
+      upper_source: :class:`UpperSource` code (int8).
+      status: :class:`~jaxshuffle.search.Status` of the search behind ``upper`` (int8).
+      status_lower: status of the best lower-bound search (``ZERO`` where none).
+      status_paper: status of the paper-value search.
+    """
+
+    upper: jax.Array
+    worst_case: jax.Array
+    lower: jax.Array
+    paper: jax.Array
+    certified: jax.Array
+    paper_certified: jax.Array
+    has_lower: jax.Array
+    upper_source: jax.Array
+    status: jax.Array
+    status_lower: jax.Array
+    status_paper: jax.Array
+
+
+def _as_lower_list(lower_params) -> list[LowerParams]:
+    if lower_params is None:
+        return []
+    if isinstance(lower_params, LowerParams):
+        return [lower_params]
+    out = list(lower_params)
+    for lp in out:
+        if not isinstance(lp, LowerParams):
+            raise ValueError("lower_params: must be a LowerParams or a sequence of them")
+    return out
+
+
+def amplify(randomizer: VRParams, n, delta, *,
+            lower_params: LowerParams | Sequence[LowerParams] | None = None,
+            rtol: float = 1e-6, scaled_variant: bool = False, with_paper: bool = True) -> AmplificationReport:
+    """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
+
+    Args:
+      randomizer: variation-ratio parameters (e.g. ``jaxshuffle.randomizers.grr(1.0, 3)``);
+        any batch shape.
+      n: number of users (integer >= 1), broadcast against the randomizer and ``delta``.
+      delta: target delta in (0, 1).
+      lower_params: Theorem 5.1 parameters (``*_lower`` functions of the catalog), or a
+        sequence of candidates; single-message randomizers only.
+      rtol: relative width of every epsilon bracket.
+      scaled_variant: also use the (u+v)-scaled pair in ``upper`` (opt-in: proven only when
+        every pair of inputs has total variation exactly beta; see the module docstring).
+      with_paper: also compute the paper's Theorem 4.7 value (one more search per point);
+        ``False`` leaves ``paper`` NaN with status ``INVALID``.
+
+    Returns:
+      :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, 0 if
+      delta >= beta) -- certified; ``lower`` <= the mechanism's epsilon for the dataset of
+      the lower pair; ``paper`` = Theorem 4.7 at the randomizer's beta (labelled by
+      ``paper_certified``). Everything is evaluated in one batched engine call (eager only:
+      the engine plans static windows from concrete values).
+
+    Raises:
+      ValueError naming the parameter for invalid input (n not an integer >= 1, delta
+      outside (0, 1), parameters outside their ranges, lower bounds for a multi-message
+      randomizer).
+    """
+    return _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
+
+
+# --------------------------------------------------------------------------------------
+# The rules of amplify, in two halves that a caller may run its own searches between
+# (jaxshuffle.sweeps deduplicates the searches of a whole grid and controls their shapes).
+# --------------------------------------------------------------------------------------
+
+#: Roles of the epsilon searches behind a report (:attr:`PairJob.role`), see :func:`amplification_jobs`.
+JOB_ROLES = ("worst_case", "scaled", "paper", "lower", "lower_x0")
+
+
+class PairJob(NamedTuple):
+    """One epsilon search behind an :class:`AmplificationReport` (from :func:`amplification_jobs`).
+
+    Attributes:
+      role: one of :data:`JOB_ROLES`: ``worst_case`` (pair 1 of the module docstring),
+        ``scaled`` (pair 2), ``paper`` (Theorem 4.7 pair), ``lower`` / ``lower_x0`` (the
+        Theorem 5.1 pair with the given ``x*``, and with ``x* = x^0``; one of each per
+        lower-parameter candidate, in that order).
+      pair: the two-count pair, broadcast to the points' shape.
+      delta: the delta to search it at (``delta/(u+v)`` for the scaled pair where used).
+      needed: bool array: :func:`combine_amplification` reads this search's result only where
+        True (elsewhere any value will do, so a caller may skip those points).
+    """
+
+    role: str
+    pair: TwoCountPair
+    delta: jax.Array
+    needed: jax.Array
+
+
+class PointInfo(NamedTuple):
+    """Per-point quantities of :func:`amplification_jobs` that :func:`combine_amplification` needs.
+
+    Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
+    ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job); ``uv``
+    (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
+    ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist).
+    """
+
+    p: jax.Array
+    beta: jax.Array
+    q: jax.Array
+    delta: jax.Array
+    n_engine: jax.Array
+    uv: jax.Array
+    use_scaled: jax.Array
+    paper_certified: jax.Array
+    has_lower: jax.Array
+
+
+def _check_randomizer(randomizer) -> None:
+    require_x64()
+    if not isinstance(randomizer, VRParams):
+        raise ValueError("randomizer: must be a VRParams (e.g. jaxshuffle.randomizers.grr(eps0, k))")
+
+
+def amplification_jobs(randomizer: VRParams, n, delta,
+                       lower_params: LowerParams | Sequence[LowerParams] | None = None, *,
+                       scaled_variant: bool = False, with_paper: bool = True) -> tuple[PointInfo, list[PairJob]]:
+    """The epsilon searches (jobs) behind :func:`amplify`, and the per-point quantities to combine them.
+
+    Arguments as :func:`amplify` (``with_paper=False`` leaves out the paper's pair: the report's
+    ``paper`` is then NaN with status ``INVALID``). Validates the input (ValueError naming the
+    parameter). Returns ``(info, jobs)``: search each ``job.pair`` for ``n = info.n_engine``
+    at ``job.delta`` (:func:`jaxshuffle.search.epsilon` or the same engine batched another way,
+    at least where ``job.needed``) and pass the results to :func:`combine_amplification`.
+    ``amplify(...)`` is exactly ``combine_amplification(info, roles, lower, upper, status)``
+    with the brackets of one batched :func:`~jaxshuffle.search.epsilon` call over every job.
+    """
+    return _jobs(randomizer, n, delta, _as_lower_list(lower_params), scaled_variant, with_paper)
+
+
+def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_variant: bool,
+          with_paper: bool) -> tuple[PointInfo, list[PairJob]]:
+    _check_randomizer(randomizer)
+    if lowers and randomizer.blanket_per_user is not None:
+        raise ValueError("lower_params: Theorem 5.1 lower bounds are for single-message randomizers only")
+    p, beta, q = f64(randomizer.p), f64(randomizer.beta), f64(randomizer.q)
+    n, delta = f64(n), f64(delta)
+    arrays = dict(p=p, beta=beta, q=q, n=n, delta=delta)
+    if randomizer.blanket_per_user is not None:
+        arrays["blanket_per_user"] = f64(randomizer.blanket_per_user)
+    for i, lp in enumerate(lowers):
+        for name in ("p0", "beta", "q0", "q1"):
+            arrays[f"lower_params[{i}].{name}"] = f64(getattr(lp, name))
+    shape = broadcast_shapes_or_raise(**arrays)
+    n_np, d_np = np.asarray(n), np.asarray(delta)
+    check((n_np >= 1) & (n_np == np.floor(n_np)) & np.isfinite(n_np), "n", "must be an integer >= 1")
+    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)")
+    if randomizer.blanket_per_user is not None:
+        m = np.asarray(arrays["blanket_per_user"])
+        check((m >= 1) & (m == np.floor(m)) & np.isfinite(m), "blanket_per_user", "must be an integer >= 1")
+
+    b = lambda x: jnp.broadcast_to(x, shape)  # noqa: E731
+    p, beta, q, delta = b(p), b(beta), b(q), b(delta)
+    n_engine = b(randomizer.n_blanket(n) + 1.0)
+
+    paper_pair = vr_pair(p, beta, q)  # validates p, beta, q (ValueError naming the parameter)
+    wc_pair = vr_pair(p, worst_case_beta(p), q)
+    uv = paper_pair.u + paper_pair.v  # (p+1) alpha; beta at p = inf
+    cu, cv = clone_fields(p)
+    scaled_pair = TwoCountPair(cu, cv, jnp.zeros_like(cu), paper_pair.r0, paper_pair.r1)
+    safe_uv = jnp.where(uv > 0, uv, 1.0)
+    use_scaled = scaled_variant & (paper_pair.w > 0) & (uv > 0) & (delta < uv)
+    delta_scaled = jnp.where(use_scaled, delta / safe_uv, delta)
+
+    everywhere = jnp.ones(shape, dtype=bool)
+    jobs = [PairJob("worst_case", wc_pair, delta, everywhere), PairJob("scaled", scaled_pair, delta_scaled, use_scaled)]
+    if with_paper:
+        jobs.append(PairJob("paper", paper_pair, delta, everywhere))
+    for lp in lowers:
+        p0, lb = b(f64(lp.p0)), b(f64(lp.beta))
+        jobs.append(PairJob("lower", vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1))), delta, everywhere))
+        jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
+    info = PointInfo(p=p, beta=beta, q=q, delta=delta, n_engine=n_engine, uv=uv, use_scaled=use_scaled,
+                     paper_certified=b(paper_pair.certified), has_lower=jnp.full(shape, bool(lowers)))
+    return info, jobs
+
+
+def combine_amplification(info: PointInfo, roles: Sequence[str], lower, upper, status, *,
+                          xp=jnp) -> AmplificationReport:
+    """The :class:`AmplificationReport` from the searches of :func:`amplification_jobs`.
+
+    ``roles`` are the jobs' roles, in order; ``lower``, ``upper``, ``status`` their epsilon
+    brackets and statuses (stacked arrays of shape ``(len(roles), *shape)`` or sequences of
+    arrays), only read where the job is ``needed``. ``xp`` is the array module of the
+    computation (``jax.numpy``, differentiable, as :func:`amplify` uses it; or ``numpy``):
+    the combination only selects values, so both give the same numbers.
+    """
+    roles = list(roles)
+    wc, sc = roles.index("worst_case"), roles.index("scaled")
+    uv, delta, beta = info.uv, info.delta, info.beta
+    shape = xp.shape(uv)
+    eps_wc, eps_sc = upper[wc], xp.where(info.use_scaled, upper[sc], xp.inf)
+    eps_sc = xp.where(uv == 0, 0.0, eps_sc)  # identical victim laws: eps = 0
+    trivial = delta >= beta  # D_1(shuffled) <= TV(victim) <= beta
+    source = xp.where(trivial, UpperSource.TV, xp.where(eps_sc < eps_wc, UpperSource.SCALED,
+                                                         UpperSource.WORST_CASE)).astype(xp.int8)
+    upper_eps = xp.where(trivial, 0.0, xp.minimum(eps_wc, eps_sc))
+    status_sc = xp.where(uv == 0, xp.int8(Status.ZERO), status[sc])
+    status_up = xp.where(source == UpperSource.TV, xp.int8(Status.ZERO),
+                         xp.where(source == UpperSource.SCALED, status_sc, status[wc])).astype(xp.int8)
+
+    low_jobs = [i for i, r in enumerate(roles) if r in ("lower", "lower_x0")]
+    if low_jobs:
+        lows = xp.stack([lower[i] for i in low_jobs])
+        best = xp.argmax(lows, axis=0)
+        lower_eps = xp.max(lows, axis=0)
+        status_lower = xp.take_along_axis(xp.stack([status[i] for i in low_jobs]), best[None], axis=0)[0]
+    else:
+        lower_eps = xp.zeros(shape)
+        status_lower = xp.full(shape, Status.ZERO, dtype=xp.int8)
+    if "paper" in roles:
+        paper, status_paper = upper[roles.index("paper")], status[roles.index("paper")]
+    else:
+        paper, status_paper = xp.full(shape, xp.nan), xp.full(shape, Status.INVALID, dtype=xp.int8)
+    return AmplificationReport(
+        upper=upper_eps,
+        worst_case=eps_wc,
+        lower=lower_eps,
+        paper=paper,
+        certified=xp.ones(shape, dtype=bool),
+        paper_certified=info.paper_certified,
+        has_lower=info.has_lower,
+        upper_source=source,
+        status=status_up,
+        status_lower=status_lower,
+        status_paper=status_paper,
+    )
+
+
+def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: float,
+             scaled_variant: bool, with_paper: bool) -> AmplificationReport:
+    _check_randomizer(randomizer)
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    info, jobs = _jobs(randomizer, n, delta, lowers, scaled_variant, with_paper)
+    shape = jnp.shape(info.uv)
+    stacked = TwoCountPair(*(jnp.stack([jnp.broadcast_to(getattr(j.pair, f), shape) for j in jobs])
+                             for f in ("u", "v", "w", "r0", "r1")))
+    res = epsilon(stacked, jnp.broadcast_to(info.n_engine, (len(jobs), *shape)),
+                  jnp.stack([j.delta for j in jobs]), rtol=rtol)
+    return combine_amplification(info, [j.role for j in jobs], res.lower, res.upper, res.status)

@@ -1,0 +1,209 @@
+"""Inverse calibration: the largest eps0, or the smallest n, whose certified amplified epsilon meets a target.
+
+Safety contract (as dp_accounting's ``calibrate_dp_mechanism``): the returned value is a
+*verified probe*, never past the target, whatever the monotonicity of the bound
+(docs/math.md section 12). Both searches run the one bracketing loop of
+:func:`jaxshuffle._bisect.bracket_monotone`, one batched :func:`~jaxshuffle.accountant.amplify`
+call per probe.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle._bisect import bracket_monotone
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
+from jaxshuffle.accountant.amplify import amplify
+from jaxshuffle.randomizers import VRParams, check_options
+
+__all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
+
+
+class CalibrationStatus(enum.IntEnum):
+    """Per-point outcome of :func:`calibrate_eps0` / :func:`calibrate_n` (int8 array)."""
+
+    CONVERGED = 0  #: ``value`` feasible, ``over`` infeasible, both verified, and they are adjacent
+    CAPPED = 1  #: still feasible at ``eps0_max`` (calibrate_eps0): ``value = eps0_max``, ``over = inf``
+    UNATTAINABLE = 2  #: infeasible at ``n_max`` (calibrate_n): ``value = inf``, ``over = n_max``
+    MAX_ITER = 3  #: probe limit reached; ``value`` is still feasible, only the bracket is wider
+
+
+class Calibration(NamedTuple):
+    """Result of a calibration: float64 arrays of the broadcast shape.
+
+    Attributes:
+      value: the answer -- the largest eps0 (:func:`calibrate_eps0`) or smallest n
+        (:func:`calibrate_n`) found whose certified amplified epsilon is ``<= target``.
+      over: the verified infeasible neighbour (certified upper ``> target``): an eps0 with
+        ``over - value <= rtol * over`` (:func:`calibrate_eps0`), or ``value - 1``
+        (:func:`calibrate_n`).
+      upper: the certified amplified epsilon at ``value`` (``<= target``); where the target is
+        ``UNATTAINABLE``, the best value reachable (the certified bound at ``n_max``).
+      status: :class:`CalibrationStatus` (int8).
+      probes: number of batched :func:`amplify` evaluations used (an int).
+    """
+
+    value: jax.Array
+    over: jax.Array
+    upper: jax.Array
+    status: jax.Array
+    probes: int
+
+
+def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams]:
+    if isinstance(randomizer, str):
+        entry = check_options(randomizer, {k: v for k, v in options.items() if k != "eps0"}, skip=("eps0",))
+        if "eps0" not in [a.name for a in entry.args]:
+            raise ValueError(f"randomizer: {randomizer!r} has no eps0 option; pass a callable eps0 -> VRParams")
+        if "eps0" in options:
+            raise ValueError("eps0: calibrate_eps0 solves for eps0; do not pass it as an option")
+        return lambda e: entry.fn(eps0=e, **options)
+    if callable(randomizer):
+        if options:
+            raise ValueError(f"{next(iter(options))}: options are only accepted with a catalog name")
+        return randomizer
+    raise ValueError("randomizer: must be a catalog name or a callable eps0 -> VRParams")
+
+
+def _check_target(target) -> None:
+    t = np.asarray(target)
+    check((t > 0) & np.isfinite(t), "target_eps", "must be a finite number > 0")
+
+
+def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
+                   rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
+                   engine_rtol: float = 1e-6, max_probes: int = 200, **options) -> Calibration:
+    """Largest local eps0 whose *certified* amplified epsilon is ``<= target_eps`` at ``(n, delta)``.
+
+    Args:
+      randomizer: a catalog name with an ``eps0`` option (other options as keyword
+        arguments, e.g. ``calibrate_eps0("grr", 0.5, 10_000, 1e-6, k=10)``) or a callable
+        ``eps0 -> VRParams`` (array in, array out).
+      target_eps, n, delta: broadcast together (and with array-valued options).
+      rtol: relative width of the returned bracket ``[value, over]``.
+      eps0_max: search limit (``CAPPED`` where still feasible there).
+
+    Returns :class:`Calibration`: ``value`` is a probed eps0 with certified
+    ``amplify(...).upper <= target_eps`` (never overshoots), ``over`` a probed eps0 with
+    certified upper ``> target_eps`` and ``over - value <= rtol * over``. So ``value`` is within
+    ``rtol`` of the largest feasible eps0 when the certified bound is nondecreasing in eps0 (it
+    is for the worst-case pair; the search never relies on it for the target guarantee).
+
+    Vectorised bisection: every probe is one batched :func:`amplify` call (upper side only)
+    over all points; the bracket is found by doubling from ``target_eps`` (amplification
+    never raises epsilon above eps0) and narrowed by geometric bisection.
+    """
+    family = _eps0_family(randomizer, options)
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    target, n, delta = f64(target_eps), f64(n), f64(delta)
+    _check_target(target)
+    shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
+    probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
+    shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
+    target_np = np.broadcast_to(np.asarray(target), shape)
+    n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
+
+    def upper_at(x):
+        return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
+                                  with_paper=False).upper)
+
+    def narrow(lo, hi):
+        return ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi))
+
+    def mid(lo, hi):
+        return np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))
+
+    lo, hi, up_lo, capped, done, probes = bracket_monotone(
+        upper_at, target_np, np.minimum(target_np, eps0_max), feasible_below=True, limit=eps0_max, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid, narrow=narrow,
+        max_probes=max_probes)
+    status = np.where(capped, CalibrationStatus.CAPPED,
+                      np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
+    return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
+                       jnp.asarray(status), probes)
+
+
+def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
+                scaled_variant: bool = False, engine_rtol: float = 1e-6, max_probes: int = 200,
+                **options) -> Calibration:
+    """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
+
+    Args:
+      randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with
+        its options as keyword arguments (``calibrate_n("grr", 0.5, 1e-6, eps0=2.0, k=10)``).
+      target_eps, delta: broadcast with the randomizer's batch shape.
+      n_max: search limit (``UNATTAINABLE`` where still infeasible there).
+
+    Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
+    and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
+    nonincreasing in ``n`` up to the engine's bracket width (adding a user is a
+    post-processing of the two-count pair), so ``n`` is the smallest feasible count.
+    Search: factor-8 expansion from ``n = 1``, then bisection on integers (geometric while
+    the bracket spans more than a factor 2); each probe one batched :func:`amplify` call.
+    """
+    if isinstance(randomizer, str):
+        params = check_options(randomizer, options).fn(**options)
+    elif isinstance(randomizer, VRParams):
+        if options:
+            raise ValueError(f"{next(iter(options))}: options are only accepted with a catalog name")
+        params = randomizer
+    else:
+        raise ValueError("randomizer: must be a catalog name or a VRParams")
+    target, delta = f64(target_eps), f64(delta)
+    _check_target(target)
+    nm = float(n_max)
+    if not (nm >= 1 and nm == np.floor(nm) and np.isfinite(nm)):
+        raise ValueError("n_max: must be an integer >= 1")
+    shape = broadcast_shapes_or_raise(target_eps=target, delta=delta, randomizer=np.empty(np.shape(params.p)))
+    target_np = np.broadcast_to(np.asarray(target), shape)
+    d_b = jnp.broadcast_to(delta, shape)
+    params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
+
+    def upper_at(x):
+        return np.asarray(amplify(params, jnp.asarray(x), d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
+                                  with_paper=False).upper)
+
+    def mid(lo, hi):
+        m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
+        return np.clip(m, lo + 1, hi - 1)
+
+    # One probe at n_max first: the certified bound is nonincreasing in n, so a target missed
+    # there is unattainable, and that answer comes after one batched call instead of a dozen
+    # probes of ever larger windows (each its own compiled program).
+    up_max = upper_at(np.full(shape, nm))
+    reach = up_max <= target_np
+    lo, hi, up_hi = np.full(shape, nm), np.full(shape, np.inf), np.full(shape, np.inf)
+    done = ~reach
+    probes = 1
+    if reach.any():
+        ix = np.flatnonzero(reach.ravel())
+        sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
+        sub_delta = jnp.ravel(d_b)[ix]
+
+        def upper_sub(x):
+            return np.asarray(amplify(sub_params, jnp.asarray(x), sub_delta, rtol=engine_rtol,
+                                      scaled_variant=scaled_variant, with_paper=False).upper)
+
+        # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
+        lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
+            upper_sub, target_np.ravel()[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
+            grow=lambda x: np.minimum(8.0 * x, nm), mid=mid, narrow=lambda lo, hi: hi - lo <= 1,
+            max_probes=max_probes - 1)
+        hi_s = np.where(np.isinf(hi_s), nm, hi_s)  # feasible at n_max (probed above)
+        up_s = np.where(np.isinf(up_s), up_max.ravel()[ix], up_s)
+        for arr, val in ((lo, lo_s), (hi, hi_s), (up_hi, up_s), (done, done_s)):
+            arr.ravel()[ix] = val
+        probes += more
+    unattainable = ~reach
+    # where unattainable, ``upper`` reports the best value reachable: the certified bound at n_max
+    up_hi = np.where(unattainable, up_max, up_hi)
+    status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
+                      np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
+    return Calibration(jnp.asarray(np.where(unattainable, np.inf, hi)), jnp.asarray(lo), jnp.asarray(up_hi),
+                       jnp.asarray(status), probes)

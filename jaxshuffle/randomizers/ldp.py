@@ -1,0 +1,540 @@
+"""Single-message eps0-LDP randomizers of the paper's Tables 2 and 6, with their Theorem 5.1 lower parameters.
+
+Each function states its mechanism's definition; values are derived from it and checked
+against the explicit probability matrix (or numerical integration) in
+``tests/test_randomizers.py``. Where the paper's table differs, the docstring says so under
+"Discrepancy". Definitions of ``p, beta, q``: docs/math.md section 10.
+"""
+
+from __future__ import annotations
+
+
+import jax
+import jax.numpy as jnp
+
+from jaxshuffle.randomizers.params import (
+    EPS0,
+    EPS1,
+    EPS2,
+    Arg,
+    Inputs,
+    LowerParams,
+    VRParams,
+)
+
+
+def _log_binom(n, k):
+    """log C(n, k) for 0 <= k <= n (float arrays holding integers)."""
+    return jax.scipy.special.gammaln(n + 1.0) - jax.scipy.special.gammaln(k + 1.0) - \
+        jax.scipy.special.gammaln(n - k + 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# eps0-LDP randomizers (Tables 2 and 6)
+# --------------------------------------------------------------------------------------
+
+def general(eps0) -> VRParams:
+    """Any eps0-LDP randomizer (worst case). Table 2 / Table 6 row "general mechanisms".
+
+    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + 1)``, ``q = e^eps0``.
+
+    The worst-case total variation is attained by binary randomized response (Kairouz, Oh,
+    Viswanath, "Extremal mechanisms for local differential privacy", 2014); with these
+    parameters the Theorem 4.7 pair is the stronger clone (Feldman, McMillan, Talwar 2023).
+    """
+    inp = Inputs((EPS0, eps0))
+    (eps0,) = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, (p - 1.0) / (p + 1.0), p)
+
+
+def laplace(eps0) -> VRParams:
+    """Laplace mechanism on [0, 1] with scale 1/eps0. Table 2 row "Laplace mechanism for [0,1]".
+
+    Original: Dwork, McSherry, Nissim, Smith, "Calibrating noise to sensitivity", 2006.
+    ``R(x)`` has density ``(eps0/2) exp(-eps0 |y - x|)``, ``x in [0, 1]``.
+
+    ``p = e^eps0``, ``beta = TV(Lap(0), Lap(1)) = 1 - e^{-eps0/2}``, ``q = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0))
+    (eps0,) = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, -jnp.expm1(-0.5 * eps0), p)
+
+
+C = Arg("c", "real", 0.0, 1.0, low_open=True, help="cap area c: fraction of the sphere covered by the cap")
+
+
+def privunit(eps0, c) -> VRParams:
+    """PrivUnit with cap area ``c``. Table 2 row "PrivUnit mechanism with cap area c".
+
+    Original: Bhowmick, Duchi, Freudiger, Kapoor, Rogers, "Protection against reconstruction
+    and its applications in private federated learning", 2018 (the table cites Bonawitz et
+    al. 2017). Input ``x`` on the unit sphere; the output ``z`` is uniform on the cap
+    ``{z: <z, x> >= gamma}`` (normalized area ``c``) with probability
+    ``pi = c e^eps0 / (c e^eps0 + 1 - c)`` and uniform on its complement otherwise, so the
+    density ratio between inputs is at most ``e^eps0``.
+
+    ``p = e^eps0``, ``q = e^eps0``, and, attained by antipodal inputs,
+    ``beta = min(c, 1 - c) (e^eps0 - 1) / (c e^eps0 + 1 - c)``.
+
+    Discrepancy: the table gives ``c (e^eps0 - 1)/(c e^eps0 + 1 - c)``, which is correct only
+    for ``c <= 1/2``; for ``c > 1/2`` two caps always overlap, the area of
+    ``cap(x) minus cap(-x)`` is ``1 - c``, and the table value even exceeds the worst case
+    ``(e^eps0-1)/(e^eps0+1)`` as ``c -> 1``.
+    """
+    inp = Inputs((EPS0, eps0), (C, c))
+    eps0, c = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, jnp.minimum(c, 1.0 - c) * (p - 1.0) / (c * p + 1.0 - c), p)
+
+
+K2 = Arg("k", "int", 2.0, help="number of options (domain size)")
+
+
+def grr(eps0, k) -> VRParams:
+    """k-ary (generalized) randomized response. Table 2 row "general randomized response (GRR)".
+
+    Original: Warner 1965; Kairouz, Bonawitz, Ramage, "Discrete distribution estimation under
+    local privacy", 2016. ``R(x) = x`` with probability ``e^eps0/(e^eps0 + k - 1)``, any other
+    option with probability ``1/(e^eps0 + k - 1)`` each.
+
+    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + k - 1)``, ``q = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0), (K2, k))
+    eps0, k = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, (p - 1.0) / (p + k - 1.0), p)
+
+
+def grr_lower(eps0, k) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`grr` for inputs ``x0 = 0, x1 = 1``.
+
+    ``p0 = e^eps0``; with ``k >= 3`` the others hold a third value: ``q0 = q1 = e^eps0``
+    (the lower pair equals the upper pair); with ``k = 2``: ``x* = x0``, ``q0 = 1, q1 = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0), (K2, k))
+    eps0, k = inp.values
+    p = jnp.exp(eps0)
+    return inp.lower(p, (p - 1.0) / (p + k - 1.0), jnp.where(k >= 3.0, p, 1.0), p)
+
+
+D2 = Arg("d", "int", 2.0, help="number of options (domain size)")
+
+
+def binary_rr(eps0, d) -> VRParams:
+    """Binary randomized response on ``d`` options. Table 2 row "binary RR on d options".
+
+    Original: Duchi, Jordan, Wainwright, "Local privacy and statistical minimax rates", 2013.
+    ``x in [d]`` is one-hot encoded and every bit is reported truthfully with probability
+    ``a = e^{eps0/2}/(e^{eps0/2} + 1)``, flipped otherwise (eps0/2 per bit: two bits differ).
+
+    ``p = e^eps0``, ``beta = a^2 - (1-a)^2 = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``,
+    ``q = e^eps0`` (``beta`` does not depend on ``d``).
+    """
+    inp = Inputs((EPS0, eps0), (D2, d))
+    eps0, d = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, jnp.tanh(0.25 * eps0), p)
+
+
+def rappor(eps0, d) -> VRParams:
+    """Basic one-time RAPPOR (one hash function). Table 2 row "binary RR on d options".
+
+    Original: Erlingsson, Pihur, Korolova, "RAPPOR: randomized aggregatable
+    privacy-preserving ordinal response", 2014. Identical to :func:`binary_rr`:
+    ``p = e^eps0``, ``beta = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``, ``q = e^eps0``.
+    """
+    return binary_rr(eps0, d)
+
+
+def binary_rr_lower(eps0, d) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`binary_rr` for inputs ``e_0, e_1``.
+
+    ``Y0 = {y0 = 1, y1 = 0}``: ``p0 = a^2/(1-a)^2 = e^eps0``. With ``d >= 3`` the others hold
+    ``e_2``, whose mass on ``Y1`` is ``a(1-a)``: ``q0 = q1 = e^{eps0/2}`` (so binary RR is
+    not exactly tight: the upper ``q`` is ``e^eps0``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0), (D2, d))
+    eps0, d = inp.values
+    p = jnp.exp(eps0)
+    return inp.lower(p, jnp.tanh(0.25 * eps0), jnp.where(d >= 3.0, jnp.exp(0.5 * eps0), 1.0),
+                     jnp.where(d >= 3.0, jnp.exp(0.5 * eps0), p))
+
+
+K1 = Arg("k", "int", 1.0, help="subset size, 1 <= k <= d - 1")
+
+
+def subset_selection(eps0, d, k) -> VRParams:
+    """k-subset selection on ``d`` options. Table 2 row "k-subset on d options".
+
+    Original: Wang et al., "Local differential private data aggregation for discrete
+    distribution estimation", TPDS 2019; Ye, Barg, "Optimal schemes for discrete
+    distribution estimation under LDP", 2018. The output is a ``k``-subset ``S`` of ``[d]``
+    with probability proportional to ``e^eps0`` if ``x in S``, 1 otherwise.
+
+    ``p = e^eps0``, ``q = e^eps0``,
+    ``beta = (e^eps0-1)(C(d-1,k-1) - C(d-2,k-2)) / (e^eps0 C(d-1,k-1) + C(d-1,k))
+    = (e^eps0 - 1) k (d-k) / ((d-1)(k e^eps0 + d - k))``.
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (K1, k))
+    eps0, d, k = inp.values
+    inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
+    p = jnp.exp(eps0)
+    return inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p)
+
+
+def subset_selection_lower(eps0, d, k) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`subset_selection` for inputs ``x0 = 0, x1 = 1``.
+
+    ``p0 = e^eps0``; with ``d >= 3`` the others hold a third option, whose mass on
+    ``Y1 = {S: 1 in S, 0 not in S}`` gives ``q0 = q1 = e^eps0 (d-2)/((k-1) e^eps0 + d - k - 1)``
+    (``= e^eps0`` for ``k = 1``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (K1, k))
+    eps0, d, k = inp.values
+    inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
+    p = jnp.exp(eps0)
+    beta = (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k))
+    # q3 >= 1 exactly ((k-1) p + d-k-1 <= (d-2) p); at k = d - 1 it is 1 and rounds to 1 - ulp.
+    q3 = jnp.maximum(p * (d - 2.0) / jnp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300), 1.0)
+    return inp.lower(p, beta, jnp.where(d >= 3.0, q3, 1.0), jnp.where(d >= 3.0, q3, p))
+
+
+L = Arg("l", "int", 2.0, help="hash range (length) l")
+COLLISION = Arg("collision", "real", 0.0, 1.0, default=0.0,
+                 help="least P[H(x) = H(x')] over input pairs for the hash family (0: a family with a "
+                      "never-colliding pair, the table's value; 1/l: uniformly random hash functions)")
+
+
+def local_hash(eps0, l, collision=0.0) -> VRParams:
+    """Local hashing (OLH) with hash range ``l``. Table 2 row "local hash with length l".
+
+    Original: Wang, Blocki, Li, Jha, "Locally differentially private protocols for frequency
+    estimation", 2017. A hash function ``H: [d] -> [l]`` is drawn from a family and
+    published; ``y = H(x)`` with probability ``e^eps0/(e^eps0 + l - 1)``, any other value in
+    ``[l]`` with probability ``1/(e^eps0 + l - 1)``; the output is ``(H, y)``.
+
+    ``p = e^eps0``, ``q = e^eps0``,
+    ``beta = (1 - collision) (e^eps0 - 1)/(e^eps0 + l - 1)`` where ``collision`` is the least
+    collision probability ``P[H(x) = H(x')]`` over input pairs.
+
+    Discrepancy: the table's ``(e^eps0 - 1)/(e^eps0 + l - 1)`` is the value for a hash family
+    with a never-colliding pair (``collision = 0``, the default, valid for every family); for
+    uniformly random hash functions (``collision = 1/l``) the exact value is smaller by the
+    factor ``1 - 1/l``.
+    """
+    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision))
+    eps0, l, coll = inp.values
+    p = jnp.exp(eps0)
+    return inp.params(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), p)
+
+
+def local_hash_lower(eps0, l, collision=0.0) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`local_hash` (domain with at least 3 inputs).
+
+    ``p0 = e^eps0``; the others hold a third input whose hash collides with ``H(x1)``
+    with probability ``collision``, independently of ``H(x0) != H(x1)`` (true for the
+    injective family, ``collision = 0``, and for uniformly random functions,
+    ``collision = 1/l``): ``q0 = q1 = e^eps0 / (collision e^eps0 + 1 - collision)``.
+    """
+    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision))
+    eps0, l, coll = inp.values
+    p = jnp.exp(eps0)
+    qq = p / (coll * p + 1.0 - coll)
+    return inp.lower(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), qq, qq)
+
+
+BIGK = Arg("K", "int", 2.0, help="output domain size K")
+S_HR = Arg("s", "int", 1.0, help="size of each input's output set C_x (K/2 for B = 1)")
+B_HR = Arg("B", "int", 1.0, help="number of blocks B", default=1.0)
+
+
+def hadamard_response(eps0, K, s, B=1) -> VRParams:
+    """Hadamard response HR(K, s, B). Table 2 rows "Hadamard response (K, s, B=1)" and "(B>1)".
+
+    Original: Acharya, Sun, Zhang, "Hadamard response: estimating distributions privately,
+    efficiently, and with little communication", 2018. Each input ``x`` owns a set ``C_x``
+    of ``s`` outputs in ``[K]``; ``y in C_x`` has probability ``e^eps0/(s e^eps0 + K - s)``,
+    any other ``y`` probability ``1/(s e^eps0 + K - s)``. With ``B = 1`` the sets are rows
+    of a Hadamard matrix (``|C_x & C_x'| = s/2``); with ``B > 1`` the output domain is split
+    into ``B`` blocks of size ``K/B`` and sets in different blocks are disjoint.
+
+    ``p = e^eps0``, ``q = e^eps0``, ``beta = |C_x minus C_x'| (e^eps0 - 1)/(s e^eps0 + K - s)``:
+    ``(s/2)(e^eps0-1)/(s e^eps0 + K - s)`` for ``B = 1`` and ``s (e^eps0-1)/(s e^eps0 + K - s)``
+    for ``B > 1``.
+    """
+    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B))
+    eps0, K, s, B = inp.values
+    inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
+    p = jnp.exp(eps0)
+    diff = jnp.where(B == 1.0, 0.5 * s, s)
+    return inp.params(p, diff * (p - 1.0) / (s * p + K - s), p)
+
+
+def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`hadamard_response` (at least 3 inputs).
+
+    ``B = 1``: inputs are Hadamard rows ``u, v`` and the others hold row ``u xor v``, which
+    avoids both differing sets: ``p0 = q0 = q1 = e^eps0`` (exactly tight). ``B >= 3``: inputs
+    in two blocks, the others in a third: ``p0 = q0 = q1 = e^eps0``. ``B = 2``: inputs in
+    the two blocks, the others in ``x0``'s block (a different row):
+    ``q0 = 2 e^eps0/(e^eps0 + 1)``, ``q1 = e^eps0``.
+    """
+    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B))
+    eps0, K, s, B = inp.values
+    inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
+    inp.require(K / B >= 4.0, "K", "must be >= 4 B (three inputs per Hadamard block)")
+    p = jnp.exp(eps0)
+    diff = jnp.where(B == 1.0, 0.5 * s, s)
+    beta = diff * (p - 1.0) / (s * p + K - s)
+    return inp.lower(p, beta, jnp.where(B == 2.0, 2.0 * p / (p + 1.0), p), p)
+
+
+S_SET = Arg("s", "int", 1.0, help="size of each user's item set, 1 <= s <= d - 1")
+
+
+def _lazy_walk_mean_abs(j, rho):
+    """E|S_j| for a walk with i.i.d. steps +1, -1 (probability rho each) and 0.
+
+    ``E|S_j| = 2 rho sum_{m<j} P(S_m = 0)``; ``a_m = P(S_m = 0)`` follows the three-term
+    recurrence ``m a_m = (1-2rho)(2m-1) a_{m-1} - (1-4rho)(m-1) a_{m-2}`` (generalized
+    central trinomial coefficients; forward-stable since rho <= 1/4).
+    """
+    def cond(state):
+        m, _, _, _ = state
+        return m < jnp.max(j)
+
+    def body(state):
+        m, a_prev, a_cur, acc = state  # a_cur = a_m, a_prev = a_{m-1}
+        acc = acc + jnp.where(m < j, a_cur, 0.0)
+        m1 = m + 1.0
+        a_next = ((1.0 - 2.0 * rho) * (2.0 * m1 - 1.0) * a_cur - (1.0 - 4.0 * rho) * (m1 - 1.0) * a_prev) / m1
+        return m1, a_cur, a_next, acc
+
+    zero = jnp.zeros_like(rho)
+    init = (jnp.asarray(0.0, dtype=jnp.float64), zero, jnp.ones_like(rho), zero)
+    _, _, _, acc = jax.lax.while_loop(cond, body, init)
+    return 2.0 * rho * acc
+
+
+def sampling_rappor(eps0, d, s) -> VRParams:
+    """Sampling RAPPOR on sets of ``s`` items out of ``d``. Table 2 row "sampling RAPPOR".
+
+    Original: Qin et al., "Heavy hitter estimation over set-valued data with local
+    differential privacy", CCS 2016. The input is a set of exactly ``s`` items (pad short
+    sets with dummy items counted in ``d``); one item is sampled uniformly from it and
+    reported by :func:`binary_rr` (``eps0/2`` per bit). With ``t = e^{eps0/2}`` and
+    ``j = min(s, d - s)`` (the largest ``|X minus X'|``)::
+
+        p = (j e^eps0 + s - j)/s    (= e^eps0 when d >= 2s),    q = p,
+        beta = (t - 1/t)/(2 s) E|M - M'|,   M, M' iid Binomial(j, 1/(1 + t)).
+
+    (``R(X)[y] = base(y) (m t + (s - m)/t)/s`` with ``m`` the number of ones of ``y`` in
+    ``X``.) For ``s = 1`` this is binary RR's ``(t - 1)/(t + 1)``.
+
+    Discrepancy: the table gives ``s (e^{eps0/2} - 1)/(d (e^{eps0/2} + 1))``, which for
+    ``s = 1`` is ``1/d`` times binary RR's value although the mechanism then *is* binary RR;
+    the table value is below the true total variation (not a valid bound).
+
+    ``E|M - M'|`` is summed by an O(j) ``while_loop``: differentiate with ``jax.jacfwd``
+    (reverse mode does not pass through the loop).
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s))
+    eps0, d, s = inp.values
+    inp.require(s <= d - 1.0, "s", "must be <= d - 1")
+    t = jnp.exp(0.5 * eps0)
+    j = jnp.minimum(s, d - s)
+    rho = t / (1.0 + t) ** 2
+    beta = (t - 1.0 / t) / (2.0 * s) * _lazy_walk_mean_abs(jnp.where(inp.ok, j, 0.0), rho)
+    p = (j * jnp.exp(eps0) + s - j) / s
+    return inp.params(p, beta, p)
+
+
+ARC = Arg("arc", "real", 0.0, 1.0, low_open=True, high_open=False,
+           help="arc length on the wheel (the paper's p), s * arc <= 1")
+
+
+def wheel(eps0, d, s, arc) -> VRParams:
+    """Wheel mechanism on sets of ``s`` items out of ``d`` with arc length ``arc``. Table 2 row "Wheel".
+
+    Original: Wang et al., "Set-valued data publication with local privacy: tight error
+    bounds and efficient mechanisms", VLDB 2020. Each item is hashed to a point of the unit
+    circle and covers the arc of length ``arc`` after it; the output ``v`` has density
+    ``e^eps0/Omega`` on the arcs of the user's set and ``1/Omega`` elsewhere,
+    ``Omega = s arc e^eps0 + 1 - s arc``. Values assume non-overlapping arcs (the sup over
+    hash realizations, which is what the table gives).
+
+    ``p = e^eps0``, ``q = e^eps0``, ``beta = j arc (e^eps0 - 1)/Omega`` with
+    ``j = min(s, d - s)`` (the table's ``s arc (e^eps0 - 1)/Omega`` assumes ``d >= 2s``).
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc))
+    eps0, d, s, arc = inp.values
+    inp.require(s <= d - 1.0, "s", "must be <= d - 1")
+    inp.require(s * arc <= 1.0, "arc", "must satisfy s * arc <= 1")
+    p = jnp.exp(eps0)
+    j = jnp.minimum(s, d - s)
+    return inp.params(p, j * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p)
+
+
+K_EXP = Arg("k", "int", 1.0, help="output subset size, 1 <= k <= d - s")
+
+
+def k_subset_exponential(eps0, d, k, s) -> VRParams:
+    """k-subset exponential mechanism on sets of ``s`` items out of ``d``. Table 6 row.
+
+    Original: Wang et al., "PrivSet: set-valued data analyses with local differential
+    privacy", INFOCOM 2018. The input is a set ``X`` of ``s`` items; the output is a
+    ``k``-subset ``S`` of ``[d]`` with probability proportional to ``e^eps0`` if ``S``
+    meets ``X``, 1 otherwise. ``Omega = e^eps0 (C(d,k) - C(d-s,k)) + C(d-s,k)``.
+
+    ``p = e^eps0``, ``q = e^eps0``, and with ``u = min(2s, d)`` (the largest ``|X or X'|``),
+    ``beta = (e^eps0 - 1)(C(d-s,k) - C(d-u,k))/Omega`` (the table's formula for ``d >= 2s``;
+    ``s = 1`` is :func:`subset_selection`).
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (K_EXP, k), (S_SET, s))
+    eps0, d, k, s = inp.values
+    inp.require(s <= d - 1.0, "s", "must be <= d - 1")
+    inp.require(k <= d - s, "k", "must be <= d - s")
+    p = jnp.exp(eps0)
+    u = jnp.minimum(2.0 * s, d)
+    ok_k = inp.ok
+    log_a = _log_binom(d - s, jnp.where(ok_k, k, 0.0)) - _log_binom(d, jnp.where(ok_k, k, 0.0))
+    a = jnp.exp(log_a)  # C(d-s,k)/C(d,k)
+    has_b = k <= d - u
+    log_ratio = _log_binom(jnp.where(has_b, d - u, 1.0), jnp.where(has_b, k, 0.0)) - \
+        _log_binom(d - s, jnp.where(ok_k, k, 0.0))
+    frac = jnp.where(has_b, -jnp.expm1(log_ratio), 1.0)  # 1 - C(d-u,k)/C(d-s,k)
+    return inp.params(p, (p - 1.0) * a * frac / (p - (p - 1.0) * a), p)
+
+
+KEYS = Arg("d", "int", 2.0, help="number of keys d (including PCKV's padding keys)")
+
+
+def pckv_grr(eps1, eps2, d) -> VRParams:
+    """PCKV-GRR perturbation of one key-value pair on ``d`` keys (not in the seed tables).
+
+    Original: Gu, Li, Cheng, Xiong, Cao, "PCKV: locally differentially private correlated
+    key-value data collection with optimized utility", USENIX Security 2020. The sampled
+    pair ``<k, v>``, ``v in {1, -1}``, is reported as ``<k, v>`` w.p. ``a b``, ``<k, -v>``
+    w.p. ``a (1-b)``, and ``<k', +-1>`` w.p. ``c = (1-a)/(2(d-1))`` each for ``k' != k``, with
+    ``a = e^eps1/(e^eps1 + d - 1)``, ``b = e^eps2/(e^eps2 + 1)``. (Padding-and-sampling of a
+    key-value set only mixes such distributions, which cannot raise ``p`` or ``beta``.)
+
+    ``p = max(e^eps2, 2 e^{eps1+eps2}/(e^eps2 + 1))`` (PCKV's composed budget),
+    ``q = p``, ``beta = (a b - c) + |a (1-b) - c|`` (two different keys; the same key with
+    opposite values gives the smaller ``a (2b - 1)``).
+    """
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d))
+    eps1, eps2, d = inp.values
+    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    a = e1 / (e1 + d - 1.0)
+    b = e2 / (e2 + 1.0)
+    c = (1.0 - a) / (2.0 * (d - 1.0))
+    p = jnp.maximum(e2, 2.0 * e1 * b)
+    return inp.params(p, (a * b - c) + jnp.abs(a * (1.0 - b) - c), p)
+
+
+def duchi(eps0) -> VRParams:
+    """Duchi et al.'s mechanism for ``[-1, 1]^dim``. Table 6 row "Duchi et al.".
+
+    Original: Duchi, Jordan, Wainwright, "Local privacy and statistical minimax rates",
+    2013. A vertex ``v`` of the cube is drawn with ``E v = x``; the output is uniform on
+    ``{z in {-B, B}^dim: <z, v> > 0}`` w.p. ``e^eps0/(e^eps0 + 1)`` and on the opposite
+    half otherwise.
+
+    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + 1)`` (attained by opposite vertices for
+    odd ``dim``; an upper bound otherwise), ``q = e^eps0``.
+    """
+    return general(eps0)
+
+
+def harmony(eps0) -> VRParams:
+    """Harmony for ``[-1, 1]^dim``. Table 6 row "Harmony mechanism".
+
+    Original: Nguyen, Xiao, Yang, Hui, Shin, Shin, "Collecting and analyzing data from smart
+    device users with local differential privacy", 2016. A coordinate ``j`` is sampled
+    uniformly; the output is ``(j, +)`` w.p. ``(1 + x_j (e^eps0-1)/(e^eps0+1))/2``, else
+    ``(j, -)``.
+
+    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + 1)`` (inputs ``x = 1``, ``x' = -1``),
+    ``q = e^eps0``.
+    """
+    return general(eps0)
+
+
+S_COL = Arg("s", "int", 1.0, help="items per user (padded), 1 <= s <= l - 1")
+
+
+def collision(eps0, s, l) -> VRParams:
+    """(d, s)-Collision with hash length ``l``. Table 2 row "(d,s)-Collision with length l".
+
+    Original: Wang, Li, Qian, Du, Lin, Yang, "Hiding numerical vectors in local private and
+    shuffled messages", IJCAI 2021 (extended: arXiv 2304.04410). A user's set ``X`` of ``s``
+    items (padded) is hashed by a public per-user hash ``h`` into ``[l]``; the output
+    ``z in [l]`` has probability ``e^eps0/Omega`` on ``C = h(X)`` and ``1/Omega`` elsewhere,
+    ``Omega = s e^eps0 + l - s``. The domain size ``d`` does not enter.
+
+    ``p = e^eps0``, ``q = e^eps0``, ``beta = min(s, l-s)(e^eps0 - 1)/Omega``: the sup over
+    hash realizations (``h`` injective on ``X``, images as far apart as ``l`` allows), as
+    the row in the paper authors' repository (wangsw/PrivacyAmplification) gives it.
+    """
+    inp = Inputs((EPS0, eps0), (S_COL, s), (L, l))
+    eps0, s, l = inp.values
+    inp.require(s <= l - 1.0, "s", "must be <= l - 1")
+    p = jnp.exp(eps0)
+    return inp.params(p, jnp.minimum(s, l - s) * (p - 1.0) / (s * p + l - s), p)
+
+
+S_KV = Arg("s", "int", 1.0, help="maximum number of keys a user holds, 1 <= s <= d")
+
+
+def privkv(eps1, eps2, d, s) -> VRParams:
+    """PrivKV on users holding at most ``s`` of ``d`` keys. Table 6 row "PrivKV".
+
+    Original: Ye, Hu, Meng, Zheng, "PrivKV: key-value data collection with local
+    differential privacy", IEEE S&P 2019. A key index ``j`` is sampled uniformly from
+    ``[d]``. If the user holds key ``j`` with value ``v`` (discretized to ``v* = +-1``), the
+    output is ``<1, v*>`` w.p. ``a b``, ``<1, -v*>`` w.p. ``a (1-b)``, ``<0, 0>`` w.p.
+    ``1 - a``; otherwise ``<0, 0>`` w.p. ``a`` and ``<1, +-1>`` w.p. ``(1-a)/2`` each;
+    ``a = e^eps1/(e^eps1 + 1)``, ``b = e^eps2/(e^eps2 + 1)``.
+
+    Per key: ``T_pm = a (2b - 1)`` (present with opposite values),
+    ``T_pa = (|a b - h| + |a (1-b) - h| + 2a - 1)/2`` with ``h = (1-a)/2`` (present vs absent).
+    Maximizing over key sets (``o`` shared keys, ``m`` keys held by one user only)::
+
+        beta = max(s T_pm, min(2s, d) T_pa, (2s - d) T_pm + 2(d - s) T_pa [if s <= d < 2s]) / d,
+        p = max(e^eps1, e^eps2, 2 e^{eps1+eps2}/(e^eps2 + 1)),   q = p.
+
+    Discrepancy: the table writes ``p = q = e^{eps1+eps2}`` (valid, but not the largest ratio)
+    and ``beta = 2s max{e^eps1 (e^eps2-1)/(e^eps2+1), e^eps1 - 1 + (e^eps2-1)/(2(e^eps2+1))} /
+    (d (e^eps1+1))`` (also printing ``e^{eps2+1}`` for ``e^eps2 + 1``). Its first term is
+    ``2 s T_pm`` where one shared key contributes ``T_pm`` once, and its second term exceeds
+    ``T_pa`` by ``(e^eps1 - 1)(1 - b)/(e^eps1 + 1)``: a valid but loose bound.
+    """
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (D2, d), (S_KV, s))
+    eps1, eps2, d, s = inp.values
+    inp.require(s <= d, "s", "must be <= d")
+    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    a = e1 / (e1 + 1.0)
+    b = e2 / (e2 + 1.0)
+    h = 0.5 * (1.0 - a)
+    t_pm = a * (2.0 * b - 1.0)
+    t_pa = 0.5 * (jnp.abs(a * b - h) + jnp.abs(a * (1.0 - b) - h) + (2.0 * a - 1.0))
+    mixed = jnp.where((d < 2.0 * s), (2.0 * s - d) * t_pm + 2.0 * (d - s) * t_pa, 0.0)
+    beta = jnp.maximum(jnp.maximum(s * t_pm, jnp.minimum(2.0 * s, d) * t_pa), mixed) / d
+    p = jnp.maximum(jnp.maximum(e1, e2), 2.0 * e1 * b)
+    return inp.params(p, beta, p)
+
+
+def laplace_lower(eps0) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`laplace` for inputs 0 and 1, others at 1/2.
+
+    ``Y1 = {y > 1/2}``: ``p0 = R(1)(Y1)/R(0)(Y1) = 2 e^{eps0/2} - 1``,
+    ``beta = 1 - e^{-eps0/2}``, and ``x* = 1/2`` maximizes ``min(q0, q1)``:
+    ``q0 = q1 = 2 - e^{-eps0/2}``.
+    """
+    inp = Inputs((EPS0, eps0))
+    (eps0,) = inp.values
+    hh = jnp.exp(-0.5 * eps0)
+    return inp.lower(2.0 / hh - 1.0, -jnp.expm1(-0.5 * eps0), 2.0 - hh, 2.0 - hh)

@@ -1,0 +1,163 @@
+"""Parameter containers of the randomizer catalog, option specifications and their validation.
+
+:class:`VRParams` ``(p, beta, q)`` (upper side, Theorem 4.7) and :class:`LowerParams`
+``(p0, beta, q0, q1)`` (Theorem 5.1) are what every catalog function returns; :class:`Arg` is
+one option with its valid range, and :class:`Inputs` broadcasts and validates a row's options
+with the package convention (eager: ValueError naming the option, its value and its range;
+traced: NaN fields, engine status INVALID). Definitions: docs/math.md section 10.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
+
+# --------------------------------------------------------------------------------------
+# Parameter containers
+# --------------------------------------------------------------------------------------
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class VRParams:
+    """Variation-ratio parameters of a randomizer (upper-bound side, Theorem 4.7).
+
+    Attributes:
+      p: largest probability ratio between two inputs' output distributions (>= 1; ``inf``
+        for the multi-message rows whose input-dependent message is deterministic).
+      beta: largest total variation distance between two inputs' output distributions,
+        in ``[0, (p-1)/(p+1)]`` (``[0, 1]`` when ``p = inf``).
+      q: blanket ratio (>= 1), see the module docstring.
+      blanket_per_user: ``None`` for a single-message randomizer (the blanket is the other
+        ``n - 1`` users' messages); for a multi-message protocol, the number of
+        input-independent (blanket) messages each user sends.
+    """
+
+    p: jax.Array
+    beta: jax.Array
+    q: jax.Array
+    blanket_per_user: jax.Array | None = None
+
+    def n_blanket(self, n) -> jax.Array:
+        """Number of blanket messages ("other users" of the two-count pair) among ``n`` users.
+
+        ``n - 1`` for a single-message randomizer, ``n * blanket_per_user`` for a
+        multi-message protocol (every user, the victim included, sends blanket messages).
+        """
+        n = f64(n)
+        if self.blanket_per_user is None:
+            return n - 1.0
+        return n * self.blanket_per_user
+
+    def pair(self) -> TwoCountPair:
+        """The paper's Theorem 4.7 pair ``vr_pair(p, beta, q)`` (certified only at worst-case beta)."""
+        return vr_pair(self.p, self.beta, self.q)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LowerParams:
+    """Lower-bound parameters ``(p0, beta, q0, q1)`` of Theorem 5.1 for one pair of inputs.
+
+    Their pair (:meth:`pair`) is dominated by the shuffled mechanism: its epsilon is a
+    lower bound. ``p0`` is the expected ratio on the differing outputs, ``q0, q1`` the
+    ratios between the victim's and the worst other input's mass on them.
+    """
+
+    p0: jax.Array
+    beta: jax.Array
+    q0: jax.Array
+    q1: jax.Array
+
+    def pair(self) -> TwoCountPair:
+        return vr_pair(self.p0, self.beta, q0=self.q0, q1=self.q1)
+
+
+# --------------------------------------------------------------------------------------
+# Argument specifications and validation
+# --------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """One mechanism option: name, kind (``"real"`` or ``"int"``), valid range, help, default.
+
+    The range is ``low .. high`` with open or closed ends (``high = inf`` means finite
+    values only); ``"int"`` options are float64 arrays holding integers.
+    """
+
+    name: str
+    kind: Literal["real", "int"]
+    low: float
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = True
+    help: str = ""
+    default: float | None = None  # None: required
+
+    def range_text(self) -> str:
+        if self.kind == "int":
+            if self.high == math.inf:
+                return f"an integer >= {self.low:g}"
+            return f"an integer in [{self.low:g}, {self.high:g}]"
+        lo = "(" if self.low_open else "["
+        hi = ")" if (self.high_open or self.high == math.inf) else "]"
+        return f"a number in {lo}{self.low:g}, {self.high:g}{hi}"
+
+    def valid(self, x: jax.Array) -> jax.Array:
+        """Boolean array; NaN is never valid."""
+        ok = (x > self.low) if self.low_open else (x >= self.low)
+        ok = ok & ((x < self.high) if (self.high_open or self.high == math.inf) else (x <= self.high))
+        if self.kind == "int":
+            ok = ok & (x == jnp.floor(x))
+        return ok
+
+
+class Inputs:
+    """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask)."""
+
+    def __init__(self, *spec_values: tuple[Arg, object]):
+        arrays = {a.name: f64(v) for a, v in spec_values}
+        self.shape = broadcast_shapes_or_raise(**arrays)
+        self.values = [jnp.broadcast_to(x, self.shape) for x in arrays.values()]
+        self.concrete = is_concrete(*self.values)
+        self.ok = jnp.ones(self.shape, dtype=bool)
+        for (spec, _), x in zip(spec_values, self.values):
+            self.require(spec.valid(x), spec.name, f"must be {spec.range_text()}", x)
+
+    def require(self, cond, name: str, message: str, value=None) -> None:
+        cond = jnp.broadcast_to(cond, self.shape)
+        if self.concrete:
+            check(cond, name, message, value=value)
+        self.ok = self.ok & cond
+
+    def params(self, p, beta, q, blanket_per_user=None) -> VRParams:
+        # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
+        # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
+        p = jnp.asarray(p, dtype=jnp.float64)
+        beta = jnp.minimum(beta, worst_case_beta(p))
+        fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
+        fields = [jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan) for x in fields]
+        return VRParams(*fields)
+
+    def lower(self, p0, beta, q0, q1) -> LowerParams:
+        p0 = jnp.asarray(p0, dtype=jnp.float64)
+        beta = jnp.minimum(beta, worst_case_beta(p0))
+        # The others' marker probabilities r_i = alpha p0 / q_i sum to at most 1, with equality
+        # when x* puts all its mass on Y0 and Y1 (GRR k = 2 with x* = x0, Laplace with x* = 1/2);
+        # vr_pair accepts a rounding excess (r0 + r1 <= 1 + 1e-12) and clips it.
+        return LowerParams(*(jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)
+                             for x in (p0, beta, q0, q1)))
+
+
+EPS0 = Arg("eps0", "real", 0.0, 700.0, high_open=False, help="local budget eps0 (eps0-LDP; p = e^eps0)")
+EPS1 = Arg("eps1", "real", 0.0, 700.0, high_open=False, help="key budget eps1")
+EPS2 = Arg("eps2", "real", 0.0, 700.0, high_open=False, help="value budget eps2")
+D01 = Arg("d01", "real", 0.0, help="metric distance d_X(x1^0, x1^1) between the victim's inputs (p = e^d01)")
+DMAX = Arg("dmax", "real", 0.0, help="max over x of d_X(x1^0, x), d_X(x1^1, x) (q = e^dmax), >= d01")
+BLANKET = Arg("blanket_per_user", "int", 1.0, help="input-independent (blanket) messages sent by each user")

@@ -1,0 +1,58 @@
+"""The one bisection helper (jaxshuffle._bisect): jit twin, numpy twin, and the calibrations' bracket."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxshuffle._bisect import bisect_jax, bisect_numpy, bracket_monotone
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(root=st.floats(1e-6, 1e6), geometric=st.booleans())
+def test_twins_agree_and_keep_the_verified_side(root, geometric):
+    """Both twins bracket the root of x >= root with hi always a point where the predicate held."""
+    lo0, hi0 = np.array([0.0, 1e-7]), np.array([2e6, 2e6])
+    lo_n, hi_n = bisect_numpy(lambda m, _: m >= root, lo0, hi0, steps=80, geometric=geometric)
+    lo_j, hi_j = jax.jit(lambda lo, hi: bisect_jax(lambda m: m >= root, lo, hi, steps=80, geometric=geometric))(
+        jnp.asarray(lo0), jnp.asarray(hi0))
+    for lo, hi in ((lo_n, hi_n), (np.asarray(lo_j), np.asarray(hi_j))):
+        assert np.all(hi >= root) and np.all(lo < root)
+        assert np.all(hi - lo <= 1e-9 * hi + 1e-300)
+    np.testing.assert_array_equal(hi_n, np.asarray(hi_j))
+
+
+def test_numpy_twin_integer_mode_and_done():
+    lo, hi = bisect_numpy(lambda m, _: 100.0 / m <= 3.0, np.array([0.0]), np.array([1000.0]), steps=100, integer=True)
+    assert hi[0] == 34 and lo[0] == 33
+    calls = []
+
+    def ok(m, open_):
+        calls.append(int(open_.sum()))
+        return m >= np.array([0.5, 7.0])[open_]
+
+    lo, hi = bisect_numpy(ok, np.zeros(2), np.full(2, 10.0), steps=100, done=lambda lo, hi: hi - lo <= 1e-3 * hi)
+    assert np.all(hi - lo <= 1e-3 * hi) and len(calls) < 100
+
+
+def test_bisect_monotone_both_directions():
+    """The calibrations' shared loop on closed-form functions: increasing (eps0) and decreasing (n)."""
+    target = np.array([0.37, 5.0])
+    lo, hi, up, at_limit, done, probes = bracket_monotone(
+        lambda x: x.copy(), target, np.minimum(target, 2.0), feasible_below=True, limit=2.0, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 2.0),
+        mid=lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi))),
+        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= 1e-6 * hi), max_probes=200)
+    assert done.all() and at_limit.tolist() == [False, True] and probes < 200
+    assert lo[0] <= 0.37 < hi[0] and hi[0] - lo[0] <= 1e-6 * hi[0] and up[0] == lo[0]
+    assert lo[1] == 2.0 and np.isinf(hi[1]) and up[1] == 2.0  # feasible at the limit
+    lo, hi, up, at_limit, done, _ = bracket_monotone(
+        lambda x: 100.0 / x, np.array([3.0, 1e-3]), np.ones(2), feasible_below=False, limit=1e3, up_init=np.inf,
+        grow=lambda x: np.minimum(8.0 * x, 1e3),
+        mid=lambda lo, hi: np.clip(np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), lo + 1, hi - 1),
+        narrow=lambda lo, hi: hi - lo <= 1, max_probes=200)
+    assert done.all() and at_limit.tolist() == [False, True]
+    assert hi[0] == 34 and lo[0] == 33 and up[0] == 100.0 / 34  # smallest n with 100/n <= 3
+    assert lo[1] == 1e3 and np.isinf(hi[1]) and np.isinf(up[1])  # infeasible at the limit
+
+
