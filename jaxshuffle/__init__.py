@@ -11,18 +11,22 @@ Public API:
 * pairs (:mod:`jaxshuffle.pair`): :func:`vr_pair`, :func:`stronger_clone_pair`,
   :func:`standard_clone_pair`, :func:`two_count_pair`, :class:`TwoCountPair`;
 * the engine: :func:`hockey_stick` (divergence), :func:`hockey_stick_bounds` (with its
-  certified band), :func:`epsilon` (certified bracket), :class:`Status`;
+  certified band), :func:`epsilon` (certified bracket), :class:`Status`; :func:`plan_for`
+  plans the static shapes once so that ``epsilon(..., plan=plan)`` runs inside ``jit``/``grad``;
 * the accountant: :func:`amplify` (certified upper, lower bound, paper value for a
   randomizer from :mod:`jaxshuffle.randomizers`), :func:`calibrate_eps0`,
   :func:`calibrate_n`; :func:`compare` (every bound side by side); :func:`sandwich`
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
   amplification over a parameter grid, resumable and sharded).
 
-Modules: ``randomizers`` (parameter catalog), ``closed_forms`` and ``metric`` (closed-form
-bounds), ``exact`` (ground truth by enumeration, PEM lower bound), ``comparison``
-(:func:`compare`), ``soundness`` (:func:`sandwich`), ``sweeps`` (:func:`sweep`,
-``merge``, ``load``, grid syntax), ``plot`` (figures of sweep results). Importing the
-package enables ``jax_enable_x64``: every bound is computed in float64.
+Layout (one concept per module): ``pair`` -> ``plan`` -> ``divergence`` -> ``search`` ->
+``accountant`` (``amplify``, ``calibrate``, ``parallel``); ``randomizers`` (catalog, rows,
+parameters), ``closed_forms`` (one file per paper, a registry), ``exact`` (enumeration, PEM,
+sandwich), ``comparison``, ``metric`` (local-metric solver), ``sweeps`` (grid, jobs,
+schedule, store, run), ``plot``, ``cli``.
+
+float64: importing the package enables ``jax_enable_x64`` unless ``JAXSHUFFLE_ENABLE_X64=0``
+is set, in which case call it inside ``with jax.enable_x64(True):`` (see ``_config``).
 """
 from jaxshuffle import _config  # noqa: F401  (enables float64 before anything else)
 from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
@@ -33,6 +37,7 @@ from jaxshuffle.pair import (
     two_count_pair,
     vr_pair,
 )
+from jaxshuffle.plan import Plan, plan_for
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
 from jaxshuffle.comparison import compare  # noqa: E402
@@ -45,6 +50,7 @@ __all__ = [
     "AmplificationReport",
     "Divergence",
     "EpsilonBracket",
+    "Plan",
     "Status",
     "TwoCountPair",
     "amplify",
@@ -54,6 +60,7 @@ __all__ = [
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",
+    "plan_for",
     "sandwich",
     "standard_clone_pair",
     "stronger_clone_pair",

@@ -1,8 +1,16 @@
 """float64 policy and input-checking helpers shared by every module.
 
-jaxshuffle computes privacy bounds, so it never runs in float32: importing the
-package enables ``jax_enable_x64``, and every public entry point calls
-:func:`require_x64`, which refuses clearly if a user turned it off afterwards.
+jaxshuffle computes privacy bounds, so it never runs in float32. The x64 decision:
+
+* By default importing the package enables ``jax_enable_x64`` for the process: a privacy
+  accountant is usually the main user of JAX in its process, and every bound must be float64.
+  A float32 model in the same process keeps working where its arrays carry explicit
+  dtypes (flax and optax initialise parameters with ``param_dtype=float32``); only the
+  *default* dtype of untyped constructors (``jnp.zeros(3)``) becomes float64.
+* To leave the process-wide default alone (a float32 training loop beside the accountant),
+  set ``JAXSHUFFLE_ENABLE_X64=0`` before the import and call jaxshuffle inside
+  ``with jax.enable_x64(True):`` (a scoped switch). Outside such a block every entry point
+  refuses (:func:`require_x64` raises), so a bound is never computed silently in float32.
 
 Validation convention (one rule for the whole package):
 
@@ -23,15 +31,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+X64_ON_IMPORT = os.environ.get("JAXSHUFFLE_ENABLE_X64", "1").strip().lower() not in ("0", "false", "no", "off")
+if X64_ON_IMPORT:
+    jax.config.update("jax_enable_x64", True)
 
 
 def require_x64() -> None:
     """Raise if JAX runs in 32-bit mode; bounds are only computed in float64."""
     if not jax.config.read("jax_enable_x64"):
         raise RuntimeError(
-            "jaxshuffle needs float64: jax_enable_x64 was turned off after import. "
-            "Re-enable it with jax.config.update('jax_enable_x64', True)."
+            "jaxshuffle needs float64 but jax_enable_x64 is off: call jaxshuffle inside "
+            "`with jax.enable_x64(True):`, or enable it for the process with "
+            "jax.config.update('jax_enable_x64', True) (jaxshuffle does so on import unless "
+            "JAXSHUFFLE_ENABLE_X64=0 is set)."
         )
 
 

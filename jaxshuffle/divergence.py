@@ -432,7 +432,7 @@ def window_weights(n, r0, r1, c_lo, plan: Plan):
     return W, w_rel
 
 
-def _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
+def point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
     """Certified max-direction divergence at one point (scalars). See module docstring.
 
     ``W = (weights, rel_err)`` (from :func:`window_weights`) may be passed when the same point is evaluated
@@ -495,7 +495,7 @@ def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
     ``n, eps, c_lo`` float64 of shape (B,); ``plan`` static (see :mod:`jaxshuffle.plan`).
     Invalid points give ``value = upper = inf, lower = 0`` (package convention).
     """
-    f = functools.partial(_point_divergence, plan=plan)
+    f = functools.partial(point_divergence, plan=plan)
     return jax.vmap(f)(*pair_arrays, n, eps, c_lo)
 
 

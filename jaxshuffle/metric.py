@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import check, f64, is_concrete
 from jaxshuffle.closed_forms import metric_corollary1, metric_corollary2
 
@@ -177,13 +178,8 @@ def _solve_diag(x, n, delta, corollary: Corollary, m_cond):
         K, ok = _gain(v, n, delta, corollary)
         return ok & (jnp.log1p(jnp.tanh(v / 2) * K) <= x)
 
-    def body(_, lohi):
-        lo, hi = lohi
-        mid = 0.5 * (lo + hi)
-        good = f(mid)
-        return jnp.where(good, mid, lo), jnp.where(good, hi, mid)
-
-    lo, _ = jax.lax.fori_loop(0, _BISECT_STEPS, body, (jnp.zeros_like(hi0), hi0))
+    # the feasible side is below: bisect on "infeasible", so lo stays a verified-feasible point (or 0)
+    lo, _ = bisect_jax(lambda v: ~f(v), jnp.zeros_like(hi0), hi0, steps=_BISECT_STEPS)
     return jnp.where(f(hi0), hi0, lo)
 
 

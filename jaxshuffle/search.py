@@ -35,7 +35,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxshuffle.divergence import _point_divergence, window_weights
+from jaxshuffle._bisect import bisect_jax
+from jaxshuffle.divergence import point_divergence, window_weights
 from jaxshuffle.pair import TwoCountPair, fields_valid
 from jaxshuffle.plan import (
     EPS_CAP,
@@ -138,13 +139,8 @@ def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
     shift = 0.5 * jnp.sqrt((1.0 / r0s + 1.0 / r1s) / jnp.maximum(n - 1.0, 1.0))
     lo, hi = jnp.log(1e-9), jnp.log(jnp.where(ok, eps_max, 1.0))
 
-    def step(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        above = _gaussian_model_divergence(u, v, w, shift, jnp.exp(mid)) > delta
-        return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, 40, step, (lo, hi))
+    below = lambda x: ~(_gaussian_model_divergence(u, v, w, shift, jnp.exp(x)) > delta)  # noqa: E731
+    lo, hi = bisect_jax(below, lo, hi, steps=40)
     return jnp.where(ok, jnp.exp(0.5 * (lo + hi)), jnp.nan)
 
 
@@ -155,7 +151,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     u, v, w, r0, r1 = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0), safe(r0, 0.25), safe(r1, 0.25)
     n, delta = safe(n, 1.0), safe(delta, 0.5)
     W = window_weights(n, r0, r1, c_lo, plan)  # loop-invariant
-    div = functools.partial(_point_divergence, u, v, w, r0, r1, n, c_lo=c_lo, plan=plan, W=W)
+    div = functools.partial(point_divergence, u, v, w, r0, r1, n, c_lo=c_lo, plan=plan, W=W)
 
     hi_ratio = jnp.maximum(u, v)
     lo_ratio = jnp.minimum(u, v)
@@ -268,7 +264,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
 
 
 def _log_divergence_root_eq(eps, u, v, w, r0, r1, n, delta, c_lo, plan):
-    d = _point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan)
+    d = point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan)
     return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
 
 

@@ -1,12 +1,24 @@
-"""Test configuration: float64, and JAX's strictest promotion rules, for every test."""
+"""Test configuration: float64, JAX's strictest promotion rules, derandomized Hypothesis, the slow tier.
+
+``pytest -m "not slow"`` is the fast tier for the development loop (a few minutes on 2 cores);
+CI runs everything. Hypothesis is derandomized for every test (profile ``jaxshuffle``), so a CI
+run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally.
+"""
+import os
+
 import jax
 import pytest
+from hypothesis import settings
 
 import jaxshuffle  # noqa: F401  (enables float64)
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+settings.register_profile("jaxshuffle", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "jaxshuffle"))
 
 
 @pytest.fixture(autouse=True)

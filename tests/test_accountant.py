@@ -131,6 +131,7 @@ def batch():
     return rows, rep, np.array(ex)
 
 
+@pytest.mark.slow
 def test_lower_le_exact_le_upper(batch):
     rows, rep, ex = batch
     upper, lower, paper = (np.asarray(x) for x in (rep.upper, rep.lower, rep.paper))
@@ -155,6 +156,7 @@ def test_lower_le_exact_le_upper(batch):
     assert (lower[~rand] >= 0.5 * ex[~rand]).all()
 
 
+@pytest.mark.slow
 def test_counterexample_math_md_section5():
     """n = 2, 3-ary RR, eps0 = 1, delta = 0.01: exact 0.969408; the paper's 4.7 value 0.914553 is below it."""
     M = rows_grr(1.0, 3)
@@ -202,6 +204,7 @@ def test_input_validation():
         amplify(R.grr(np.ones(3), 3), np.array([2, 3]), 0.01)
 
 
+@pytest.mark.slow
 def test_trivial_and_zero_beta():
     """delta >= beta gives eps = 0 (D_1 of the shuffle <= TV of the victim's message)."""
     rep = amplify(R.VRParams(np.array([1.0, 3.0]), np.array([0.0, 0.01]), np.array([1.0, 3.0])), 5, 0.05)
@@ -209,6 +212,7 @@ def test_trivial_and_zero_beta():
     assert (np.asarray(rep.upper_source) == UpperSource.TV).all()
 
 
+@pytest.mark.slow
 def test_amplify_is_jobs_then_combine():
     """amplify = amplification_jobs -> one batched search -> combine_amplification (numpy gives the same).
 
@@ -304,6 +308,7 @@ def test_parallel_amplify_matches_mixture_exact():
     assert not bool(rep.paper_certified)
 
 
+@pytest.mark.slow
 def test_hierarchical_range_query():
     H = 4
     betas = np.asarray(hierarchical_betas(3.0, H))
@@ -327,6 +332,7 @@ def test_hierarchical_range_query():
 CAL_RTOL = 1e-4
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(target=st.floats(0.05, 2.0), n=st.sampled_from([2, 5, 12]), k=st.sampled_from([2, 3, 10]))
 def test_calibrate_eps0_never_overshoots(target, n, k):

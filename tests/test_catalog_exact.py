@@ -63,6 +63,8 @@ from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import UpperSource, amplify
 from jaxshuffle.search import Status
 
+pytestmark = pytest.mark.slow  # module fixtures enumerate and compile for ~30-70 s
+
 ALL_N = (2, 3, 5, 9, 16)  # one window size (n <= 16): one compiled program
 DELTAS = (0.01, 1e-3)  # alternating along each mechanism's n values (halves the enumeration)
 TOL = 1e-9  # as in test_accountant: exact is a bisection bracket end (~1e-11), amplify's rtol 1e-6 brackets

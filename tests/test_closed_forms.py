@@ -427,6 +427,7 @@ def test_vr_closed_forms_dominate_their_pair(fn):
     assert min(margins) < 0.5  # the campaign reaches tight cases, not only vacuous ones
 
 
+@pytest.mark.slow
 def test_ldp_closed_forms_dominate_clone_pairs_and_krr():
     """FMT21 >= standard clone pair; FMT23 >= stronger clone pair; every eps0-LDP bound
     (EFMRTT, FMT21, FMT23, blanket generic) >= exact shuffled binary and 3-ary RR."""

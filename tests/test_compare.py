@@ -6,6 +6,8 @@ import pytest
 
 from jaxshuffle.comparison import compare
 
+pytestmark = pytest.mark.slow  # module fixtures enumerate and compile for ~30-70 s
+
 
 @pytest.fixture(scope="module")
 def table():

@@ -24,6 +24,7 @@ def random_pairs(rng, k, asymmetric=True, w_zero_frac=0.3):
     return uvw, r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asymmetric", [False, True])
 def test_matches_enumeration(asymmetric):
     rng = np.random.default_rng(7 + asymmetric)
@@ -43,6 +44,7 @@ def test_matches_enumeration(asymmetric):
     assert np.all(lower <= ref * (1 + 1e-12) + 1e-300) and np.all(ref <= upper * (1 + 1e-12) + 1e-300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asymmetric", [False, True])
 def test_tangent_bounds_the_divergence_below_at_smaller_eps(asymmetric):
     """D(t') >= tangent_value + (t - t') tangent_slope for t' <= t (convexity's certificate), and it is tight at t."""
@@ -138,6 +140,7 @@ def test_symmetries():
     np.testing.assert_allclose(c, d, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_monotone_in_eps_and_n():
     pair = js.vr_pair(np.e**2, 0.5, 4.0)
     eps = np.linspace(0, 2, 41)
@@ -200,6 +203,7 @@ def test_jit_convention_invalid_points_give_no_claim():
     assert float(d.value[0]) == pytest.approx(hockey_stick_enum(0.6, 0.3, 0.1, 0.2, 0.2, 5, 0.5), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences():
     """d/d(u, r0, r1, eps) of the divergence, including the asymmetric tail anchors."""
     n, e = 2000.0, 0.03

@@ -41,6 +41,7 @@ def test_committed_without_outputs(path):
             assert cell.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path, monkeypatch):
     mpl = pytest.importorskip("matplotlib", reason="the notebooks plot (install the 'plot' extra)")

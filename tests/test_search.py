@@ -22,6 +22,7 @@ TABLE5_PAPER_T20 = {  # Wang et al. (VLDB 2024) Table 5, T = 20, delta = 0.01/n
 }
 
 
+@pytest.mark.slow
 def test_brackets_contain_enumerated_epsilon():
     rng = np.random.default_rng(5)
     k = 24
@@ -54,6 +55,7 @@ def test_certified_sides_hold_for_the_returned_bracket():
     assert np.all(np.asarray(at_lower.value) > delta)
 
 
+@pytest.mark.slow
 def test_few_divergence_evaluations_on_a_typical_grid():
     """The Gaussian-model first guess and the convexity bracket (tangent below, chord above)
     finish a typical grid in a few evaluations; the vmapped loop runs as long as its slowest lane."""
@@ -81,6 +83,7 @@ def test_table5_brackets_contain_independent_reference():
             assert -1.5e-3 <= (paper - upper[i, j]) / upper[i, j] <= 8e-3, (e0, nn, paper, upper[i, j])
 
 
+@pytest.mark.slow
 def test_status_zero_infinite_and_unbounded_cases():
     # delta above the total variation distance: eps = 0 exactly.
     res = js.epsilon(js.stronger_clone_pair(0.5), 10.0, 0.9)
@@ -97,6 +100,7 @@ def test_status_zero_infinite_and_unbounded_cases():
     assert float(res.lower) <= ref <= float(res.upper) * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_monotone_in_n_and_beta():
     n = np.array([100.0, 1000.0, 10_000.0])
     up = np.asarray(js.epsilon(js.stronger_clone_pair(2.0), n, 1e-6).upper)
@@ -106,6 +110,7 @@ def test_monotone_in_n_and_beta():
     assert np.all(np.diff(up_b) > 0)
 
 
+@pytest.mark.slow
 def test_upper_is_differentiable_by_implicit_function_theorem():
     p, q, n = math.e**2, 3.0, 2000.0
 
@@ -160,6 +165,7 @@ def test_under_jit_without_plan_refuses_clearly():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(eps0=st.floats(0.05, 6.0), beta_frac=st.floats(0.0, 1.0), q_frac=st.floats(0.0, 1.0),
        log_delta=st.floats(-9, -2))
+@pytest.mark.slow
 def test_property_lower_le_upper_and_enumeration_inside(eps0, beta_frac, q_frac, log_delta):
     p = math.exp(eps0)
     beta = beta_frac * (p - 1) / (p + 1)

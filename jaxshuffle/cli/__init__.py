@@ -386,7 +386,7 @@ def _parse_matrix(text: str) -> np.ndarray:
 
 
 def _cmd_sandwich(args) -> int:
-    from jaxshuffle.soundness import OrderViolation, grr_matrix, sandwich
+    from jaxshuffle.exact import OrderViolation, grr_matrix, sandwich
 
     if args.grr is not None:
         if args.eps0 is None:
