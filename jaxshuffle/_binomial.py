@@ -2,7 +2,7 @@
 
 ``jax.scipy.stats.binom.logpmf`` (a naive gammaln sum) loses up to 4e-7 in log pmf at
 n = 1e8 and ``jax.scipy.special.betainc`` is off by 60% near the mean there
-(``shared/MATH.md`` section 6), so the engine uses these routines instead:
+(docs/math.md section 6), so the engine uses these routines instead:
 
 * :func:`log_pmf` -- Loader's saddle-point form (C. Loader, "Fast and accurate
   computation of binomial probabilities", 2000)::

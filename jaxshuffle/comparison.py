@@ -10,7 +10,7 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
   forms where the Theorem 4.7 pair is itself sound, ``beta`` at the worst case);
 * ``lower``: the numerical Theorem 5.1 lower bound, where the catalog derives it;
 * ``paper``: the paper's Theorem 4.7 value and closed forms for the randomizer's own beta,
-  which are *not* upper bounds when ``beta`` is below the worst case (MATH.md section 5);
+  which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 5);
 * ``reference``: earlier published closed forms (EFMRTT'19, privacy blanket, FMT'21/'23
   closed forms) as implemented in :mod:`jaxshuffle.closed_forms`, shown for comparison
   and not certified by jaxshuffle.

@@ -379,3 +379,13 @@ def test_calibrate_with_callable():
     cal = calibrate_eps0(lambda e: R.grr(e, 3), np.array([0.3, 0.6]), 2, 0.01, rtol=1e-3)
     assert (np.asarray(cal.upper) <= [0.3, 0.6]).all()
     assert (np.asarray(cal.status) == CalibrationStatus.CONVERGED).all()
+
+
+def test_calibrate_n_unattainable_answers_at_once_with_the_best_reachable_value():
+    """Issue reproducer: the target is unattainable below the cost cap; one probe, not minutes."""
+    cal = calibrate_n("general", 1e-4, 1e-10, eps0=5.0)
+    assert int(cal.status) == CalibrationStatus.UNATTAINABLE and cal.probes == 1
+    assert np.isinf(float(cal.value)) and float(cal.upper) > 1e-4
+    # the best reachable value is the certified bound at the limit probed
+    direct = amplify(R.general(5.0), float(cal.over), 1e-10, with_paper=False).upper
+    assert float(cal.upper) == float(direct)

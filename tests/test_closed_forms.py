@@ -29,7 +29,7 @@ import jaxshuffle.metric as mt
 mp.mp.dps = 40
 
 # =============================================================================== reference
-# Slow, obviously-right epsilon of a two-count pair (shared/MATH.md section 1).
+# Slow, obviously-right epsilon of a two-count pair (docs/math.md section 1).
 # P(a,b) = u M(a-1,b) + v M(a,b-1) + w M(a,b), Q: u <-> v, M trinomial over n-1 others.
 # D_t over all cells from cells sorted by log(P/Q); eps = min{eps >= 0: max(D_t) <= delta}.
 
@@ -191,7 +191,7 @@ def _assert_convention(value, valid):
 
 
 # ========================================================================= mpmath formulas
-# Written straight from the formulas (shared/MATH.md section 3 and the cited theorems),
+# Written straight from the formulas (docs/math.md section 3 and the cited theorems),
 # independently of jaxshuffle. Each returns the value, or None where the stated
 # conditions fail.
 
@@ -357,7 +357,7 @@ def test_vr_infinite_p_is_the_limit():
 
 
 def test_reference_engine_known_values():
-    # shared/MATH.md section 5, checkable by hand.
+    # docs/math.md section 5, checkable by hand.
     assert abs(pair_epsilon(2, *krr_fields(1.0, 3), 0.01) - 0.969408) < 1e-6
     e = np.e
     assert abs(pair_epsilon(2, *vr_pair_fields(e, (e - 1) / (e + 2), e), 0.01) - 0.914553) < 1e-6
@@ -508,7 +508,7 @@ def test_metric_closed_forms_dominate_their_pair():
 
 
 def test_theorem42_needs_positive_denominator():
-    """MATH.md's two conditions hold here, yet the denominator is negative (log of a
+    """The two conditions of the earlier reference hold here, yet the denominator is negative (log of a
     negative number): the added Den > 0 condition marks it invalid."""
     p = np.exp(3.0)
     beta, q, delta = (p - 1) / (p + 1), p, 1e-4

@@ -46,13 +46,13 @@ def test_asymmetric_randomizer_has_no_theorem_51_lower_bound():
 
 
 def test_a_wrong_upper_bound_would_be_caught(monkeypatch):
-    real = S.epsilon
+    real = S.amplify
 
-    def too_small(pair, n, delta, rtol=1e-9):
-        res = real(pair, n, delta, rtol=rtol)
+    def too_small(*args, **kwargs):
+        res = real(*args, **kwargs)
         return res._replace(upper=res.upper * 0.5)
 
-    monkeypatch.setattr(S, "epsilon", too_small)
+    monkeypatch.setattr(S, "amplify", too_small)
     with pytest.raises(OrderViolation):
         sandwich(grr_matrix(3, 1.0), 0, 1, 2, 0.01)
     assert exact.epsilon(grr_matrix(3, 1.0), 0, 1, [0], 0.01) == pytest.approx(0.969408, abs=1e-6)

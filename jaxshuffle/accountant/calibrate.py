@@ -18,8 +18,10 @@ import numpy as np
 
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
-from jaxshuffle.accountant.amplify import amplify
+from jaxshuffle.accountant.amplify import amplification_jobs, amplify
+from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
+from jaxshuffle.randomizers import entry as catalog_entry
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
 
@@ -57,9 +59,9 @@ class Calibration(NamedTuple):
 
 def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams]:
     if isinstance(randomizer, str):
-        entry = check_options(randomizer, {k: v for k, v in options.items() if k != "eps0"}, skip=("eps0",))
-        if "eps0" not in [a.name for a in entry.args]:
+        if "eps0" not in [a.name for a in catalog_entry(randomizer).args]:
             raise ValueError(f"randomizer: {randomizer!r} has no eps0 option; pass a callable eps0 -> VRParams")
+        entry = check_options(randomizer, {k: v for k, v in options.items() if k != "eps0"}, skip=("eps0",))
         if "eps0" in options:
             raise ValueError("eps0: calibrate_eps0 solves for eps0; do not pass it as an option")
         return lambda e: entry.fn(eps0=e, **options)
@@ -130,8 +132,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
 
 
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
-                scaled_variant: bool = False, engine_rtol: float = 1e-6, max_probes: int = 200,
-                **options) -> Calibration:
+                max_window: int = 1 << 18, scaled_variant: bool = False, engine_rtol: float = 1e-6,
+                max_probes: int = 200, **options) -> Calibration:
     """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
 
     Args:
@@ -139,6 +141,10 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         its options as keyword arguments (``calibrate_n("grr", 0.5, 1e-6, eps0=2.0, k=10)``).
       target_eps, delta: broadcast with the randomizer's batch shape.
       n_max: search limit (``UNATTAINABLE`` where still infeasible there).
+      max_window: cost cap: ``n_max`` is lowered by factors of 8 until every search at it plans
+        a window of at most this many counts (the default, 2^18, is what n ~ 1e8-1e9 needs at
+        typical parameters; a probe then takes about a second on a CPU). Where the target is
+        unattainable below that limit, ``over`` reports the limit probed.
 
     Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
     and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
@@ -176,13 +182,24 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     # One probe at n_max first: the certified bound is nonincreasing in n, so a target missed
     # there is unattainable, and that answer comes after one batched call instead of a dozen
     # probes of ever larger windows (each its own compiled program).
-    up_max = upper_at(np.full(shape, nm))
-    reach = up_max <= target_np
-    lo, hi, up_hi = np.full(shape, nm), np.full(shape, np.inf), np.full(shape, np.inf)
+    # Cost model: a probe at n costs about its window (the engine's largest planned window over
+    # the searches amplify runs). n_max comes down by factors of 8 until that window fits
+    # ``max_window``; each check is eager planning, no compilation.
+    limit = nm
+    while limit > 1 and _largest_window(params, limit, d_b, scaled_variant) > max_window:
+        limit = max(np.floor(limit / 8.0), 1.0)
+    nm = limit
+    # One probe at that limit first: the certified bound is nonincreasing in n, so a target
+    # missed there is unattainable, and that answer comes after one batched call.
+    up_max = np.asarray(upper_at(np.full(shape, nm)), np.float64).ravel()
+    flat_target = np.asarray(target_np, np.float64).ravel()
+    reach = up_max <= flat_target
+    size = reach.size
+    lo, hi, up_hi = np.full(size, nm), np.full(size, np.inf), np.full(size, np.inf)
     done = ~reach
     probes = 1
     if reach.any():
-        ix = np.flatnonzero(reach.ravel())
+        ix = np.flatnonzero(reach)
         sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
         sub_delta = jnp.ravel(d_b)[ix]
 
@@ -192,18 +209,38 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
 
         # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
         lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
-            upper_sub, target_np.ravel()[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
+            upper_sub, flat_target[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
             grow=lambda x: np.minimum(8.0 * x, nm), mid=mid, narrow=lambda lo, hi: hi - lo <= 1,
             max_probes=max_probes - 1)
-        hi_s = np.where(np.isinf(hi_s), nm, hi_s)  # feasible at n_max (probed above)
-        up_s = np.where(np.isinf(up_s), up_max.ravel()[ix], up_s)
-        for arr, val in ((lo, lo_s), (hi, hi_s), (up_hi, up_s), (done, done_s)):
-            arr.ravel()[ix] = val
+        lo[ix] = lo_s
+        hi[ix] = np.where(np.isinf(hi_s), nm, hi_s)  # feasible at the limit (probed above)
+        up_hi[ix] = np.where(np.isinf(up_s), up_max[ix], up_s)
+        done[ix] = done_s | (hi[ix] - lo_s <= 1)
         probes += more
     unattainable = ~reach
-    # where unattainable, ``upper`` reports the best value reachable: the certified bound at n_max
+    # where unattainable, ``upper`` reports the best value reachable: the certified bound at the limit
     up_hi = np.where(unattainable, up_max, up_hi)
     status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
-    return Calibration(jnp.asarray(np.where(unattainable, np.inf, hi)), jnp.asarray(lo), jnp.asarray(up_hi),
-                       jnp.asarray(status), probes)
+    out = (np.where(unattainable, np.inf, hi), lo, up_hi)
+    return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes)
+
+
+def _largest_window(params: VRParams, n: float, delta, scaled_variant: bool) -> int:
+    """Largest window (counts) that amplify's searches would plan at ``n`` (eager, no compilation)."""
+    info, jobs = amplification_jobs(params, jnp.full(jnp.shape(delta), n), delta, scaled_variant=scaled_variant,
+                                    with_paper=False)
+    n_engine = np.ravel(np.asarray(info.n_engine))
+    widest = 0
+    for job in jobs:
+        need = np.ravel(np.asarray(job.needed))
+        if not need.any():
+            continue
+        fields = [np.ravel(np.asarray(x))[need] for x in job.pair.broadcast().arrays()]
+        r_sum = np.maximum(fields[3], R_FLOOR) + np.maximum(fields[4], R_FLOOR)
+        try:
+            L, _ = plan_windows(n_engine[need], r_sum, TRUNC_FRACTION * np.ravel(np.asarray(job.delta))[need])
+        except ValueError:  # beyond what the engine holds at all
+            return 1 << 62
+        widest = max(widest, int(L.max()))
+    return widest

@@ -18,7 +18,7 @@ Which number is on which side:
 * ``upper`` -- the certified upper bound of :func:`jaxshuffle.accountant.amplify` for
   ``(p, beta_bar, q)``: ``min(basic, (u+v)-scaled pair)`` (``<= basic``).
 * ``paper`` -- the *advanced* composition, Theorem 6.1: the Theorem 4.7 pair at
-  ``beta_bar``. It inherits the ``w > 0`` problem of Theorem 4.7 (``shared/MATH.md``
+  ``beta_bar``. It inherits the ``w > 0`` problem of Theorem 4.7 (docs/math.md
   section 5): reported as the paper's value, ``paper_certified`` False where
   ``beta_bar < (p-1)/(p+1)``.
 

@@ -75,3 +75,19 @@ def check_vr(p, beta, q):
     check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed)", value=p)
     check(beta_valid(p, beta), "beta", "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)", value=beta)
     check(q >= 1, "q", "must be >= 1", value=q)
+
+
+def ldp_prelude(n, eps0, delta):
+    """Shared start of the eps0-LDP closed forms: broadcast, validate (eagerly), domain mask.
+
+    Returns ``(n, eps0, delta, dom)`` with harmless values off the domain (``n = 2``,
+    ``eps0 = 0``, ``delta = 1/2``), so no branch computes a NaN.
+    """
+    arrs, concrete = prep(n=n, eps0=eps0, delta=delta)
+    n, eps0, delta = arrs["n"], arrs["eps0"], arrs["delta"]
+    if concrete:
+        check_n(n)
+        check_eps0(eps0)
+        check_delta(delta)
+    dom = n_domain(n) & eps0_domain(eps0) & delta_domain(delta)
+    return safe(dom, n, 2.0), safe(dom, eps0, 0.0), safe(dom, delta, 0.5), dom

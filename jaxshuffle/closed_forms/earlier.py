@@ -7,17 +7,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxshuffle.closed_forms.common import (
-    check_delta,
-    check_eps0,
-    check_n,
-    delta_domain,
-    eps0_domain,
-    finish,
-    n_domain,
-    prep,
-    safe,
-)
+from jaxshuffle.closed_forms.common import finish, ldp_prelude
 
 
 def efmrtt19(n, eps0, delta):
@@ -34,15 +24,7 @@ def efmrtt19(n, eps0, delta):
     al.'s reference implementation of [EFMRTT19]). No other simplification: where the
     regime fails the result is ``+inf``/invalid, never eps0.
     """
-    arrs, concrete = prep(n=n, eps0=eps0, delta=delta)
-    n, eps0, delta = arrs["n"], arrs["eps0"], arrs["delta"]
-    if concrete:
-        check_n(n)
-        check_eps0(eps0)
-        check_delta(delta)
-    dom = n_domain(n) & eps0_domain(eps0) & delta_domain(delta)
-    delta = safe(dom, delta, 0.5)
-    n = safe(dom, n, 2.0)
+    n, eps0, delta, dom = ldp_prelude(n, eps0, delta)
     valid = dom & (eps0 <= 0.5) & (n >= 1000) & (delta <= 0.01)
     value = 12 * eps0 * jnp.sqrt(jnp.log(1 / delta) / n)
     return finish(value, valid)
@@ -66,16 +48,7 @@ def fmt21_closed_form(n, eps0, delta):
     ``(1 - e^-eps0)/(1 + e^-(eps0+eps'))`` and regime ``log(4/delta)``; this function
     follows the theorem statement. Where the regime fails: ``+inf``, invalid.
     """
-    arrs, concrete = prep(n=n, eps0=eps0, delta=delta)
-    n, eps0, delta = arrs["n"], arrs["eps0"], arrs["delta"]
-    if concrete:
-        check_n(n)
-        check_eps0(eps0)
-        check_delta(delta)
-    dom = n_domain(n) & eps0_domain(eps0) & delta_domain(delta)
-    delta = safe(dom, delta, 0.5)
-    n = safe(dom, n, 2.0)
-    eps0 = safe(dom, eps0, 0.0)
+    n, eps0, delta, dom = ldp_prelude(n, eps0, delta)
     valid = dom & (eps0 <= jnp.log(n / (16 * jnp.log(2 / delta))))
     e0 = jnp.exp(eps0)
     tail = 8 * jnp.sqrt(e0 * jnp.log(4 / delta) / n) + 8 * e0 / n
@@ -96,16 +69,7 @@ def fmt23_closed_form(n, eps0, delta):
     ``(e^eps0-1)/(e^eps0+1)`` mixture factor gives exactly this expression; the lemma's
     condition ``p >= 16 log(2/delta)/n`` is the regime above.
     """
-    arrs, concrete = prep(n=n, eps0=eps0, delta=delta)
-    n, eps0, delta = arrs["n"], arrs["eps0"], arrs["delta"]
-    if concrete:
-        check_n(n)
-        check_eps0(eps0)
-        check_delta(delta)
-    dom = n_domain(n) & eps0_domain(eps0) & delta_domain(delta)
-    delta = safe(dom, delta, 0.5)
-    n = safe(dom, n, 2.0)
-    eps0 = safe(dom, eps0, 0.0)
+    n, eps0, delta, dom = ldp_prelude(n, eps0, delta)
     ratio = n / (8 * jnp.log(2 / delta))
     valid = dom & (ratio > 1) & (eps0 <= jnp.log(jnp.maximum(ratio - 1, 1e-300)))
     e0 = jnp.exp(eps0)

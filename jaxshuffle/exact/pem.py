@@ -231,7 +231,7 @@ def pem_lower(n, d_ab, d_ac, d_bc, delta) -> np.ndarray:
     floats, so n = 5000 needs ~1 GB) and ``O(n^2)`` work per bisection step, far less after
     dropping fibres of negligible mass; n = 1000 takes about 0.3 s.
 
-    Corrections to the printed Algorithm 2 (MATH.md section 4): the others' counts are
+    Corrections to the printed Algorithm 2 (docs/math.md section 4): the others' counts are
     multinomial, not a product of binomials, and the loop must include ``A + B + C = n``
     (no padding symbol), which ``A in [n], B in [n-1-A], C in [n-1-A-B]`` leaves out.
 

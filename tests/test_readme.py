@@ -1,0 +1,70 @@
+"""Every README example is true: Python blocks run and print exactly the output block after them.
+
+Convention in README.md: a fenced ``python`` block followed by a fenced ``text`` block is an
+example and its printed output; the test runs the blocks in order, in one namespace, and
+compares stdout line by line. Shell examples that start with ``jaxshuffle`` are run as
+subprocesses (slow tier) and must exit 0.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def _blocks() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(README.read_text())]
+
+
+def _examples() -> list[tuple[str, str]]:
+    blocks = _blocks()
+    return [(code, out) for (lang, code), (lang2, out) in zip(blocks, blocks[1:]) if lang == "python" and lang2 == "text"]
+
+
+def test_readme_has_examples_with_outputs():
+    assert len(_examples()) >= 2
+
+
+@pytest.mark.parametrize("index", range(len(_examples())))
+def test_python_example_prints_its_output(index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__readme__"}
+    for code, _ in _examples()[:index]:  # earlier examples may define names later ones use
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    code, expected = _examples()[index]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    assert buf.getvalue().strip().splitlines() == expected.strip().splitlines()
+
+
+def _shell_examples() -> list[str]:
+    lines = []
+    for lang, body in _blocks():
+        if lang in ("", "sh", "bash", "shell"):
+            for line in body.splitlines():
+                line = line.split("   #")[0].strip()
+                if line.startswith("jaxshuffle ") and "--scheduler" not in line and "sweep merge" not in line:
+                    lines.append(line)
+    return lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", _shell_examples())
+def test_shell_example_runs(line, tmp_path):
+    argv = shlex.split(line)
+    run_cli = "import sys; from jaxshuffle.cli import main; sys.exit(main(sys.argv[1:]))"
+    res = subprocess.run([sys.executable, "-c", run_cli, *argv[1:]], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
