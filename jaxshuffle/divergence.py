@@ -1,7 +1,7 @@
 """Hockey-stick divergence of the two-count pair in O(window) time, with a certificate.
 
 For ``t = e^eps >= 1`` and one direction ``D_t(P||Q) = sum_{a,b} max(0, P - tQ)``
-(``shared/MATH.md`` section 2; the paper's Theorem 4.8 / Proposition I.1,
+(docs/math.md section 2; the paper's Theorem 4.8 / Proposition I.1,
 corrected). For a fixed total ``c' = a + b`` the sign of ``P - tQ`` is the sign of::
 
     S(a, c') = (u - t v) a r1 + (v - t u) (c' - a) r0 + (1 - t) w (n - c') r0 r1 / (1 - r0 - r1)

@@ -240,7 +240,7 @@ def test_paper_value_certified_only_at_worst_case_beta(batch):
     labels = {r[0].label.split()[0] for r, c in zip(rows, cert) if c}
     assert {"duchi", "harmony"} <= labels
     # Elsewhere (w > 0) the paper's Theorem 4.7 value falls below the exact epsilon in many
-    # rows (MATH.md section 5): it must never be reported as certified there.
+    # rows (docs/math.md section 5): it must never be reported as certified there.
     assert ((paper < ex - 1e-6) & ~cert).sum() >= 20
 
 

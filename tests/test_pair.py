@@ -1,4 +1,4 @@
-"""Pair constructors: MATH.md section 1's table, certification flags, validation."""
+"""Pair constructors: docs/math.md section 1's table, certification flags, validation."""
 import math
 
 import jax

@@ -1,6 +1,6 @@
 """Slow, obviously-right references for the two-count pair (used only by tests).
 
-Everything here enumerates the (a, b) pmf of MATH.md section 1 directly, in log space,
+Everything here enumerates the (a, b) pmf of docs/math.md section 1 directly, in log space,
 with numpy/scipy (float64) or mpmath; no code is shared with the package.
 """
 import math
@@ -86,7 +86,7 @@ def epsilon_enum(u, v, w, r0, r1, n, delta, hi=None, iters=200):
 def hockey_stick_window_scipy(u, v, w, r, n, eps):
     """Symmetric pair (r0 = r1 = r), one direction, O(n) sum with scipy's binomial tails.
 
-    Independent of the package: thresholds straight from MATH.md section 2's ``low_c``
+    Independent of the package: thresholds straight from docs/math.md section 2's ``low_c``
     (floating ceil, no boundary re-test), tails from scipy (Boost), every count with
     weight above 1e-40.
     """
