@@ -28,7 +28,8 @@ schedule, store, run), ``plot``, ``cli``.
 float64: importing the package enables ``jax_enable_x64`` unless ``JAXSHUFFLE_ENABLE_X64=0``
 is set, in which case call it inside ``with jax.enable_x64(True):`` (see ``_config``).
 """
-from jaxshuffle import _config  # noqa: F401  (enables float64 before anything else)
+from jaxshuffle import _config  # noqa: F401  (float64 and the compilation cache, before anything compiles)
+from jaxshuffle._config import cache_info, clear_cache, configure
 from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
 from jaxshuffle.pair import (
     TwoCountPair,
@@ -54,6 +55,9 @@ __all__ = [
     "Status",
     "TwoCountPair",
     "amplify",
+    "cache_info",
+    "clear_cache",
+    "configure",
     "calibrate_eps0",
     "calibrate_n",
     "compare",

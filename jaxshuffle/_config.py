@@ -100,20 +100,82 @@ def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:
         raise ValueError(f"shapes do not broadcast: {desc}") from None
 
 
-def enable_compilation_cache() -> None:
-    """JAX's persistent compilation cache at ``$JAXSHUFFLE_CACHE`` or ``~/.cache/jaxshuffle/xla``.
+_CACHE_OFF = ("0", "off", "false", "no", "none", "")
 
-    For command-line entry points: each engine program takes seconds to compile, and JAX
-    reads this setting once per process, so call it before anything compiles.
+
+def cache_dir() -> str | None:
+    """Where jaxshuffle keeps JAX's persistent compilation cache (``None``: switched off).
+
+    ``$JAXSHUFFLE_CACHE`` (a path, or ``off``), else the user's cache directory:
+    ``platformdirs.user_cache_dir("jaxshuffle")`` when platformdirs is installed, else the XDG
+    rule ``$XDG_CACHE_HOME/jaxshuffle`` (``~/.cache/jaxshuffle``); programs go in its ``xla``
+    folder.
     """
-    path = os.environ.get("JAXSHUFFLE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxshuffle", "xla")
+    env = os.environ.get("JAXSHUFFLE_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in _CACHE_OFF else os.path.abspath(os.path.expanduser(env))
+    try:
+        import platformdirs
+
+        base = platformdirs.user_cache_dir("jaxshuffle")
+    except ImportError:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "jaxshuffle")
+    return os.path.join(base, "xla")
+
+
+def enable_compilation_cache(path: str | None = None) -> str | None:
+    """Turn on JAX's persistent compilation cache at ``path`` (default :func:`cache_dir`).
+
+    Each engine program takes seconds to compile; with the cache a later process loads it in
+    milliseconds. JAX reads this setting before its first compilation, so jaxshuffle calls this
+    on import. A cache directory the user already set for JAX is left alone (and used); an
+    unwritable directory means no cache, silently. Returns the directory in use, or ``None``.
+    """
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return current
+    path = path or cache_dir()
+    if path is None:
+        return None
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:  # read-only home: run without the cache
-        return
-    if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", path)
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    # jaxshuffle's programs compile in 0.3-5 s; JAX's default threshold (1 s) would skip many.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path
+
+
+def cache_info() -> dict:
+    """The compilation cache in use: ``{"dir", "files", "bytes"}`` (``dir`` None when off)."""
+    path = jax.config.jax_compilation_cache_dir
+    files, size = 0, 0
+    if path and os.path.isdir(path):
+        for root, _, names in os.walk(path):
+            for name in names:
+                files += 1
+                try:
+                    size += os.path.getsize(os.path.join(root, name))
+                except OSError:
+                    pass
+    return {"dir": path or None, "files": files, "bytes": size}
+
+
+def clear_cache() -> int:
+    """Delete the files of the compilation cache in use; returns how many were removed."""
+    path = jax.config.jax_compilation_cache_dir
+    removed = 0
+    if path and os.path.isdir(path):
+        for root, _, names in os.walk(path):
+            for name in names:
+                try:
+                    os.remove(os.path.join(root, name))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed
 
 
 def use_every_cpu_core() -> None:
@@ -134,3 +196,27 @@ def use_every_cpu_core() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores > 1:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
+
+
+def configure(*, cache: bool | str | None = None) -> dict:
+    """Package settings, callable before the first computation.
+
+    ``cache``: ``False`` switches the persistent compilation cache off for this process,
+    ``True`` turns it on at the default place (:func:`cache_dir`), a path puts it there.
+    JAX fixes the cache at its first compilation, so later changes apply to programs compiled
+    afterwards only. Returns :func:`cache_info`.
+    """
+    if cache is False:
+        jax.config.update("jax_compilation_cache_dir", None)
+    elif cache is True:
+        enable_compilation_cache()
+    elif isinstance(cache, (str, os.PathLike)):
+        jax.config.update("jax_compilation_cache_dir", None)
+        enable_compilation_cache(os.fspath(cache))
+    elif cache is not None:
+        raise TypeError(f"cache: must be True, False or a directory path, got {cache!r}")
+    return cache_info()
+
+
+# On by default for the Python API and the CLI (see the README's "Compilation cache").
+enable_compilation_cache()

@@ -253,8 +253,8 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
             arrays[f"lower_params[{i}].{name}"] = f64(getattr(lp, name))
     shape = broadcast_shapes_or_raise(**arrays)
     n_np, d_np = np.asarray(n), np.asarray(delta)
-    check((n_np >= 1) & (n_np == np.floor(n_np)) & np.isfinite(n_np), "n", "must be an integer >= 1")
-    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)")
+    check((n_np >= 1) & (n_np == np.floor(n_np)) & np.isfinite(n_np), "n", "must be a finite integer >= 1", value=n_np)
+    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)", value=d_np)
     if randomizer.blanket_per_user is not None:
         m = np.asarray(arrays["blanket_per_user"])
         check((m >= 1) & (m == np.floor(m)) & np.isfinite(m), "blanket_per_user", "must be an integer >= 1")

@@ -74,7 +74,7 @@ def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams
 
 def _check_target(target) -> None:
     t = np.asarray(target)
-    check((t > 0) & np.isfinite(t), "target_eps", "must be a finite number > 0")
+    check((t > 0) & np.isfinite(t), "target_eps", "must be a finite number > 0", value=t)
 
 
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,

@@ -171,7 +171,7 @@ def hierarchical_range_query(eps0, H: int, n, delta, *, rtol: float = 1e-6) -> R
     eps0, n, delta = f64(eps0), f64(n), f64(delta)
     shape = broadcast_shapes_or_raise(eps0=eps0, n=n, delta=delta)
     nn = np.asarray(n)
-    check((nn >= H) & (nn == np.floor(nn)), "n", f"must be an integer >= H = {H}")
+    check((nn >= H) & (nn == np.floor(nn)), "n", f"must be an integer >= H = {H}", value=nn)
     p = jnp.broadcast_to(jnp.exp(eps0), shape)
     beta_bar = jnp.broadcast_to(jnp.minimum(jnp.mean(betas, axis=-1), worst_case_beta(jnp.exp(eps0))), shape)
     beta_fine = jnp.broadcast_to(betas[..., 0], shape)

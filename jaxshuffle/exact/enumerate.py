@@ -58,7 +58,7 @@ def _validate_others(others, k: int) -> np.ndarray:
 
 def validate_delta(delta) -> float:
     d = np.asarray(delta, dtype=np.float64)
-    check(d.ndim == 0 and (d > 0) & (d < 1), "delta", "must be a scalar in (0, 1)")
+    check(d.ndim == 0 and (d > 0) & (d < 1), "delta", "must be a scalar in (0, 1)", value=d)
     return float(d)
 
 
@@ -355,7 +355,7 @@ def worst_case_epsilon(matrix, x0, x1, n, delta, candidates: str = "all-equal") 
     k = m.shape[0]
     nv = np.asarray(n, dtype=np.float64)
     check(nv.ndim == 0 and np.isfinite(nv) and nv == np.round(nv) and nv >= 1, "n",
-          "must be an integer >= 1")
+          "must be an integer >= 1", value=nv)
     check(candidates in ("all-equal", "mixtures"), "candidates", "must be 'all-equal' or 'mixtures'", value=candidates)
     n = int(nv)
     delta = validate_delta(delta)

@@ -240,9 +240,9 @@ def pem_lower(n, d_ab, d_ac, d_bc, delta) -> np.ndarray:
     broadcast shape.
     """
     nv = np.asarray(n, dtype=np.float64)
-    check(np.isfinite(nv) & (nv == np.round(nv)) & (nv >= 1), "n", "must be an integer >= 1")
+    check(np.isfinite(nv) & (nv == np.round(nv)) & (nv >= 1), "n", "must be an integer >= 1", value=nv)
     dv = np.asarray(delta, dtype=np.float64)
-    check((dv > 0) & (dv < 1), "delta", "must lie in (0, 1)")
+    check((dv > 0) & (dv < 1), "delta", "must lie in (0, 1)", value=dv)
     ab, ac, bc = _validate_distances(d_ab, d_ac, d_bc)
     shape = broadcast_shapes_or_raise(n=nv, d_ab=ab, d_ac=ac, d_bc=bc, delta=dv)
     args = [np.broadcast_to(v, shape).reshape(-1) for v in (nv, ab, ac, bc, dv)]

@@ -1,4 +1,4 @@
-"""The x64 decision (README, ``jaxshuffle._config``): on by default, or scoped with JAXSHUFFLE_ENABLE_X64=0."""
+"""Process-wide settings (jaxshuffle._config): the x64 decision and the compilation cache."""
 import os
 import subprocess
 import sys
@@ -41,3 +41,23 @@ def test_default_enables_x64_on_import():
     """)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "float64"
+
+
+def test_compilation_cache_is_on_by_default_and_can_be_moved_or_switched_off(tmp_path):
+    where = tmp_path / "cache"
+    res = _run("""
+        import jaxshuffle as js
+        js.epsilon(js.stronger_clone_pair(1.0), 50, 1e-3)
+        info = js.cache_info()
+        assert info["files"] > 0 and info["bytes"] > 0, info
+        print(info["dir"])
+        assert js.clear_cache() == info["files"] and js.cache_info()["files"] == 0
+    """, JAXSHUFFLE_CACHE=str(where))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == str(where)
+    res = _run("""
+        import jax, jaxshuffle as js
+        assert js.cache_info()["dir"] is None and jax.config.jax_compilation_cache_dir is None
+        print("off")
+    """, JAXSHUFFLE_CACHE="off")
+    assert res.returncode == 0 and res.stdout.strip() == "off", res.stderr[-2000:]
