@@ -104,12 +104,12 @@ _CACHE_OFF = ("0", "off", "false", "no", "none", "")
 
 
 def cache_dir() -> str | None:
-    """Where jaxshuffle keeps JAX's persistent compilation cache (``None``: switched off).
+    """jaxshuffle's cache folder (``None``: switched off): compiled XLA programs in ``xla/``,
+    exported engine programs in ``programs/`` (:mod:`jaxshuffle._programs`).
 
     ``$JAXSHUFFLE_CACHE`` (a path, or ``off``), else the user's cache directory:
     ``platformdirs.user_cache_dir("jaxshuffle")`` when platformdirs is installed, else the XDG
-    rule ``$XDG_CACHE_HOME/jaxshuffle`` (``~/.cache/jaxshuffle``); programs go in its ``xla``
-    folder.
+    rule ``$XDG_CACHE_HOME/jaxshuffle`` (``~/.cache/jaxshuffle``).
     """
     env = os.environ.get("JAXSHUFFLE_CACHE")
     if env is not None:
@@ -117,58 +117,70 @@ def cache_dir() -> str | None:
     try:
         import platformdirs
 
-        base = platformdirs.user_cache_dir("jaxshuffle")
+        return platformdirs.user_cache_dir("jaxshuffle")
     except ImportError:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                             "jaxshuffle")
-    return os.path.join(base, "xla")
+
+
+_CACHE = {"root": None}
 
 
 def enable_compilation_cache(path: str | None = None) -> str | None:
-    """Turn on JAX's persistent compilation cache at ``path`` (default :func:`cache_dir`).
+    """Turn on the caches at ``path`` (default :func:`cache_dir`): JAX's persistent compilation
+    cache in ``path/xla`` and the exported programs in ``path/programs``.
 
-    Each engine program takes seconds to compile; with the cache a later process loads it in
-    milliseconds. JAX reads this setting before its first compilation, so jaxshuffle calls this
-    on import. A cache directory the user already set for JAX is left alone (and used); an
-    unwritable directory means no cache, silently. Returns the directory in use, or ``None``.
+    Each engine program takes seconds to trace and compile; with both caches a later process
+    loads it in a fraction of a second. JAX reads its setting before its first compilation, so
+    jaxshuffle calls this on import. A compilation cache directory the user already set for JAX
+    is left alone (and used). An unwritable folder means no cache, silently. Returns the folder
+    in use, or ``None``.
     """
-    current = jax.config.jax_compilation_cache_dir
-    if current:
-        return current
     path = path or cache_dir()
     if path is None:
         return None
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(os.path.join(path, "xla"), exist_ok=True)
     except OSError:  # read-only home: run without the cache
         return None
-    jax.config.update("jax_compilation_cache_dir", path)
-    # jaxshuffle's programs compile in 0.3-5 s; JAX's default threshold (1 s) would skip many.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    _CACHE["root"] = path
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
+        # jaxshuffle's programs compile in 0.3-5 s; JAX's default threshold (1 s) would skip many.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
 
 
+def program_dir() -> str | None:
+    """Folder of the exported engine programs (``None`` when the cache is off)."""
+    return None if _CACHE["root"] is None else os.path.join(_CACHE["root"], "programs")
+
+
+def _cache_folders() -> list[str]:
+    folders = [jax.config.jax_compilation_cache_dir, program_dir()]
+    return [f for f in folders if f and os.path.isdir(f)]
+
+
 def cache_info() -> dict:
-    """The compilation cache in use: ``{"dir", "files", "bytes"}`` (``dir`` None when off)."""
-    path = jax.config.jax_compilation_cache_dir
+    """The caches in use: ``{"dir", "xla_dir", "files", "bytes"}`` (``dir`` None when off)."""
     files, size = 0, 0
-    if path and os.path.isdir(path):
-        for root, _, names in os.walk(path):
+    for folder in _cache_folders():
+        for root, _, names in os.walk(folder):
             for name in names:
                 files += 1
                 try:
                     size += os.path.getsize(os.path.join(root, name))
                 except OSError:
                     pass
-    return {"dir": path or None, "files": files, "bytes": size}
+    return {"dir": _CACHE["root"], "xla_dir": jax.config.jax_compilation_cache_dir or None, "files": files,
+            "bytes": size}
 
 
 def clear_cache() -> int:
-    """Delete the files of the compilation cache in use; returns how many were removed."""
-    path = jax.config.jax_compilation_cache_dir
+    """Delete the files of the caches in use; returns how many were removed."""
     removed = 0
-    if path and os.path.isdir(path):
-        for root, _, names in os.walk(path):
+    for folder in _cache_folders():
+        for root, _, names in os.walk(folder):
             for name in names:
                 try:
                     os.remove(os.path.join(root, name))
@@ -208,11 +220,12 @@ def configure(*, cache: bool | str | None = None) -> dict:
     """
     if cache is False:
         jax.config.update("jax_compilation_cache_dir", None)
+        _CACHE["root"] = None
     elif cache is True:
         enable_compilation_cache()
     elif isinstance(cache, (str, os.PathLike)):
         jax.config.update("jax_compilation_cache_dir", None)
-        enable_compilation_cache(os.fspath(cache))
+        enable_compilation_cache(os.path.abspath(os.fspath(cache)))
     elif cache is not None:
         raise TypeError(f"cache: must be True, False or a directory path, got {cache!r}")
     return cache_info()

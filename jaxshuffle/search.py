@@ -35,6 +35,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle.divergence import point_divergence, window_weights
 from jaxshuffle.pair import TwoCountPair, fields_valid
@@ -338,8 +339,11 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
         return EpsilonBracket(empty, empty, jnp.zeros(shape, jnp.int8), jnp.zeros(shape, jnp.int32))
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
 
-    def kernel(plan, u, v, w, r0, r1, n, delta, c_lo):
-        return epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter)
+    def kernel(plan, *arrays):
+        def flat_search(u, v, w, r0, r1, n, delta, c_lo):
+            return tuple(epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter))
+
+        return EpsilonBracket(*_programs.run("epsilon", flat_search, (plan, rtol, max_iter), list(arrays)))
 
     res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size, memory=memory)
     return EpsilonBracket(*(x.reshape(shape) for x in res))

@@ -57,7 +57,8 @@ def test_compilation_cache_is_on_by_default_and_can_be_moved_or_switched_off(tmp
     assert res.stdout.strip() == str(where)
     res = _run("""
         import jax, jaxshuffle as js
-        assert js.cache_info()["dir"] is None and jax.config.jax_compilation_cache_dir is None
+        info = js.cache_info()
+        assert info["dir"] is None and info["xla_dir"] is None and jax.config.jax_compilation_cache_dir is None
         print("off")
     """, JAXSHUFFLE_CACHE="off")
     assert res.returncode == 0 and res.stdout.strip() == "off", res.stderr[-2000:]

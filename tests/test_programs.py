@@ -1,0 +1,41 @@
+"""Exported engine programs (jaxshuffle._programs): same numbers as jit, reused by a later process."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import numpy as np
+
+import jaxshuffle as js
+from jaxshuffle.plan import bucket_plans, plan_epsilon
+from jaxshuffle.search import epsilon_with_plan
+
+
+def test_exported_program_gives_the_jitted_numbers_bit_for_bit():
+    pair = js.stronger_clone_pair(jnp.array([0.5, 1.0, 3.0]))
+    n, d = np.full(3, 1e4), np.full(3, 1e-6)
+    via_export = js.epsilon(pair, n, d)  # eager: through _programs
+    fields = [np.asarray(x) for x in pair.broadcast().arrays()]
+    L, c_lo, M = plan_epsilon(*fields, n, d)
+    for plan, ix in bucket_plans(L, M, fields[3], fields[4], n).items():
+        pad = int(2 ** np.ceil(np.log2(ix.size)))  # run_buckets pads a bucket to a power of two
+        take = np.concatenate([ix, np.repeat(ix[:1], pad - ix.size)])
+        direct = epsilon_with_plan(tuple(jnp.asarray(f[take]) for f in fields), jnp.asarray(n[take]),
+                                   jnp.asarray(d[take]), jnp.asarray(c_lo[take]), plan)
+        for a, b in zip(via_export, direct):
+            np.testing.assert_array_equal(np.asarray(a)[ix], np.asarray(b)[:ix.size])
+
+
+def test_a_second_process_reuses_the_program_files(tmp_path):
+    code = textwrap.dedent("""
+        import os, jaxshuffle as js
+        r = js.epsilon(js.stronger_clone_pair(1.0), 1e4, 1e-6)
+        print(repr(float(r.upper)), len(os.listdir(os.path.join(os.environ["JAXSHUFFLE_CACHE"], "programs"))))
+    """)
+    env = {**os.environ, "JAXSHUFFLE_CACHE": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert first.stdout == second.stdout  # same value, no new program written
+    assert int(first.stdout.split()[1]) >= 1
