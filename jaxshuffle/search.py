@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
@@ -362,3 +363,47 @@ def _epsilon_planned(pair: TwoCountPair, n, delta, plan: Plan, rtol: float, max_
     c_lo = jnp.where(jnp.isfinite(c_lo), c_lo, 0.0)
     res = epsilon_with_plan((u, v, w, r0, r1), n_, d_, c_lo, plan, rtol=rtol, max_iter=max_iter)
     return EpsilonBracket(*(x.reshape(shape) for x in res))
+
+
+# ----------------------------------------------------------------------------------------
+# The paper's Algorithm 1, as printed: a reproduction mode.
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "steps"))
+def _algorithm1_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, steps: int) -> jax.Array:
+    def one(u, v, w, r0, r1, n, delta, c_lo):
+        W = window_weights(n, r0, r1, c_lo, plan)
+        hi = jnp.log(jnp.maximum(u, v) / jnp.maximum(jnp.minimum(u, v), 1e-300))
+        hi = jnp.minimum(hi, EPS_CAP)
+
+        def meets_delta(eps):
+            return point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan, W=W).upper <= delta
+
+        return bisect_jax(meets_delta, jnp.zeros_like(hi), hi, steps=steps)[1]
+
+    return jax.vmap(one)(*pair_arrays, n, delta, c_lo)
+
+
+def algorithm1(pair: TwoCountPair, n, delta, *, steps: int = 20) -> jax.Array:
+    """The variation-ratio paper's Algorithm 1 as printed: ``steps`` halvings of ``[0, log p]``, returning eps_H.
+
+    ``eps_L = 0, eps_H = log max(u/v, v/u)``; each step halves the bracket at its midpoint,
+    keeping ``eps_H`` where ``D(eps) <= delta``. The paper's Table 5 prints this with
+    ``steps = 20`` and ``10`` (``benchmarks/table5.py`` shows both columns). Here the test
+    ``D(eps) <= delta`` uses the certified upper end of the divergence band, so the returned
+    ``eps_H`` is a certified upper bound on the pair's epsilon, coarser than :func:`epsilon` by up
+    to one grid step ``log(p) / 2^steps`` (the value at ``steps = 10`` sits up to ``log(p)/1024``
+    above the true epsilon, which is what the paper's T = 10 column shows). Eager only.
+    """
+    if not (isinstance(steps, int) and 1 <= steps <= 200):
+        raise ValueError(f"steps: must be an integer in [1, 200], got {steps!r}")
+    flat, values, shape = prepare_batch(pair, n, delta, "delta", "algorithm1")
+    u, v, w, r0, r1, n_, d_ = values
+    check_batch((u, v, w, r0, r1), n_, {"delta": (d_, lambda d: (d > 0) & (d < 1), "must lie in (0, 1)")})
+    L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
+    out = np.zeros(n_.size)
+    for plan, ix in bucket_plans(L, M, r0, r1, n_).items():
+        args = [jnp.asarray(np.asarray(x)[ix]) for x in (u, v, w, r0, r1)]
+        out[ix] = np.asarray(_algorithm1_with_plan(tuple(args), jnp.asarray(n_[ix]), jnp.asarray(d_[ix]),
+                                                   jnp.asarray(c_lo[ix]), plan, steps))
+    return jnp.asarray(out.reshape(shape))
