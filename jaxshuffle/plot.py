@@ -51,7 +51,7 @@ def _new_ax():
 
 
 def _as_result(results):
-    from jaxshuffle.sweeps import SweepResult, load
+    from jaxshuffle.sweeps.store import SweepResult, load
 
     if isinstance(results, SweepResult):
         return results
@@ -105,7 +105,7 @@ def _subset(res, randomizer, delta_rule, fixed: dict | None = None):
         res = res.select(delta=float(rule))
     notes = []
     skip = {"index", "randomizer", "n", "eps0", "delta_rule", "delta", *((fixed or {}).keys())}
-    from jaxshuffle.sweeps import COLUMNS
+    from jaxshuffle.sweeps.store import COLUMNS
 
     for k in list(res.keys()):
         if k in skip or k in COLUMNS:
@@ -153,22 +153,15 @@ def grr_frequency_std(eps0, n, k, f=0.0):
 def closed_form_bounds(eps0, n, delta, p=None, beta=None, q=None) -> dict[str, np.ndarray]:
     """Closed-form epsilon bounds (``inf`` where a theorem's conditions fail), keyed by legend label.
 
-    eps0-LDP bounds (any eps0-LDP randomizer): FMT'23 (stronger clones), FMT'21 (clones),
-    EFMRTT'19. With ``(p, beta, q)``: the variation-ratio Theorems 4.2 and 4.3 (these bound the
-    paper's Theorem 4.7 pair, a guarantee only when beta is the worst case).
+    The eps0-LDP forms of :data:`jaxshuffle.closed_forms.CLOSED_FORMS` except the generic blanket
+    bounds (FMT'23, FMT'21, EFMRTT'19); with ``(p, beta, q)`` also the variation-ratio Theorems 4.2
+    and 4.3 (bounds on the paper's Theorem 4.7 pair, a guarantee only at the worst-case beta).
     """
     from jaxshuffle import closed_forms as cf
 
     eps0, n, delta = (np.asarray(x, dtype=np.float64) for x in (eps0, n, delta))
-    out = {
-        "FMT'23 closed form": cf.fmt23_closed_form(n, eps0, delta)[0],
-        "FMT'21 closed form": cf.fmt21_closed_form(n, eps0, delta)[0],
-        "EFMRTT'19": cf.efmrtt19(n, eps0, delta)[0],
-    }
-    if p is not None:
-        out["VR Thm 4.3 (asymptotic)"] = cf.vr_theorem43(n, delta, p, beta, q)[0]
-        out["VR Thm 4.2 (analytic)"] = cf.vr_theorem42(n, delta, p, beta, q)[0]
-    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+    out = cf.evaluate(eps0, n, delta, p, beta, q)
+    return {label: value for label, (value, _, form) in out.items() if "blanket" not in label}
 
 
 _STYLES = {

@@ -63,6 +63,11 @@ class Status(enum.IntEnum):
     INVALID = 5  #: invalid input under jit: ``lower = 0, upper = inf``
     UNBOUNDED = 6  #: no finite eps <= 700 certified: ``upper = inf``
 
+    @property
+    def label(self) -> str:
+        """Lower-case name with dashes (``"max-iter"``), as the CLI and the sweep files write it."""
+        return self.name.lower().replace("_", "-")
+
 
 class EpsilonBracket(NamedTuple):
     """Result of :func:`epsilon`: ``lower <= eps(pair) <= upper``, certified, per point."""

@@ -190,7 +190,7 @@ def test_multi_message_blanket_count():
 
 
 def test_input_validation():
-    with pytest.raises(ValueError, match=r"^n: must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^n: must be a finite integer >= 1, got 2.5"):
         amplify(R.grr(1.0, 3), 2.5, 0.01)
     with pytest.raises(ValueError, match=r"^delta: must lie in \(0, 1\)"):
         amplify(R.grr(1.0, 3), 10, 1.0)

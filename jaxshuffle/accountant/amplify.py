@@ -89,6 +89,10 @@ class UpperSource:
     SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
     TV = 2  #: delta >= beta: eps = 0
 
+    #: short names by code (sweep files), and the descriptions the CLI prints
+    NAMES = ("worst-case", "scaled", "tv")
+    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
+
 
 class AmplificationReport(NamedTuple):
     """Result of :func:`amplify` (a pytree of arrays, all of the broadcast shape).

@@ -34,6 +34,10 @@ class CalibrationStatus(enum.IntEnum):
     UNATTAINABLE = 2  #: infeasible at ``n_max`` (calibrate_n): ``value = inf``, ``over = n_max``
     MAX_ITER = 3  #: probe limit reached; ``value`` is still feasible, only the bracket is wider
 
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
+
 
 class Calibration(NamedTuple):
     """Result of a calibration: float64 arrays of the broadcast shape.

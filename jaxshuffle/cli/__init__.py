@@ -34,10 +34,10 @@ from typing import Sequence
 import numpy as np
 
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
+from jaxshuffle.accountant import CalibrationStatus, UpperSource
+from jaxshuffle.search import Status
+from jaxshuffle.sweeps.grid import eval_rule, parse_delta, parse_grid
 
-_STATUS_NAMES = ("converged", "zero", "infinite", "max-iter", "error-limited", "invalid", "unbounded")
-_SOURCE_NAMES = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
-_CAL_STATUS = ("converged", "capped", "unattainable", "max-iter")
 
 
 class UsageError(Exception):
@@ -50,27 +50,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _grid(text: str) -> list[float]:
-    """Grid values: ``1e4,1e6`` (list), ``0.1:5:50`` (50 linearly spaced), ``1e3..1e6:7`` (7 log-spaced)."""
-    values: list[float] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if ".." in part:
-                ends, _, num = part.partition(":")
-                lo, hi = (float(x) for x in ends.split(".."))
-                values += np.geomspace(lo, hi, int(num)).tolist()
-            elif ":" in part:
-                lo, hi, num = part.split(":")
-                values += np.linspace(float(lo), float(hi), int(num)).tolist()
-            else:
-                values.append(float(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"invalid value {part!r} (use 1e4, a list 1e4,1e6, a range 0.1:5:50 or a log range 1e3..1e6:7)"
-            ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("empty value")
-    return values
+    """Grid values through the one parser (:func:`jaxshuffle.sweeps.grid.parse_grid`)."""
+    try:
+        return parse_grid(text).tolist()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _delta_items(text: str) -> list:
+    """Delta values and rules in n (``1e-6``, ``0.01/n``), as :func:`jaxshuffle.sweeps.grid.parse_delta` reads them."""
+    try:
+        return parse_delta(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _randomizer_name(argv: Sequence[str]) -> str | None:
@@ -117,7 +109,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pe.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     _add_entry_options(pe, entry)
     pe.add_argument("--n", type=_grid, required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
-    pe.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="delta in (0, 1)")
+    pe.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
+                    help="delta in (0, 1), or a rule in n such as 0.01/n")
     pe.add_argument("--rtol", type=float, default=1e-6, help="relative width of each epsilon bracket")
     pe.add_argument("--scaled", action="store_true",
                     help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
@@ -132,11 +125,12 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     _add_entry_options(pc, entry)
     pc.add_argument("--target", type=_grid, required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
     pc.add_argument("--n", type=_grid, default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
-    pc.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="delta in (0, 1)")
+    pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
+                    help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
-    from jaxshuffle.sweeps import add_plot_parser, add_sweep_parser
+    from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
 
     add_sweep_parser(sub)
     add_plot_parser(sub)
@@ -184,10 +178,24 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.6g}" if abs(x) < 1e-3 and x != 0 else f"{x:.6f}"
 
 
-def _cartesian(named: dict[str, list[float]]) -> tuple[list[str], dict[str, np.ndarray]]:
+def _cartesian(named: dict[str, list]) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Every combination of the named axes; a ``delta`` axis may hold rules in ``n`` (evaluated per point)."""
     names = list(named)
     combos = list(itertools.product(*(named[k] for k in names)))
-    return names, {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(names)}
+    cols = {k: np.asarray([c[i] for c in combos], dtype=object if k == "delta" else np.float64)
+            for i, k in enumerate(names)}
+    if "delta" in cols:
+        n = cols.get("n")
+        delta = np.empty(len(combos))
+        for i, d in enumerate(cols["delta"]):
+            if isinstance(d, str):
+                if n is None:
+                    raise UsageError(f"delta: the rule {d!r} is a function of n; give --n or a number")
+                delta[i] = float(eval_rule(d, np.asarray(n[i]), what="delta"))
+            else:
+                delta[i] = float(d)
+        cols["delta"] = delta
+    return names, cols
 
 
 def _entry_options(args, entry, skip=()) -> dict[str, list[float]]:
@@ -251,8 +259,8 @@ def _cmd_epsilon(args) -> int:
             "paper_certified": bool(rep["paper_certified"][i]),
             "has_lower": bool(rep["has_lower"][i]),
             "worst_case": _num(rep["worst_case"][i]),
-            "upper_source": _SOURCE_NAMES[int(rep["upper_source"][i])],
-            "status": _STATUS_NAMES[int(rep["status"][i])],
+            "upper_source": UpperSource.DESCRIPTIONS[int(rep["upper_source"][i])],
+            "status": Status(int(rep["status"][i])).label,
         })
     if args.json:
         print(json.dumps(rows, indent=1, allow_nan=False))
@@ -324,7 +332,7 @@ def _cmd_calibrate(args) -> int:
                "target": float(cols["target"][i]), "n": _num(n[i]), "delta": float(cols["delta"][i]),
                "solved_for": "eps0" if solve_eps0 else "n",
                "value": _num(np.asarray(cal.value)[i]), "over": _num(np.asarray(cal.over)[i]),
-               "calibration_status": _CAL_STATUS[int(status[i])]}
+               "calibration_status": CalibrationStatus(int(status[i])).label}
         if ok[i]:
             row.update(upper=_num(rep["upper"][j]), lower=_num(rep["lower"][j]), paper=_num(rep["paper"][j]),
                        certified=bool(rep["certified"][j]), paper_certified=bool(rep["paper_certified"][j]),

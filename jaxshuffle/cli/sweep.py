@@ -1,0 +1,192 @@
+"""`jaxshuffle sweep`, `jaxshuffle sweep merge` and `jaxshuffle plot`: argument parsing and the commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+from jaxshuffle.sweeps.grid import catalog_rows, default_grid, option_kinds, parse_grid
+from jaxshuffle.sweeps.run import parse_shard, sweep
+from jaxshuffle.sweeps.merge import merge
+from jaxshuffle.sweeps.store import load
+
+
+# ----------------------------------------------------------------------------------------
+# Command line: `jaxshuffle sweep`, `jaxshuffle sweep merge`, `jaxshuffle plot`
+
+_SWEEP_EPILOG = """\
+grid values:  1,2,5 (list) | 0.5:4:8 (8 linear) | 1e3..1e6:7 (7 log-spaced) | mixes: 0.1,1:5:5
+delta rules:  0.01/n, 1/n**1.1, min(1e-6, 1/n) (also in lists: 1e-6,0.01/n)
+option rules: an option may be a formula in the other options, e.g. --k 'max(1, round(d/(exp(eps0)+1)))'
+              (functions: log log10 exp sqrt min max round floor ceil; integer options are rounded)
+examples:
+  jaxshuffle sweep                                   # default grid -> jaxshuffle-sweep/results.csv + sweep.png
+  jaxshuffle sweep --randomizer general --eps0 1,2 --n 1e3,1e4 --delta 1e-6 --out DIR
+  jaxshuffle sweep --randomizer grr --k 3,10 --eps0 0.5..8:16 --n 1e3..1e6:7 --delta 0.01/n --out DIR
+resume:       rerun the same command: finished chunks are skipped (a killed sweep loses nothing done).
+multi-host:   host i runs the same command with --shard i/N --out run-i; then
+              jaxshuffle sweep merge run-0 ... run-(N-1) --out merged
+"""
+
+
+class _MergeSubcommand(argparse._SubParsersAction):
+    """The optional ``merge`` subcommand; a stray word is reported as such, not as a bad subcommand."""
+
+    class _Names(dict):
+        def __contains__(self, key) -> bool:  # argparse's choice check passes; __call__ reports strays
+            return True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.choices = self._Names()  # argparse checks choices before calling the action
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] not in self._name_parser_map:
+            raise argparse.ArgumentError(None, f"unrecognized arguments: {' '.join(values)} (options start with --; "
+                                               "the only subcommand is `sweep merge`)")
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``sweep`` (with its ``merge`` subcommand) to an argparse subparsers object.
+
+    The handler is stored as ``func`` (``args.func(args)`` returns the exit status).
+    """
+    p = subparsers.add_parser(
+        "sweep", help="certified amplification over a parameter grid (CSV/npz/JSON, resumable, sharded)",
+        description="Certified amplification over the cartesian grid of randomizer options, n and delta,\n"
+                    "evaluated in chunks with one compiled program per window bucket. Writes\n"
+                    "OUT/results.csv (one row per point: parameters, lower, upper, paper, certified,\n"
+                    "status), results.npz, results.json (versions, methods, tolerances, device) and, with\n"
+                    "matplotlib installed, OUT/sweep.png. With no axes it runs the embedded default grid\n"
+                    "(general randomizer, eps0 0.2..8, n 1e2..1e5, delta 1e-6; under a minute on 2 cores).",
+        epilog=_SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("--randomizer", default=None, metavar="NAME[,NAME]",
+                   help="catalog name(s) (see `jaxshuffle randomizers`; default general)")
+    kinds = option_kinds()
+    users: dict[str, list[str]] = {}
+    helps: dict[str, set] = {}
+    for rname, e in catalog_rows().items():
+        for a in e.args:
+            users.setdefault(a.name, []).append(rname)
+            helps.setdefault(a.name, set()).add(a.help)
+    for name in sorted(kinds, key=lambda s: (s != "eps0", s.lower())):
+        flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        who = users[name] if len(users[name]) <= 4 else users[name][:4] + ["..."]
+        text = ("local budget eps0 (p = e^eps0)" if name == "eps0" else next(iter(helps[name]))
+                if len(helps[name]) == 1 else f"option {name}, meaning per randomizer (`jaxshuffle randomizers`)")
+        p.add_argument(*flags, dest=f"opt_{name}", default=None, metavar="GRID",
+                       help=f"{text} [{', '.join(who)}]" if name != "eps0" else f"{text}")
+    p.add_argument("--n", default=None, metavar="GRID", help="number of users (grid; rounded to integers)")
+    p.add_argument("--delta", default=None, metavar="GRID|RULE", help="delta: numbers and/or rules in n (0.01/n)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output directory (default jaxshuffle-sweep)")
+    p.add_argument("--rtol", type=float, default=1e-6, help="relative width of every epsilon bracket (default 1e-6)")
+    p.add_argument("--no-lower", action="store_true", help="skip the Theorem 5.1 lower bounds")
+    p.add_argument("--scaled", action="store_true",
+                   help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
+                        "inputs has total variation exactly beta, e.g. k-ary RR; see jaxshuffle.accountant)")
+    p.add_argument("--no-merge-buckets", action="store_true",
+                   help="one program per natural window size (exactly amplify's windows; more compiles)")
+    p.add_argument("--shard", default=None, metavar="i/N", help="run only shard i of N (multi-host); merge later")
+    p.add_argument("--devices", type=int, default=None, metavar="K", help="use the first K local devices (default all)")
+    p.add_argument("--chunk-size", type=int, default=None, metavar="C", help="searches per chunk (default: automatic)")
+    p.add_argument("--memory", type=float, default=None, metavar="BYTES", help="working memory per device for a chunk")
+    p.add_argument("--plot", default=None, metavar="PNG", help="figure path (default OUT/sweep.png)")
+    p.add_argument("--no-plot", action="store_true", help="do not draw the figure")
+    p.add_argument("--overwrite", action="store_true", help="replace a different sweep found in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_cmd_sweep, sweep_command=None)
+    sub = p.add_subparsers(dest="sweep_command", metavar="{merge}", action=_MergeSubcommand)
+    pm = sub.add_parser("merge", help="join shard files / sweep directories of one sweep",
+                        description="Join the shards of one sweep (directories or shard-i-of-N.npz files) into "
+                                    "OUT/results.csv, results.npz, results.json.", allow_abbrev=False)
+    pm.add_argument("inputs", nargs="+", metavar="DIR_OR_SHARD")
+    pm.add_argument("--out", required=True, metavar="DIR")
+    pm.add_argument("--allow-partial", action="store_true", help="write the finished points even if some are missing")
+    pm.add_argument("--quiet", action="store_true")
+    pm.set_defaults(func=_cmd_merge)
+    return p
+
+
+def _cmd_sweep(args) -> int:
+    kinds = option_kinds()
+    opts = {k: getattr(args, f"opt_{k}") for k in kinds if getattr(args, f"opt_{k}", None) is not None}
+    default = args.randomizer is None and not opts and args.n is None and args.delta is None
+    if default:
+        g = default_grid()
+        name, n, delta = g.pop("randomizer"), g.pop("n"), g.pop("delta")
+        opts = g
+    else:
+        name, n, delta = args.randomizer or "general", args.n, args.delta
+        if n is None:
+            raise ValueError("n: required (e.g. --n 1e3,1e4 or --n 1e3..1e6:7)")
+        if delta is None:
+            raise ValueError("delta: required (e.g. --delta 1e-6 or --delta 0.01/n)")
+    out = args.out or "jaxshuffle-sweep"
+    res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower, scaled_variant=args.scaled,
+                merge_buckets=not args.no_merge_buckets, shard=args.shard, devices=args.devices,
+                chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet, overwrite=args.overwrite,
+                **opts)
+    msg = f"{len(res)} points -> {Path(out) / 'results.csv'}"
+    if res.complete and not args.no_plot and _shard_n(args.shard) == 1:
+        png = Path(args.plot) if args.plot else Path(out) / "sweep.png"
+        try:
+            from jaxshuffle import plot as jplot
+
+            jplot.summary_figure(res, png)
+            msg += f", {png}"
+        except ImportError as exc:
+            if args.plot:
+                raise ValueError(f"plot: {exc}") from None
+            print(f"[sweep] no figure: {exc}", file=sys.stderr)
+    print(msg)
+    return 0
+
+
+def _shard_n(shard) -> int:
+    return parse_shard(shard)[1]
+
+
+def _cmd_merge(args) -> int:
+    res = merge(args.inputs, args.out, allow_partial=args.allow_partial, quiet=args.quiet)
+    print(f"{len(res)} points -> {Path(args.out) / 'results.csv'}")
+    return 0
+
+
+def add_plot_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``plot`` (``jaxshuffle plot RESULTS.csv -o out.png``) to an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "plot", help="plot sweep results (amplification ratio, privacy-utility surface)",
+        description="Draw a figure from a sweep's results (results.csv, results.npz or the sweep directory). "
+                    "kind auto: the privacy-utility surface over (n, eps0) and the amplification ratio when the "
+                    "grid has several n and eps0, else the ratio only. Needs matplotlib (pip install "
+                    "'jaxshuffle[plot]').", allow_abbrev=False)
+    p.add_argument("results", metavar="RESULTS", help="results.csv / results.npz / sweep directory")
+    p.add_argument("-o", "--output", required=True, metavar="PNG", help="output image (png, pdf, svg)")
+    p.add_argument("--kind", choices=("auto", "ratio", "surface", "both"), default="auto")
+    p.add_argument("--n", type=float, default=None, help="ratio plot: this n only (default: one line per n)")
+    p.add_argument("--delta-rule", default=None, help="use the points with this delta_rule (default: the first)")
+    p.add_argument("--randomizer", default=None, help="use the points of this randomizer (default: the first)")
+    p.add_argument("--targets", default="0.1,0.3,1", metavar="EPS[,EPS]", help="contour levels of amplified eps")
+    p.add_argument("--utility-k", type=float, default=None, metavar="K",
+                   help="overlay the std of the k-ary RR frequency estimator (default: the grid's k, else 10; 0: none)")
+    p.add_argument("--dpi", type=int, default=150)
+    p.set_defaults(func=_cmd_plot)
+    return p
+
+
+def _cmd_plot(args) -> int:
+    try:
+        from jaxshuffle import plot as jplot
+
+        jplot._require_matplotlib()
+    except ImportError as exc:
+        raise ValueError(f"plot: {exc}") from None
+    res = load(args.results)
+    targets = [float(x) for x in parse_grid(args.targets)]
+    jplot.summary_figure(res, args.output, kind=args.kind, n=args.n, delta_rule=args.delta_rule,
+                         randomizer=args.randomizer, targets=targets, utility_k=args.utility_k, dpi=args.dpi)
+    print(args.output)
+    return 0

@@ -1,0 +1,359 @@
+"""Grid syntax, the only parser of grid values and delta rules in jaxshuffle, and the expansion of a sweep spec.
+
+Syntax (CLI and string arguments): ``1,2,5`` (a list); ``0.5:4:8`` (8 evenly spaced values,
+ends included); ``1e3..1e6:7`` (7 log-spaced values); pieces combine (``0.1,1:5:5``). ``n`` and
+integer options are rounded and duplicates dropped (order kept). An option may be a rule in the
+randomizer's other options (``k="max(1, round(d/(exp(eps0)+1)))"``); ``delta`` accepts rules in ``n``
+(``0.01/n``, ``min(1e-6, 1/n)``). Rules are a whitelist of arithmetic evaluated in float64 (no
+Python integer powers: ``1/n**(9**9**9)`` is 0 at once). Grids are sized before anything is
+allocated: an axis of more than :data:`MAX_AXIS_VALUES` values (``JAXSHUFFLE_MAX_GRID``) is refused
+with a message naming the size and how to lift the cap.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import math
+import os
+from typing import Mapping
+
+import numpy as np
+
+
+# ----------------------------------------------------------------------------------------
+# Grid syntax
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"invalid number {text!r} (grid syntax: 1,2,5 | 0.5:4:8 | 1e3..1e6:7)") from None
+
+
+#: Largest number of values one grid axis may have (checked before anything is allocated);
+#: the environment variable ``JAXSHUFFLE_MAX_GRID`` (API and CLI) or ``max_values=`` lifts it.
+MAX_AXIS_VALUES = int(float(os.environ.get("JAXSHUFFLE_MAX_GRID", "1e6")))
+#: Largest number of points of a whole sweep grid (the cartesian product), same variable.
+MAX_GRID_POINTS = int(float(os.environ.get("JAXSHUFFLE_MAX_GRID", "1e7")))
+
+
+def _count(text: str, piece: str, max_values: int) -> int:
+    try:
+        k = float(text)
+    except ValueError:
+        k = -1.0
+    if not (k >= 1 and k == math.floor(k) and math.isfinite(k)):
+        raise ValueError(f"invalid grid {piece!r}: the count after ':' must be an integer >= 1")
+    if k > max_values:
+        raise ValueError(f"invalid grid {piece!r}: {k:.0f} values exceed the limit of {max_values} per axis "
+                         "(set JAXSHUFFLE_MAX_GRID to lift it)")
+    return int(k)
+
+
+def parse_grid(text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+    """Values of a grid: ``"1,2,5"``, ``"0.5:4:8"`` (linspace), ``"1e3..1e6:7"`` (geomspace), or a mix.
+
+    Numbers and sequences are accepted as they are. ``integer=True`` rounds to integers.
+    Exact duplicates are dropped, order kept. Raises ValueError on bad syntax, and before
+    allocating anything when a piece asks for more than ``max_values`` values.
+    """
+    if isinstance(text, str):
+        values: list[float] = []
+        for piece in text.split(","):
+            piece = piece.strip()
+            if not piece:
+                raise ValueError(f"invalid grid {text!r}: empty item")
+            if ".." in piece:
+                head, _, k = piece.rpartition(":")
+                if not head or ".." not in head:
+                    raise ValueError(f"invalid grid {piece!r}: a log grid is A..B:K (e.g. 1e3..1e6:7)")
+                a, b = head.split("..", 1)
+                a, b, k = _number(a), _number(b), _count(k, piece, max_values)
+                if not (a > 0 and b > 0):
+                    raise ValueError(f"invalid grid {piece!r}: a log grid needs positive ends")
+                values.extend(np.geomspace(a, b, k).tolist() if k > 1 else [a])
+            elif ":" in piece:
+                parts = piece.split(":")
+                if len(parts) != 3:
+                    raise ValueError(f"invalid grid {piece!r}: a linear grid is A:B:K (e.g. 0.5:4:8)")
+                a, b, k = _number(parts[0]), _number(parts[1]), _count(parts[2], piece, max_values)
+                values.extend(np.linspace(a, b, k).tolist() if k > 1 else [a])
+            else:
+                values.append(_number(piece))
+        arr = np.asarray(values, dtype=np.float64)
+    else:
+        arr = np.atleast_1d(np.asarray(text, dtype=np.float64)).ravel()
+    if integer:
+        arr = np.round(arr)
+    _, first = np.unique(arr, return_index=True)
+    return arr[np.sort(first)]
+
+
+_FUNCS = {"log": np.log, "log10": np.log10, "exp": np.exp, "sqrt": np.sqrt, "min": np.minimum, "max": np.maximum,
+          "round": np.round, "floor": np.floor, "ceil": np.ceil}
+
+
+def check_rule(node: ast.AST, text: str, names=("n",), what: str = "delta") -> None:
+    ok = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow,
+          ast.USub, ast.UAdd, ast.Load, ast.Call)
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float)):
+            continue
+        if isinstance(sub, ast.Name) and (sub.id in names or sub.id in _FUNCS):
+            continue
+        if isinstance(sub, ast.Name):
+            raise ValueError(f"{what}: rule {text!r} uses {sub.id!r} (allowed names: {', '.join(names)})")
+        if isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id in _FUNCS):
+            raise ValueError(f"{what}: rule {text!r} calls an unknown function (allowed: {', '.join(_FUNCS)})")
+        if not isinstance(sub, ok):
+            raise ValueError(f"{what}: rule {text!r} is not an arithmetic expression "
+                             f"(numbers, {', '.join(names)}, + - * / **, {', '.join(_FUNCS)})")
+
+
+class _FloatConstants(ast.NodeTransformer):
+    """Numeric literals become float64 names, so a rule never does Python big-integer arithmetic."""
+
+    def __init__(self):
+        self.values: dict[str, np.float64] = {}
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            name = f"_c{len(self.values)}"
+            self.values[name] = np.float64(node.value)
+            return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+        return node
+
+
+def eval_rule(text: str, n: np.ndarray | None = None, *, env: dict | None = None, what: str = "delta") -> np.ndarray:
+    """Evaluate a checked rule in float64 (``1/n**(9**9**9)`` is 0 at once, never a huge integer)."""
+    env = {"n": n} if env is None else env
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"{what}: rule {text!r} does not parse") from None
+    check_rule(tree, text, tuple(env), what)
+    consts = _FloatConstants()
+    tree = ast.fix_missing_locations(consts.visit(tree))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in env.values()))
+    values = {k: np.asarray(v, dtype=np.float64) for k, v in env.items()}
+    with np.errstate(all="ignore"):
+        value = eval(compile(tree, f"<{what} rule>", "eval"), {"__builtins__": {}},  # noqa: S307
+                     {**_FUNCS, **values, **consts.values})
+    return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+
+
+def is_rule(text) -> bool:
+    return isinstance(text, str) and any(not (c.isdigit() or c in "eE.+-:, ") for c in text)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses (``min(1e-6, 1/n),1e-8`` has two items)."""
+    parts, depth, cur = [], 0, []
+    for c in text:
+        if c == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        depth += (c == "(") - (c == ")")
+        cur.append(c)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_delta(text) -> list:
+    """Items of a delta axis: floats and rule strings in ``n`` (``"1e-6,0.01/n"``), or as given.
+
+    Accepts a string (grid syntax plus rules), a number, a callable ``f(n) -> delta``, or a
+    sequence of those. Rules are checked (a whitelist of arithmetic) and kept as strings.
+    """
+    if callable(text):
+        return [text]
+    if isinstance(text, str):
+        items: list = []
+        for piece in _split_top(text):
+            piece = piece.strip()
+            if is_rule(piece):
+                eval_rule(piece, np.ones(1))  # checks it
+                items.append(piece)
+            else:
+                try:
+                    items.extend(parse_grid(piece).tolist())
+                except ValueError as exc:
+                    raise ValueError(f"delta: {exc}") from None
+        return items
+    if isinstance(text, (list, tuple)):
+        out: list = []
+        for t in text:
+            out.extend(parse_delta(t) if isinstance(t, str) or callable(t) else [float(t)])
+        return out
+    return [float(x) for x in np.atleast_1d(np.asarray(text, dtype=np.float64)).ravel()]
+
+
+# ----------------------------------------------------------------------------------------
+# The grid
+
+
+def default_grid() -> dict:
+    """The embedded default grid (``jaxshuffle sweep`` with no axes): about a minute on 2 CPU cores.
+
+    Any eps0-LDP randomizer (``general``: the certified bound of the stronger clone),
+    eps0 from 0.25 to 6 (12 log-spaced values), n from 100 to 10^4 (9 log-spaced values),
+    delta = 1e-6: a privacy surface and the amplification ratio, 108 points.
+    """
+    return dict(randomizer="general", eps0="0.2..8:16", n="1e2..1e5:13", delta="1e-6")
+
+
+def catalog_rows():
+    from jaxshuffle.randomizers import CATALOG
+
+    return CATALOG
+
+
+def option_kinds() -> dict[str, str]:
+    kinds: dict[str, str] = {}
+    for e in catalog_rows().values():
+        for a in e.args:
+            kinds.setdefault(a.name, a.kind)
+    return kinds
+
+
+def _delta_label(rule) -> str:
+    if isinstance(rule, str):
+        return rule
+    if isinstance(rule, dict):
+        return rule["name"]
+    return repr(float(rule))
+
+
+def build_spec(randomizer, n, delta, axes: Mapping) -> dict:
+    """A JSON-serializable description of the grid (what the fingerprint covers)."""
+    catalog = catalog_rows()
+    names = [randomizer] if isinstance(randomizer, str) else list(randomizer)
+    names = [s.strip() for name in names for s in name.split(",")] if names else []
+    if not names:
+        raise ValueError("randomizer: give at least one catalog name")
+    for name in names:
+        if name not in catalog:
+            raise ValueError(f"randomizer: unknown name {name!r}; choose one of {', '.join(sorted(catalog))}")
+    kinds = option_kinds()
+    used = set()
+    for name in names:
+        used |= {a.name for a in catalog[name].args}
+    grids: dict[str, list[float] | dict] = {}
+    for key, value in axes.items():
+        if value is None:
+            continue
+        if key not in kinds or key not in used:
+            valid = sorted(used)
+            raise ValueError(f"{key}: not an option of randomizer(s) {', '.join(names)} (options: {', '.join(valid)})")
+        if is_rule(value):  # derived option: a rule in the other options
+            eval_rule(value, env={k: np.ones(1) for k in used if k != key}, what=key)  # syntax and names
+            grids[key] = {"rule": value.strip()}
+            continue
+        grids[key] = parse_grid(value, integer=kinds[key] == "int").tolist()
+        if not grids[key]:
+            raise ValueError(f"{key}: empty grid")
+    if n is None:
+        raise ValueError("n: required (e.g. n='1e3,1e4' or --n 1e3..1e6:7)")
+    if delta is None:
+        raise ValueError("delta: required (e.g. delta=1e-6, '0.01/n' or --delta 1e-8,0.01/n)")
+    n_vals = parse_grid(n, integer=True)
+    if not np.all(np.isfinite(n_vals) & (n_vals >= 1)):
+        raise ValueError("n: must be integers >= 1")
+    rules = []
+    for item in parse_delta(delta):
+        if callable(item):
+            vals = np.asarray(item(n_vals.copy()), dtype=np.float64)
+            vals = np.broadcast_to(vals, n_vals.shape)
+            rules.append({"name": getattr(item, "__name__", "delta(n)"), "n": n_vals.tolist(), "values": vals.tolist()})
+        else:
+            rules.append(item)
+    return {"randomizers": names, "options": grids, "n": n_vals.tolist(), "delta": rules}
+
+
+def _rule_values(rule, n: np.ndarray) -> np.ndarray:
+    if isinstance(rule, str):
+        return eval_rule(rule, n)
+    if isinstance(rule, dict):
+        table = dict(zip(rule["n"], rule["values"]))
+        return np.asarray([table[float(x)] for x in n], dtype=np.float64)
+    return np.full(n.shape, float(rule))
+
+
+@dataclasses.dataclass
+class Group:
+    """One randomizer's block of consecutive grid points."""
+
+    name: str
+    start: int
+    stop: int
+    options: dict[str, np.ndarray]
+
+
+def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
+    """Grid points (parameter columns) of a spec, in index order; groups per randomizer."""
+    catalog = catalog_rows()
+    n_vals = np.asarray(spec["n"], dtype=np.float64)
+    rules = spec["delta"]
+    option_names: list[str] = []
+    kinds = option_kinds()
+    for name in spec["randomizers"]:
+        for a in catalog[name].args:
+            if a.name not in option_names:
+                option_names.append(a.name)
+    cols: dict[str, list] = {k: [] for k in ("randomizer", *option_names, "n", "delta_rule", "delta")}
+    groups: list[Group] = []
+    start = 0
+    for name in spec["randomizers"]:
+        entry = catalog[name]
+        axes, free, derived = [], [], {}
+        for a in entry.args:
+            given = spec["options"].get(a.name)
+            if isinstance(given, dict):
+                derived[a.name] = given["rule"]
+            elif given is not None:
+                axes.append(given)
+                free.append(a.name)
+            elif a.default is not None:
+                axes.append([float(a.default)])
+                free.append(a.name)
+            else:
+                raise ValueError(f"{a.name}: required option of randomizer {name!r} ({a.help}; {a.range_text()})")
+        total = math.prod(len(a) for a in axes) * len(n_vals) * len(rules)
+        if total > MAX_GRID_POINTS:
+            raise ValueError(f"grid: {total} points for randomizer {name!r} exceed the limit of {MAX_GRID_POINTS} "
+                             "(set JAXSHUFFLE_MAX_GRID to lift it, or split the sweep with --shard)")
+        combos = list(itertools.product(*axes, range(len(n_vals)), range(len(rules))))
+        size = len(combos)
+        opts = {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(free)}
+        for k, rule in derived.items():
+            val = eval_rule(rule, env=dict(opts), what=k)
+            if kinds[k] == "int":
+                val = np.round(val)
+            opts[k] = np.array(val, dtype=np.float64)
+        opts = {a.name: opts[a.name] for a in entry.args}
+        n_idx = np.asarray([c[-2] for c in combos], dtype=np.int64)
+        r_idx = np.asarray([c[-1] for c in combos], dtype=np.int64)
+        n_pts = n_vals[n_idx]
+        delta = np.empty(size)
+        for j, rule in enumerate(rules):
+            sel = r_idx == j
+            delta[sel] = _rule_values(rule, n_pts[sel])
+        if not np.all((delta > 0) & (delta < 1)):
+            bad = int(np.argmax(~((delta > 0) & (delta < 1))))
+            raise ValueError(f"delta: must lie in (0, 1); rule {_delta_label(rules[r_idx[bad]])} "
+                             f"gives {delta[bad]!r} at n = {n_pts[bad]:g}")
+        cols["randomizer"].extend([name] * size)
+        for k in option_names:
+            cols[k].extend(opts[k].tolist() if k in opts else [math.nan] * size)
+        cols["n"].extend(n_pts.tolist())
+        cols["delta_rule"].extend(_delta_label(rules[j]) for j in r_idx)
+        cols["delta"].extend(delta.tolist())
+        groups.append(Group(name, start, start + size, opts))
+        start += size
+    table = {k: (np.asarray(v, dtype=str) if k in ("randomizer", "delta_rule") else np.asarray(v, dtype=np.float64))
+             for k, v in cols.items()}
+    return table, groups, option_names

@@ -1,0 +1,106 @@
+"""Merge the shards of a multi-host sweep (``--shard i/N``) or partial sweep directories into one result."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from jaxshuffle.sweeps.jobs import SweepGrid
+from jaxshuffle.sweeps.store import (
+    COLUMNS,
+    MAX_ITER,
+    METHODS,
+    RESULT_ORDER,
+    SweepResult,
+    environment,
+    load_chunks,
+    utc_now,
+    write_results,
+)
+
+
+def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = False) -> SweepResult:
+    """Join shard files / sweep directories of ONE sweep into ``out/results.{csv,npz,json}``.
+
+    Each input is a sweep directory (its finished chunks are used) or a ``shard-i-of-N.npz``.
+    Raises ValueError if the inputs belong to different sweeps, disagree on a value, or (unless
+    ``allow_partial``) do not cover every point.
+    """
+    if not inputs:
+        raise ValueError("inputs: give at least one shard file or sweep directory")
+    manifest = None
+    parts: list[dict] = []
+    for inp in inputs:
+        p = Path(inp)
+        if p.is_dir():
+            if not (p / "sweep.json").exists():
+                raise ValueError(f"inputs: {p} is not a sweep directory (no sweep.json)")
+            m = json.loads((p / "sweep.json").read_text())
+            parts.extend(load_chunks(p / "chunks", int(m["chunks"]), m["fingerprint"]).values())
+            for sh in sorted(p.glob("shard-*-of-*.npz")):
+                parts.append(read_shard(sh)[1])
+        elif p.suffix == ".npz":
+            m, data = read_shard(p)
+            parts.append(data)
+        else:
+            raise ValueError(f"inputs: {p} is neither a sweep directory nor a shard .npz")
+        if manifest is None:
+            manifest = m
+        elif m["fingerprint"] != manifest["fingerprint"]:
+            raise ValueError(f"inputs: {p} belongs to a different sweep (fingerprint {m['fingerprint']} "
+                             f"!= {manifest['fingerprint']})")
+    spec, settings = manifest["spec"], manifest["settings"]
+    grid = SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False))
+    J = len(grid.jobs)
+    if J != manifest["jobs"]:
+        raise ValueError("inputs: the grid does not rebuild to the recorded number of searches "
+                         "(different jaxshuffle version?)")
+    lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
+    status_j = np.full(J, 5, np.int8)
+    seen = np.zeros(J, dtype=bool)
+    for data in parts:
+        ids = data["jobs"]
+        again = seen[ids]
+        if again.any():
+            same = (np.array_equal(lower_j[ids[again]], data["lower"][again])
+                    and np.array_equal(upper_j[ids[again]], data["upper"][again])
+                    and np.array_equal(status_j[ids[again]], data["status"][again]))
+            if not same:
+                raise ValueError("inputs: two shards disagree on a value of the same search")
+        lower_j[ids], upper_j[ids], status_j[ids] = data["lower"], data["upper"], data["status"]
+        seen[ids] = True
+    pending = grid.pending(seen)
+    points = np.nonzero(pending == 0)[0]
+    if points.size < grid.size and not allow_partial:
+        raise ValueError(f"inputs: {grid.size - points.size} of {grid.size} points are missing "
+                         "(run the remaining shards, or pass --allow-partial)")
+    import jax
+
+    order = ["index", *grid.table.keys(), *RESULT_ORDER]
+    cols = grid.combine(lower_j, upper_j, status_j, points)
+    meta = {**environment(jax.local_devices()), "methods": METHODS, "columns": COLUMNS,
+            "fingerprint": manifest["fingerprint"], "grid": spec, "settings": settings,
+            "tolerances": {"rtol": settings["rtol"], "max_iter": MAX_ITER},
+            "points": grid.size, "searches": J, "complete": bool(points.size == grid.size),
+            "merged_from": [str(x) for x in inputs], "written": utc_now()}
+    result = SweepResult({k: cols[k] for k in order}, meta, Path(out))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_results(out, result, order)
+    if not quiet:
+        print(f"[sweep merge] {points.size}/{grid.size} points -> {out / 'results.csv'}", file=sys.stderr)
+    return result
+
+
+def read_shard(path: Path) -> tuple[dict, dict]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+            manifest = json.loads(str(z["manifest"]))
+    except Exception as exc:
+        raise ValueError(f"inputs: {path} is not a readable shard file ({exc})") from None
+    return manifest, data

@@ -1,0 +1,328 @@
+"""The sweep driver: :func:`sweep` (resumable, sharded, multi-host with ``shard=(i, N)``) and its progress display."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from jaxshuffle.sweeps.grid import build_spec
+from jaxshuffle.sweeps.jobs import SweepGrid
+from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
+from jaxshuffle.sweeps.store import (
+    COLUMNS,
+    MAX_ITER,
+    METHODS,
+    RESULT_ORDER,
+    SweepResult,
+    atomic_write,
+    clear_store,
+    csv_text,
+    environment,
+    load_chunks,
+    npz_bytes,
+    utc_now,
+    write_results,
+)
+
+
+# ----------------------------------------------------------------------------------------
+# The sweep
+
+
+class _Progress:
+    """Progress lines on stderr; the ETA separates compile time (first chunk of a program) from compute."""
+
+    def __init__(self, quiet: bool, total_chunks: int, total_points: int, done_points: int):
+        self.quiet = quiet
+        self.total_chunks = total_chunks
+        self.total_points = total_points
+        self.start_points = done_points
+        self.t0 = time.perf_counter()
+        self.steady_s = 0.0  # time of chunks whose program was already compiled
+        self.steady_work = 0.0
+        self.first_s: list[float] = []  # chunks that compiled their program
+
+    def update(self, i: int, chunk_desc: str, done_points: int, work: float, dt: float, compiled: bool,
+               work_left: float, programs_left: int):
+        if compiled:
+            self.first_s.append(dt)
+        else:
+            self.steady_s += dt
+            self.steady_work += work
+        if self.quiet:
+            return
+        el = time.perf_counter() - self.t0
+        rate = (done_points - self.start_points) / el if el > 0 else 0.0
+        if self.steady_work > 0:
+            per_work = self.steady_s / self.steady_work
+        else:  # only compiling chunks so far: an upper estimate
+            per_work = sum(self.first_s) / max(work, 1.0) / max(len(self.first_s), 1)
+        compile_s = float(np.mean(self.first_s)) if self.first_s else 0.0
+        eta = work_left * per_work + programs_left * compile_s
+        eta_s = str(datetime.timedelta(seconds=int(eta))) if math.isfinite(eta) else "?"
+        print(f"[sweep] chunk {i}/{self.total_chunks} ({chunk_desc}, {dt:.1f} s{', new program' if compiled else ''}): "
+              f"{done_points}/{self.total_points} points, {rate:.1f} points/s, ETA {eta_s}",
+              file=sys.stderr, flush=True)
+
+
+def _devices(devices):
+    import jax
+
+    local = jax.local_devices()
+    if devices is None:
+        return local
+    if isinstance(devices, int):
+        if not 1 <= devices <= len(local):
+            raise ValueError(f"devices: must be between 1 and {len(local)} (local devices)")
+        return local[:devices]
+    return list(devices)
+
+
+def parse_shard(shard) -> tuple[int, int]:
+    if shard is None:
+        return 0, 1
+    if isinstance(shard, str):
+        try:
+            i, n = (int(x) for x in shard.split("/"))
+        except ValueError:
+            raise ValueError(f"shard: {shard!r} is not of the form i/N (e.g. 0/4)") from None
+    else:
+        i, n = shard
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard: need 0 <= i < N, got {i}/{n}")
+    return int(i), int(n)
+
+
+def _fingerprint(spec: dict, settings: dict) -> str:
+    import jaxshuffle
+
+    text = json.dumps({"spec": spec, "settings": settings, "version": jaxshuffle.__version__}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
+          scaled_variant: bool = False, merge_buckets: bool = True, shard=None, devices=None, chunk_size: int | None = None,
+          memory: float | None = None, quiet: bool = False, overwrite: bool = False,
+          **options) -> SweepResult:
+    """Certified amplification over the cartesian product of parameter axes.
+
+    Args:
+      randomizer: catalog name (``jaxshuffle.randomizers.CATALOG``), a comma list or a list of
+        names; every option axis applies to the randomizers that have that option.
+      n: number of users: grid string (``"1e3..1e6:7"``), number or sequence (rounded to integers).
+      delta: number, rule in ``n`` (``"0.01/n"``), callable ``f(n)``, grid string, or a list.
+      **options: randomizer options (``eps0="0.5:4:8"``, ``k=[3, 10]``); omitted options with a
+        catalog default take it.
+      out: directory for the files (``None``: in memory only, nothing written, no resume).
+      rtol: relative width of every epsilon bracket (``search.epsilon``'s rtol).
+      lower: compute the Theorem 5.1 lower bound where the catalog has its parameters.
+      scaled_variant: also use the (u+v)-scaled pair in ``upper`` (opt-in, as in
+        :func:`~jaxshuffle.accountant.amplify`: proven when every pair of inputs has total
+        variation exactly beta, e.g. k-ary randomized response).
+      merge_buckets: merge small window buckets into larger ones when that is cheaper than a
+        compile (still certified; ``False`` gives exactly ``amplify``'s windows).
+      shard: ``"i/N"`` or ``(i, N)``: run only every N-th chunk starting at i (multi-host).
+      devices: ``None`` (all local devices), a count, or a list of devices; more than one shards
+        each chunk over a 1-D mesh.
+      chunk_size: jobs per chunk (default: from ``memory`` and a time target, power of two).
+      memory: bytes of working memory per device for a chunk (default 1 GiB on CPU, a quarter of
+        the device memory on accelerators).
+      quiet: no progress on stderr.
+      overwrite: discard an existing sweep of a *different* grid in ``out`` (same grid: resume).
+
+    Returns:
+      :class:`SweepResult` with one row per grid point (``complete`` False for a shard).
+
+    Raises:
+      ValueError naming the parameter for a bad grid, randomizer or option value.
+    """
+    spec = build_spec(randomizer, n, delta, options)
+    return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
+                merge_buckets=merge_buckets, shard=shard,
+                devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite)
+
+
+def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet, overwrite):
+    from jaxshuffle._config import require_x64
+
+    require_x64()
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    shard_i, shard_n = parse_shard(shard)
+    devs = _devices(devices)
+    # With --shard every host must derive the same buckets and chunk layout from the grid alone:
+    # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
+    platform_name = devs[0].platform if shard_n == 1 else "cpu"
+    settings = {"rtol": float(rtol), "lower": bool(lower), "scaled_variant": bool(scaled_variant),
+                "merge_buckets": bool(merge_buckets),
+                "platform": platform_name if merge_buckets else "any"}
+    fingerprint = _fingerprint(spec, settings)
+    if out is not None and (Path(out) / "sweep.json").exists() and merge_buckets:
+        # Resuming on another platform: keep the bucket merging (hence the values) of the original run.
+        old_platform = json.loads((Path(out) / "sweep.json").read_text()).get("settings", {}).get("platform")
+        if old_platform and old_platform != settings["platform"]:
+            alt = {**settings, "platform": old_platform}
+            if _fingerprint(spec, alt) == json.loads((Path(out) / "sweep.json").read_text())["fingerprint"]:
+                settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
+    t_plan = time.perf_counter()
+    grid = SweepGrid(spec, lower, scaled_variant)
+    buckets = plan_jobs(grid.jobs, merge_buckets, platform_name)
+    if memory is None:
+        memory = 2.0 ** 30
+        if platform_name != "cpu":
+            try:
+                memory = 0.25 * float(devs[0].memory_stats()["bytes_limit"])
+            except Exception:  # pragma: no cover - backends without memory_stats
+                memory = 2.0 ** 32
+    layout_settings = {"ndev": len(devs) if shard_n == 1 else 1, "memory": float(memory),
+                       "chunk_size": chunk_size, "platform": platform_name}
+
+    out_dir = Path(out) if out is not None else None
+    done_chunks: dict[int, dict] = {}
+    manifest = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        mpath = out_dir / "sweep.json"
+        if mpath.exists():
+            old = json.loads(mpath.read_text())
+            if old.get("fingerprint") != fingerprint:
+                if not overwrite:
+                    raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
+                                     f"!= {fingerprint}); use another --out or --overwrite")
+                clear_store(out_dir)
+            else:
+                manifest = old
+                layout_settings = old["layout_settings"]
+        chunk_dir = out_dir / "chunks"
+        chunk_dir.mkdir(exist_ok=True)
+    chunks = chunk_layout(buckets, int(layout_settings["ndev"]), layout_settings.get("platform", platform_name),
+                     float(layout_settings["memory"]), layout_settings["chunk_size"])
+    if out_dir is not None:
+        if manifest is None:
+            manifest = {"fingerprint": fingerprint, "spec": spec, "settings": settings,
+                        "layout_settings": layout_settings, "chunks": len(chunks), "points": grid.size,
+                        "jobs": int(len(grid.jobs)), "created": utc_now()}
+            atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
+        done_chunks = load_chunks(out_dir / "chunks", len(chunks), fingerprint)
+    plan_s = time.perf_counter() - t_plan
+
+    J = len(grid.jobs)
+    lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
+    status_j, iter_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
+    job_done = np.zeros(J, dtype=bool)
+    for ci, data in done_chunks.items():
+        ids = data["jobs"]
+        lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = data["lower"], data["upper"], data["status"], data["iterations"]
+        job_done[ids] = True
+    chunk_ids = lambda ci: buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]  # noqa: E731
+    mine = [ci for ci in range(len(chunks)) if ci % shard_n == shard_i]
+    todo = [ci for ci in mine if not job_done[chunk_ids(ci)].all()]  # by coverage, not by file name
+
+    # Points finished so far (for the progressive CSV): every job of the point done.
+    pending = grid.pending(job_done)
+    csv_cols = ["index", *grid.table.keys(), *RESULT_ORDER]
+    csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 else None
+    csv_file = None
+    if csv_path is not None:
+        done_pts = np.nonzero(pending == 0)[0]
+        cols = grid.combine(lower_j, upper_j, status_j, done_pts)
+        atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
+        csv_file = open(csv_path, "a", newline="")
+
+    env = environment(devs)
+    runner = Runner(rtol, devs)
+    work = lambda ci: chunks[ci]["size"] * buckets[chunks[ci]["bucket"]][0].window  # noqa: E731
+    work_left = float(sum(work(ci) for ci in todo))
+    remaining: dict = {}
+    for ci in todo:
+        kk = (buckets[chunks[ci]["bucket"]][0], chunks[ci]["size"])
+        remaining[kk] = remaining.get(kk, 0) + 1
+    progress = _Progress(quiet, len(mine), grid.size, int((pending == 0).sum()))
+    if not quiet:
+        print(f"[sweep] {grid.size} points, {J} distinct searches in {len(buckets)} window buckets, "
+              f"{len(chunks)} chunks ({len(mine) - len(todo)} of this {'shard' if shard_n > 1 else 'sweep'}'s "
+              f"{len(mine)} already done), {len(devs)} {devs[0].platform} device(s)", file=sys.stderr, flush=True)
+    sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
+    t0 = time.perf_counter()
+    try:
+        for k_pos, ci in enumerate(todo):
+            k = len(mine) - len(todo) + 1 + k_pos
+            ch = chunks[ci]
+            plan, ids_all, clo_all = buckets[ch["bucket"]]
+            ids, clo = ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]]
+            t = time.perf_counter()
+            compiled = not runner.is_compiled(plan, ch["size"])
+            lo, up, st, it = runner.run(plan, grid.jobs[ids], clo, ch["size"])
+            dt = time.perf_counter() - t
+            lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
+            fresh = ids[~job_done[ids]]
+            job_done[ids] = True
+            if out_dir is not None:
+                atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
+                              npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
+                                         fingerprint=np.asarray(fingerprint)))
+            touched = grid.points_of_jobs(fresh)
+            pending -= np.bincount(touched, minlength=grid.size)
+            touched = np.unique(touched)
+            fin = touched[pending[touched] == 0]
+            if csv_file is not None and fin.size:
+                cols = grid.combine(lower_j, upper_j, status_j, fin)
+                csv_file.write(csv_text(cols, csv_cols, False))
+                csv_file.flush()
+                os.fsync(csv_file.fileno())
+            work_left -= work(ci)
+            key = (plan, ch["size"])
+            remaining[key] -= 1
+            programs_left = sum(1 for kk, cnt in remaining.items() if cnt > 0 and not runner.is_compiled(*kk))
+            progress.update(k, f"window {plan.window}, {len(ids)} searches", int((pending == 0).sum()),
+                            work(ci), dt, compiled, work_left, programs_left)
+            if sleep:
+                time.sleep(sleep)
+    finally:
+        if csv_file is not None:
+            csv_file.close()
+    elapsed = time.perf_counter() - t0
+
+    all_done = bool(job_done.all())
+    from jaxshuffle.plan import TRUNC_FRACTION
+
+    meta = {**env, "methods": METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
+            "settings": settings,
+            "tolerances": {"rtol": float(rtol), "max_iter": MAX_ITER,
+                           "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
+                                                "added to the certified divergence band)"},
+            "buckets": [{"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric,
+                         "searches": int(len(ids))} for pl, ids, _ in buckets],
+            "points": grid.size, "searches": J, "chunks": len(chunks),
+            "shard": [shard_i, shard_n], "complete": all_done,
+            "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
+                       "programs_compiled": len(runner.compiled)},
+            "written": utc_now()}
+    if out_dir is not None and shard_n > 1:
+        mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
+                                   for ci in mine]) if mine else np.zeros(0, np.int64)
+        atomic_write(out_dir / f"shard-{shard_i}-of-{shard_n}.npz",
+                      npz_bytes(jobs=mine_ids, lower=lower_j[mine_ids], upper=upper_j[mine_ids],
+                                 status=status_j[mine_ids], iterations=iter_j[mine_ids],
+                                 manifest=np.asarray(json.dumps(manifest))))
+        if not quiet:
+            print(f"[sweep] shard {shard_i}/{shard_n} done -> {out_dir / f'shard-{shard_i}-of-{shard_n}.npz'}; "
+                  f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
+    if all_done or shard_n == 1:
+        points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
+        cols = grid.combine(lower_j, upper_j, status_j, points)
+        result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
+        if out_dir is not None and (all_done or shard_n == 1):
+            write_results(out_dir, result, csv_cols)
+        return result
+    points = np.nonzero(pending == 0)[0]
+    cols = grid.combine(lower_j, upper_j, status_j, points)
+    return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)

@@ -1,0 +1,290 @@
+"""Storage of a sweep: manifest, atomic chunk files, the long-format CSV, the npz and JSON sidecar; load and merge.
+
+Every file is written to a temporary name, fsync'd and renamed, so a file is either complete or
+absent; :func:`load` and :func:`read_csv` detect a torn last row.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from jaxshuffle.accountant.amplify import UpperSource
+from jaxshuffle.search import Status
+
+
+
+STATUS_NAMES = tuple(s.label for s in Status)
+SOURCE_NAMES = UpperSource.NAMES
+MAX_ITER = 60
+
+#: Result columns after the parameter columns, with their meaning (also in the JSON sidecar).
+COLUMNS = {
+    "index": "grid point number (row order of the cartesian product)",
+    "randomizer": "catalog name (jaxshuffle.randomizers.CATALOG)",
+    "n": "number of users",
+    "delta_rule": "delta as given (a number or a rule in n)",
+    "delta": "delta of the (eps, delta) guarantee",
+    "lower": "lower bound on the shuffled mechanism's eps (Theorem 5.1 pair; 0 where has_lower is false)",
+    "upper": "certified upper bound on eps: worst-case-beta pair (and the (u+v)-scaled pair if scaled_variant), "
+             "0 if delta >= beta",
+    "paper": "paper's Theorem 4.7 value at the randomizer's beta (NOT a guarantee unless paper_certified)",
+    "certified": "upper is a sound (certified) upper bound",
+    "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
+    "worst_case": "certified eps of the worst-case-beta pair (bound for any randomizer with this p, q)",
+    "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + ")",
+    "paper_certified": "the paper's pair has w = 0 (then paper is sound and equals worst_case)",
+    "has_lower": "lower comes from a Theorem 5.1 pair",
+    "status_lower": "engine status of the best lower-bound search",
+    "status_paper": "engine status of the paper-value search",
+    "p": "variation-ratio parameter p (largest probability ratio)",
+    "beta": "variation-ratio parameter beta (largest total variation)",
+    "q": "variation-ratio blanket ratio q",
+}
+RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "upper_source",
+                 "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
+STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper"}
+BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
+
+
+# ----------------------------------------------------------------------------------------
+# Storage: manifest, atomic chunk files, CSV
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def npz_bytes(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def format_cell(key: str, x) -> str:
+    if key in BOOL_COLUMNS:
+        return "true" if x else "false"
+    if isinstance(x, (str, np.str_)):
+        return str(x)
+    x = float(x)
+    if math.isnan(x):
+        return ""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if key in ("index", "n") and x == int(x):
+        return str(int(x))
+    return repr(x)
+
+
+def csv_text(columns: dict[str, np.ndarray], order: Sequence[str], header: bool) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if header:
+        w.writerow(order)
+    cols = [columns[k] for k in order]
+    for i in range(len(cols[0]) if cols else 0):
+        w.writerow([format_cell(k, c[i]) for k, c in zip(order, cols)])
+    return buf.getvalue()
+
+
+def read_csv(path) -> dict[str, np.ndarray]:
+    """Columns of a results CSV (floats, strings and booleans restored; empty cells are NaN)."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise ValueError(f"{path}: empty CSV")
+    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    out: dict[str, np.ndarray] = {}
+    for j, key in enumerate(header):
+        vals = [r[j] for r in body]
+        if key in STRING_COLUMNS:
+            out[key] = np.asarray(vals, dtype=str)
+        elif key in BOOL_COLUMNS:
+            out[key] = np.asarray([v == "true" for v in vals], dtype=bool)
+        else:
+            out[key] = np.asarray([float(v) if v else math.nan for v in vals], dtype=np.float64)
+    if "index" in out:
+        out["index"] = out["index"].astype(np.int64)
+    return out
+
+
+class SweepResult:
+    """Long-format results: ``columns`` (name -> numpy array, one entry per grid point) and ``meta``.
+
+    ``result["upper"]`` gives a column; ``len(result)`` the number of points; ``select(n=1e4)``
+    filters rows; ``complete`` is False for a partial view (interrupted sweep, partial merge).
+    """
+
+    def __init__(self, columns: dict[str, np.ndarray], meta: dict | None = None, path: Path | None = None):
+        self.columns = dict(columns)
+        self.meta = dict(meta or {})
+        self.path = path
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.columns[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.columns
+
+    def keys(self):
+        return self.columns.keys()
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete", True))
+
+    def select(self, **conditions) -> "SweepResult":
+        """Rows where each named column equals the value (floats compared with a 1e-9 relative tolerance)."""
+        keep = np.ones(len(self), dtype=bool)
+        for k, v in conditions.items():
+            col = self.columns[k]
+            if col.dtype.kind in "fc":
+                keep &= np.isclose(col, float(v), rtol=1e-9, atol=0.0)
+            else:
+                keep &= col == v
+        return SweepResult({k: c[keep] for k, c in self.columns.items()}, self.meta, self.path)
+
+    def unique(self, key: str) -> np.ndarray:
+        col = self.columns[key]
+        _, first = np.unique(col, return_index=True)
+        return col[np.sort(first)]
+
+    def to_csv(self, path) -> None:
+        atomic_write(Path(path), csv_text(self.columns, list(self.columns), True).encode())
+
+    def __repr__(self) -> str:
+        return f"SweepResult({len(self)} points, columns={list(self.columns)}, complete={self.complete})"
+
+
+def load(path) -> SweepResult:
+    """Load sweep results from a directory (``results.npz`` or ``results.csv``), a ``.npz`` or a ``.csv``."""
+    path = Path(path)
+    meta: dict = {}
+    if path.is_dir():
+        side = path / "results.json"
+        if side.exists():
+            meta = json.loads(side.read_text())
+        path = path / "results.npz" if (path / "results.npz").exists() else path / "results.csv"
+    elif path.with_suffix(".json").exists():
+        meta = json.loads(path.with_suffix(".json").read_text())
+    if not path.exists():
+        raise ValueError(f"results: {path} does not exist")
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            cols = {k: z[k] for k in z.files}
+    else:
+        cols = read_csv(path)
+    return SweepResult(cols, meta, path)
+
+
+def environment(devices) -> dict:
+    import jax
+
+    import jaxshuffle
+    from jaxshuffle.divergence import REL_ERR, REL_TAIL
+
+    return {
+        "library": "jaxshuffle", "version": jaxshuffle.__version__, "jax": jax.__version__,
+        "jaxlib": getattr(jax.lib, "__version__", jax.__version__) if hasattr(jax, "lib") else jax.__version__,
+        "numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine(),
+        "float64": bool(jax.config.read("jax_enable_x64")),
+        "devices": [{"platform": d.platform, "kind": d.device_kind, "id": d.id} for d in devices],
+        "process_count": jax.process_count(),
+        "engine": {"pmf_rel_err_budget": REL_ERR, "tail_rel_err_budget": REL_TAIL},
+    }
+
+
+METHODS = {
+    "upper": "certified: eps(worst-case-beta pair vr_pair(p,(p-1)/(p+1),q)) at delta; 0 where delta >= beta; "
+             "with scaled_variant also min with eps(clone pair with the paper pair's r) at delta/(u+v) where w > 0 "
+             "(jaxshuffle.accountant.amplify; shared/MATH.md section 5)",
+    "lower": "lower end of the certified bracket of the Theorem 5.1 pair(s) (catalog lower parameters and x* = x0)",
+    "paper": "upper end of the bracket of the paper's Theorem 4.7 pair vr_pair(p, beta, q): not a guarantee when w > 0",
+    "engine": "jaxshuffle.search.epsilon_with_plan: safeguarded Newton bracketing on the certified hockey-stick "
+              "divergence band (jaxshuffle.divergence), float64",
+}
+
+
+def write_results(out_dir: Path, result: SweepResult, order: Sequence[str]) -> None:
+    cols = result.columns
+    atomic_write(out_dir / "results.csv", csv_text(cols, order, True).encode())
+    if result.complete:
+        atomic_write(out_dir / "results.npz", npz_bytes(**cols))
+    atomic_write(out_dir / "results.json", json.dumps(result.meta, indent=1, default=_json_default).encode())
+
+
+def _json_default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(type(x))
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def clear_store(out_dir: Path) -> None:
+    for name in ("sweep.json", "results.csv", "results.npz", "results.json"):
+        (out_dir / name).unlink(missing_ok=True)
+    for p in out_dir.glob("shard-*-of-*.npz"):
+        p.unlink()
+    if (out_dir / "chunks").is_dir():
+        for p in (out_dir / "chunks").iterdir():
+            p.unlink()
+
+
+def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None) -> dict[int, dict]:
+    """Finished chunks; leftovers of a killed write (temporary files) and unreadable files are removed."""
+    done: dict[int, dict] = {}
+    for p in sorted(chunk_dir.iterdir()):
+        if p.name.startswith("."):  # temporary file of an interrupted atomic write
+            p.unlink(missing_ok=True)
+            continue
+        if not (p.name.startswith("c") and p.suffix == ".npz"):
+            continue
+        try:
+            ci = int(p.stem[1:])
+            with np.load(p, allow_pickle=False) as z:
+                data = {k: z[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+                ok = fingerprint is None or str(z["fingerprint"]) == fingerprint
+            ok = ok and 0 <= ci < n_chunks and len({len(v) for v in data.values()}) == 1
+        except Exception:  # truncated or corrupt: recompute this chunk
+            ok = False
+        if ok:
+            done[ci] = data
+        else:
+            p.unlink(missing_ok=True)
+    return done
