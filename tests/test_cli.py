@@ -103,13 +103,13 @@ def test_randomizers_list(capsys):
     (["epsilon", "--randomizer", "grr", "--eps0", "1", "--n", "2", "--delta", "0.01"], "k: required option"),
     (["epsilon", "--randomizer", "nope", "--n", "2", "--delta", "0.01"], "randomizer: unknown name 'nope'"),
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "-1", "--n", "2", "--delta", "0.01"],
-     "eps0: must be a number in [0, inf)"),
+     "eps0: must be a number in [0, 700], got -1"),
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "2"],
      "delta: must lie in (0, 1)"),
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "0.5", "--delta", "0.1"],
-     "n: must be an integer >= 1"),
+     "n: must be a finite integer >= 1, got 0.5"),
     (["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1x", "--n", "2", "--delta", "0.1"],
-     "argument --eps0: invalid value '1x'"),
+     "argument --eps0: invalid number '1x'"),
     (["epsilon", "--randomizer", "subset-selection", "--eps0", "1", "--d", "3", "--k", "3", "--n", "2",
       "--delta", "0.1"], "k: must be <= d - 1"),
     (["calibrate", "--randomizer", "metric-laplace", "--dmax", "2", "--target", "0.5", "--n", "10",
@@ -139,7 +139,7 @@ def test_subprocess_smoke(tmp_path):
     bad = subprocess.run(base + ["epsilon", "--randomizer", "grr", "--k", "1", "--eps0", "1", "--n", "2",
                                  "--delta", "0.01"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.strip() == "jaxshuffle: error: k: must be an integer >= 2 (NaN is not)"
+    assert bad.stderr.strip() == "jaxshuffle: error: k: must be an integer >= 2, got 1"
 
 
 def test_sandwich_cli_shows_the_counterexample(capsys):

@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
+from jaxshuffle.cli import sweep as cli_sweep
 from jaxshuffle import sweeps as sw
 
 mpl = pytest.importorskip("matplotlib", reason="matplotlib is the optional 'plot' extra")
@@ -100,7 +101,7 @@ def test_summary_figure_png_and_cli(tmp_path):
     res.to_csv(tmp_path / "results.csv")
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    sw.add_plot_parser(sub)
+    cli_sweep.add_plot_parser(sub)
     out = tmp_path / "cli.png"
     args = parser.parse_args(["plot", str(tmp_path / "results.csv"), "-o", str(out), "--kind", "ratio",
                               "--n", "1000"])

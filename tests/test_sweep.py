@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxshuffle.cli import sweep as cli_sweep
 from jaxshuffle import sweeps as sw
+from jaxshuffle.sweeps import grid as grid_mod
+from jaxshuffle.sweeps import jobs as jobs_mod
+from jaxshuffle.sweeps import schedule as schedule_mod
 from jaxshuffle.accountant import amplify
 from jaxshuffle.randomizers import CATALOG
 
@@ -68,8 +72,8 @@ def test_parse_delta_rules():
     assert sw.parse_delta("1e-6,0.01/n") == [1e-6, "0.01/n"]
     assert sw.parse_delta("1e-8..1e-6:3") == pytest.approx([1e-8, 1e-7, 1e-6])
     n = np.array([10.0, 1000.0])
-    np.testing.assert_allclose(sw._eval_rule("0.01/n", n), [1e-3, 1e-5])
-    np.testing.assert_allclose(sw._eval_rule("min(1e-4, 1/n**1.5)", n), [1e-4, 1000.0 ** -1.5])
+    np.testing.assert_allclose(grid_mod.eval_rule("0.01/n", n), [1e-3, 1e-5])
+    np.testing.assert_allclose(grid_mod.eval_rule("min(1e-4, 1/n**1.5)", n), [1e-4, 1000.0 ** -1.5])
     assert sw.parse_delta("min(1e-4, 1/n),1e-8") == ["min(1e-4, 1/n)", 1e-8]
     for bad in ("__import__('os').getcwd()", "n.real", "open('x')", "[n]", "lambda: 1"):
         with pytest.raises(ValueError, match="delta"):
@@ -78,22 +82,22 @@ def test_parse_delta_rules():
 
 def test_spec_errors():
     with pytest.raises(ValueError, match="randomizer: unknown"):
-        sw._build_spec("nope", 10, 0.1, {})
+        grid_mod.build_spec("nope", 10, 0.1, {})
     with pytest.raises(ValueError, match="k: not an option"):
-        sw._build_spec("general", 10, 0.1, {"k": "3"})
+        grid_mod.build_spec("general", 10, 0.1, {"k": "3"})
     with pytest.raises(ValueError, match="n: required"):
-        sw._build_spec("general", None, 0.1, {"eps0": 1})
+        grid_mod.build_spec("general", None, 0.1, {"eps0": 1})
     with pytest.raises(ValueError, match="k: required option"):
-        sw._expand(sw._build_spec("grr", 10, 0.1, {"eps0": 1}))
+        grid_mod.expand(grid_mod.build_spec("grr", 10, 0.1, {"eps0": 1}))
     with pytest.raises(ValueError, match="delta: must lie in"):
-        sw._expand(sw._build_spec("general", "1,10", "2/n", {"eps0": 1}))
+        grid_mod.expand(grid_mod.build_spec("general", "1,10", "2/n", {"eps0": 1}))
     with pytest.raises(ValueError, match="eps0"):  # catalog validation names the option
-        sw._Grid(sw._build_spec("general", 10, 0.1, {"eps0": -1}), True)
+        jobs_mod.SweepGrid(grid_mod.build_spec("general", 10, 0.1, {"eps0": -1}), True)
 
 
 def test_grid_order_and_defaults():
-    spec = sw._build_spec(["grr", "local-hash"], "2,4", "0.1,0.01/n", {"eps0": "1,2", "k": 3, "l": 4})
-    table, groups, names = sw._expand(spec)
+    spec = grid_mod.build_spec(["grr", "local-hash"], "2,4", "0.1,0.01/n", {"eps0": "1,2", "k": 3, "l": 4})
+    table, groups, names = grid_mod.expand(spec)
     assert names == ["eps0", "k", "l", "collision"]
     assert [g.name for g in groups] == ["grr", "local-hash"]
     assert len(table["n"]) == 2 * 2 * 2 * 2
@@ -133,8 +137,8 @@ def test_sweep_equals_amplify():
 
 def test_general_dedupes_paper():
     """For a worst-case randomizer the paper's pair is the worst-case pair: one search per point."""
-    spec = sw._build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
-    grid = sw._Grid(spec, True)
+    spec = grid_mod.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
+    grid = jobs_mod.SweepGrid(spec, True)
     assert len(grid.jobs) == grid.size == 4
     res = sw.sweep("general", eps0="0.5,2", n="4,16", delta=1e-3, chunk_size=4, quiet=True)
     np.testing.assert_array_equal(res["paper"], res["upper"])
@@ -146,10 +150,10 @@ def test_general_dedupes_paper():
 def test_merge_windows_dp():
     L = np.array([16] * 100 + [32] * 100 + [4096] * 3)
     sym = np.ones(L.size, bool)
-    out = sw._merge_windows(L, sym, cost=2e-5)
+    out = schedule_mod._merge_windows(L, sym, cost=2e-5)
     assert set(out[:200].tolist()) == {32}  # merging 16 into 32 is cheaper than a compile
     assert set(out[200:].tolist()) == {4096}
-    out = sw._merge_windows(L, sym, cost=1.0)  # compute dear: no merging
+    out = schedule_mod._merge_windows(L, sym, cost=1.0)  # compute dear: no merging
     np.testing.assert_array_equal(out, L)
 
 
@@ -196,8 +200,8 @@ def test_files_csv_npz_json(tmp_path):
 def test_cli_parsers(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="jaxshuffle")
     sub = parser.add_subparsers(dest="command")
-    sw.add_sweep_parser(sub)
-    sw.add_plot_parser(sub)
+    cli_sweep.add_sweep_parser(sub)
+    cli_sweep.add_plot_parser(sub)
     out = tmp_path / "cli"
     args = parser.parse_args(["sweep", "--randomizer", "general", "--eps0", "1,2", "--n", "3,9", "--delta", "1e-3",
                               "--out", str(out), "--quiet", "--no-plot", "--chunk-size", "4"])
@@ -253,7 +257,7 @@ KILL_ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:24", "--n", "1
 
 
 def _run_cli(args, env, timeout=240):
-    return subprocess.run([sys.executable, "-m", "jaxshuffle.sweeps", *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "jaxshuffle.cli", *args], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -263,7 +267,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path, cache_dir):
     assert done.returncode == 0, done.stderr
     n_chunks = 6  # 24 points, one search each, 4 per chunk
 
-    proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.sweeps", *KILL_ARGS, "--out", str(killed)],
+    proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.cli", *KILL_ARGS, "--out", str(killed)],
                             env=_env(cache_dir, JAXSHUFFLE_SWEEP_CHUNK_SLEEP="1.0"), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -343,8 +347,8 @@ def test_four_cpu_devices_equal_single_device(tmp_path, cache_dir):
 def test_default_grid_is_small():
     """`jaxshuffle sweep` with no axes: ~200 points in at most 2 programs (under a minute on 2 cores)."""
     g = sw.default_grid()
-    spec = sw._build_spec(g.pop("randomizer"), g.pop("n"), g.pop("delta"), g)
-    grid = sw._Grid(spec, True)
-    buckets = sw._plan_jobs(grid.jobs, True, "cpu")
+    spec = grid_mod.build_spec(g.pop("randomizer"), g.pop("n"), g.pop("delta"), g)
+    grid = jobs_mod.SweepGrid(spec, True)
+    buckets = schedule_mod.plan_jobs(grid.jobs, True, "cpu")
     assert 100 <= grid.size <= 300 and len(grid.jobs) == grid.size
     assert len(buckets) <= 2 and max(p.window for p, _, _ in buckets) <= 4096
