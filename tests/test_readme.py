@@ -68,3 +68,16 @@ def test_shell_example_runs(line, tmp_path):
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Traceback" not in res.stderr
+
+
+def test_docs_math_names_only_tests_that_exist():
+    """docs/math.md points each formula at the test that checks it: every such pointer resolves."""
+    text = (README.parent / "docs" / "math.md").read_text()
+    current = None
+    missing = []
+    for m in re.finditer(r"(tests/test_[a-z0-9_]+\.py)?::(test_[a-z0-9_]+)", text):
+        current = m.group(1) or current
+        source = (README.parent / current).read_text()
+        if not re.search(rf"def {m.group(2)}\b", source):
+            missing.append(f"{current}::{m.group(2)}")
+    assert not missing
