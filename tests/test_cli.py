@@ -157,6 +157,7 @@ def test_sandwich_cli_json_and_errors(capsys):
     assert cli.main(["sandwich", "--grr", "3", "--n", "3", "--delta", "0.01"]) == 2
 
 
+@pytest.mark.slow
 def test_compare_cli_writes_table_and_figure(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert cli.main(["compare", "--randomizer", "grr", "--k", "3", "--eps0", "0.5:2:3", "--n", "1e3",

@@ -1,4 +1,5 @@
 """Process-wide settings (jaxshuffle._config): the x64 decision and the compilation cache."""
+import pytest
 import os
 import subprocess
 import sys
@@ -43,6 +44,7 @@ def test_default_enables_x64_on_import():
     assert res.stdout.strip() == "float64"
 
 
+@pytest.mark.slow
 def test_compilation_cache_is_on_by_default_and_can_be_moved_or_switched_off(tmp_path):
     where = tmp_path / "cache"
     res = _run("""

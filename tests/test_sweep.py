@@ -112,6 +112,7 @@ def test_grid_order_and_defaults():
 # ------------------------------------------------------------------------------ values
 
 
+@pytest.mark.slow
 def test_sweep_equals_amplify():
     """Per-point values are exactly amplify's (upper, lower, paper, worst_case, statuses)."""
     res = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False,
@@ -333,6 +334,7 @@ FOUR_DEVICES = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_four_cpu_devices_equal_single_device(tmp_path, cache_dir):
     env = _env(cache_dir)
     proc = subprocess.run([sys.executable, "-c", FOUR_DEVICES, str(tmp_path / "four")], env=env, cwd=ROOT,

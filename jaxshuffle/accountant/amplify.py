@@ -145,7 +145,8 @@ def amplify(randomizer: VRParams, n, delta, *,
 
     Args:
       randomizer: variation-ratio parameters (e.g. ``jaxshuffle.randomizers.grr(1.0, 3)``);
-        any batch shape.
+        any batch shape; or a mechanism object with a ``vr_params()`` method
+        (``jaxshuffle.randomizers.witchhat(m, f, b)``).
       n: number of users (integer >= 1), broadcast against the randomizer and ``delta``.
       delta: target delta in (0, 1).
       lower_params: Theorem 5.1 parameters (``*_lower`` functions of the catalog), or a
@@ -168,6 +169,8 @@ def amplify(randomizer: VRParams, n, delta, *,
       outside (0, 1), parameters outside their ranges, lower bounds for a multi-message
       randomizer).
     """
+    if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
+        randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)
     return _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
 
 

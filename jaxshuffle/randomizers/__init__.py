@@ -90,3 +90,4 @@ from jaxshuffle.randomizers.multi_message import (
     pure_dump,
 )
 from jaxshuffle.randomizers.params import Arg, Inputs, LowerParams, VRParams
+from jaxshuffle.randomizers.witchhat import WitchHat, witchhat

@@ -16,6 +16,7 @@ from jaxshuffle.randomizers.ldp import *  # noqa: F401,F403  (the rows' function
 from jaxshuffle.randomizers.metric import *  # noqa: F401,F403
 from jaxshuffle.randomizers.multi_message import *  # noqa: F401,F403
 from jaxshuffle.randomizers.params import BLANKET, D01, DMAX, EPS0, EPS1, EPS2, Arg, LowerParams, VRParams
+from jaxshuffle.randomizers.witchhat import B_ARG, F_ARG, M_ARG, witchhat_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,9 @@ CATALOG: dict[str, Entry] = {
     "planar-laplace": Entry(planar_laplace, (D01, DMAX), "planar Laplace on R^2, l2 metric",
                             "Table 3 planar Laplace; Andres et al. 2013", {"d01": 1.0, "dmax": 2.0}, None,
                             "dmax >= d01"),
+    "witchhat": Entry(witchhat_params, (M_ARG, F_ARG, B_ARG), "WitchHat for a number in [-b, b] (local metric DP)",
+                      "metric-DP supplement, sections D and E", {"m": 2.0, "f": 0.5, "b": 1.0}, None,
+                      "eps0 = min(m, 4b/f); metric D(a, b) = min(m, 2|a-b|/f)"),
     "balcer-cheu": Entry(balcer_cheu, (COIN, BLANKET), "binary summation, blanket bits ~ Bernoulli(coin)",
                          "Table 4; Balcer, Cheu 2020", {"coin": 0.3, "blanket_per_user": 2}),
     "balcer-uniform": Entry(balcer_uniform, (BLANKET,), "binary summation, uniform blanket bits",
