@@ -24,7 +24,7 @@ def _quad(fn, w, x):
 @pytest.mark.parametrize("m,f,b", GRID)
 def test_normaliser_mean_and_exact_variance_against_quadrature(m, f, b):
     w = witchhat(m, f, b)
-    c = float(w.normaliser) / float(w._k)
+    c = float(w.normaliser) / (f * (1 - math.exp(-m) - m * math.exp(-m)))
     for x in (-b, -0.3 * b, 0.0, 0.7 * b, b):
         dens = lambda z: float(w.density(z, x))  # noqa: E731
         assert _quad(dens, w, x) == pytest.approx(1.0, rel=1e-11)

@@ -42,23 +42,24 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import gammainc
 from jax.typing import ArrayLike
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
 from jaxshuffle.randomizers.params import Arg, Inputs, VRParams
 
-__all__ = ["WitchHat", "witchhat", "witchhat_params", "M_WH", "F_WH", "B_WH",
+__all__ = ["WitchHat", "witchhat", "witchhat_params", "M_ARG", "F_ARG", "B_ARG",
            "witchhat_from_local_metric", "witchhat_from_candidates", "best_f"]
 
-M_WH = Arg("m", "real", 0.0, 700.0, low_open=True, high_open=False,
+M_ARG = Arg("m", "real", 0.0, 700.0, low_open=True, high_open=False,
            help="WitchHat cap m: the metric min(m, 2|a-b|/f) never exceeds m")
-F_WH = Arg("f", "real", 0.0, low_open=True, help="WitchHat width f (units of x): slope 2/f of the metric")
-B_WH = Arg("b", "real", 0.0, low_open=True, help="WitchHat input bound b: inputs x in [-b, b]")
+F_ARG = Arg("f", "real", 0.0, low_open=True, help="WitchHat width f (units of x): slope 2/f of the metric")
+B_ARG = Arg("b", "real", 0.0, low_open=True, help="WitchHat input bound b: inputs x in [-b, b]")
 
 
 def _inputs(m, f, b) -> Inputs:
-    return Inputs((M_WH, m), (F_WH, f), (B_WH, b))
+    return Inputs((M_ARG, m), (F_ARG, f), (B_ARG, b))
 
 
 @jax.tree_util.register_dataclass
@@ -79,6 +80,11 @@ class WitchHat:
     def half_width(self) -> jax.Array:
         """``R = m f / 2``: the hat's half-width; outputs lie in ``[-b - R, b + R]``."""
         return 0.5 * self.m * self.f
+
+    @property
+    def reach(self) -> jax.Array:
+        """Alias of :attr:`half_width` (``R = m f / 2``)."""
+        return self.half_width
 
     @property
     def floor(self) -> jax.Array:
@@ -102,10 +108,11 @@ class WitchHat:
 
     # ---- density, sampling, estimation -----------------------------------------------
     def _check_x(self, x: jax.Array, name: str = "x") -> jax.Array:
-        ok = (jnp.abs(x) <= self.b)
+        ok = jnp.abs(x) <= self.b
         if is_concrete(x, self.b):
-            lo = float(jnp.min(-self.b)) if jnp.size(self.b) else 0.0
-            check(ok | jnp.isnan(self.b), name, f"must lie in [-b, b] (b = {-lo:g})", value=x)
+            bv = np.asarray(self.b)
+            where = f" = [{-float(bv):g}, {float(bv):g}]" if bv.ndim == 0 else ""
+            check(ok, name, f"must lie in [-b, b]{where}", value=x)
         return ok
 
     def density(self, z: ArrayLike, x: ArrayLike) -> jax.Array:
@@ -139,23 +146,32 @@ class WitchHat:
         is inverted in closed form. Invalid ``x`` (traced) gives NaN.
         """
         x = f64(x)
-        shape = broadcast_shapes_or_raise(x=jnp.shape(x), m=jnp.shape(self.m))
+        shape = broadcast_shapes_or_raise(x=x, m=self.m, f=self.f, b=self.b)
         x = jnp.broadcast_to(x, shape)
         ok = self._check_x(x)
+        u = jax.random.uniform(key, shape, dtype=jnp.float64)
+        return jnp.where(ok, self._quantile(u, x), jnp.nan)
+
+    def quantile(self, u: ArrayLike, x: ArrayLike) -> jax.Array:
+        """Inverse CDF ``z(u)`` of ``p(. | x)`` for ``u in [0, 1)`` (what :meth:`sample` applies)."""
+        u, x = f64(u), f64(x)
+        ok = self._check_x(x)
+        return jnp.where(ok, self._quantile(u, x), jnp.nan)
+
+    def _quantile(self, u, x):
         f, b, R, em, N = self.f, self.b, self.half_width, self.floor, self.normaliser
-        t = jax.random.uniform(key, shape, dtype=jnp.float64) * N
+        t = u * N
         m1 = em * (x + b)
         m2 = 0.5 * f * (-jnp.expm1(-self.m))
-        s1 = t
         s2 = jnp.clip(t - m1, 0.0, m2)
         s3 = jnp.clip(t - m1 - m2, 0.0, m2)
         s4 = jnp.maximum(t - m1 - 2.0 * m2, 0.0)
-        z1 = -b - R + s1 / em
+        z1 = -b - R + t / em
         z2 = x + 0.5 * f * jnp.log(2.0 * s2 / f + em)
         z3 = x - 0.5 * f * jnp.log1p(-2.0 * s3 / f)
         z4 = x + R + s4 / em
         z = jnp.where(t < m1, z1, jnp.where(t < m1 + m2, z2, jnp.where(t < m1 + 2.0 * m2, z3, z4)))
-        return jnp.where(ok, jnp.clip(z, -b - R, b + R), jnp.nan)
+        return jnp.clip(z, -b - R, b + R)
 
     def estimate(self, z: ArrayLike) -> jax.Array:
         """Unbiased estimate ``x_hat = N z / c`` of one report's input."""
