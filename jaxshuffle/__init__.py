@@ -45,7 +45,7 @@ from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
 from jaxshuffle.sweeps import sweep  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = _config.VERSION
 
 __all__ = [
     "AmplificationReport",

@@ -22,7 +22,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxshuffle._config import program_dir
+from jaxshuffle._config import VERSION, program_dir
 
 _LOADED: dict[str, object] = {}
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
@@ -38,9 +38,7 @@ def _export_module():
 
 
 def _key(name: str, static, arrays) -> str:
-    from jaxshuffle import __version__
-
-    parts = [_VERSION, __version__, jax.__version__, jax.default_backend(), str(jax.device_count()), name, repr(static)]
+    parts = [_VERSION, VERSION, jax.__version__, jax.default_backend(), str(jax.device_count()), name, repr(static)]
     parts += [f"{np.shape(a)}:{np.asarray(a).dtype if not hasattr(a, 'dtype') else a.dtype}" for a in arrays]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 

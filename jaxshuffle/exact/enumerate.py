@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from jaxshuffle._bisect import bisect_numpy
-from jaxshuffle._config import broadcast_shapes_or_raise, check
+from jaxshuffle._config import check
 from jaxshuffle.pair import worst_case_beta
 
 # Bisection stops when the bracket [lo, hi] is at most this wide (absolute, in epsilon).

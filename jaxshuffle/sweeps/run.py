@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxshuffle._config import VERSION, require_x64
 from jaxshuffle.sweeps.grid import build_spec
 from jaxshuffle.sweeps.jobs import SweepGrid
 from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
@@ -102,9 +103,7 @@ def parse_shard(shard) -> tuple[int, int]:
 
 
 def _fingerprint(spec: dict, settings: dict) -> str:
-    import jaxshuffle
-
-    text = json.dumps({"spec": spec, "settings": settings, "version": jaxshuffle.__version__}, sort_keys=True)
+    text = json.dumps({"spec": spec, "settings": settings, "version": VERSION}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -151,8 +150,6 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
 
 
 def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet, overwrite):
-    from jaxshuffle._config import require_x64
-
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")

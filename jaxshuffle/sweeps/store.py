@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from jaxshuffle._config import VERSION
+
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.search import Status
 
@@ -211,11 +213,10 @@ def load(path) -> SweepResult:
 def environment(devices) -> dict:
     import jax
 
-    import jaxshuffle
     from jaxshuffle.divergence import REL_ERR, REL_TAIL
 
     return {
-        "library": "jaxshuffle", "version": jaxshuffle.__version__, "jax": jax.__version__,
+        "library": "jaxshuffle", "version": VERSION, "jax": jax.__version__,
         "jaxlib": getattr(jax.lib, "__version__", jax.__version__) if hasattr(jax, "lib") else jax.__version__,
         "numpy": np.__version__, "python": platform.python_version(), "machine": platform.machine(),
         "float64": bool(jax.config.read("jax_enable_x64")),
