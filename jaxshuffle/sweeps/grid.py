@@ -325,7 +325,7 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
         total = math.prod(len(a) for a in axes) * len(n_vals) * len(rules)
         if total > MAX_GRID_POINTS:
             raise ValueError(f"grid: {total} points for randomizer {name!r} exceed the limit of {MAX_GRID_POINTS} "
-                             "(set JAXSHUFFLE_MAX_GRID to lift it, or split the sweep with --shard)")
+                             "(set JAXSHUFFLE_MAX_GRID to lift it)")
         combos = list(itertools.product(*axes, range(len(n_vals)), range(len(rules))))
         size = len(combos)
         opts = {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(free)}
