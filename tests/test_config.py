@@ -64,3 +64,25 @@ def test_compilation_cache_is_on_by_default_and_can_be_moved_or_switched_off(tmp
         print("off")
     """, JAXSHUFFLE_CACHE="off")
     assert res.returncode == 0 and res.stdout.strip() == "off", res.stderr[-2000:]
+
+
+def test_cli_info_and_cache_clear(tmp_path):
+    env = {"JAXSHUFFLE_CACHE": str(tmp_path)}
+    res = _run("""
+        import sys, json
+        from jaxshuffle.cli import main
+        import jaxshuffle as js
+        js.epsilon(js.stronger_clone_pair(1.0), 50, 1e-3)
+        sys.exit(main(["info", "--json"]))
+    """, **env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    import json
+    info = json.loads(res.stdout)
+    assert info["cache_dir"] == str(tmp_path) and info["cache_files"] > 0 and info["float64"] is True
+    res = _run("""
+        import sys
+        from jaxshuffle.cli import main
+        sys.exit(main(["cache", "clear"]))
+    """, **env)
+    assert res.returncode == 0 and res.stdout.startswith("removed "), res.stderr[-2000:]
+    assert int(res.stdout.split()[1]) == info["cache_files"]

@@ -135,6 +135,11 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     add_sweep_parser(sub)
     add_plot_parser(sub)
 
+    pi = sub.add_parser("info", help="versions, devices, float64 and the compilation cache (where, how big)")
+    pi.add_argument("--json", action="store_true", help="print JSON")
+    pk = sub.add_parser("cache", help="manage the compilation cache")
+    pk.add_argument("action", choices=("clear", "info"), help="clear: delete the cached programs; info: show them")
+
     pr = sub.add_parser("randomizers", help="list the catalog with options and sources")
     pr.add_argument("--json", action="store_true", help="print JSON")
 
@@ -364,6 +369,41 @@ def _cmd_calibrate(args) -> int:
     return 0
 
 
+def _info() -> dict:
+    import platform
+
+    import jax
+
+    from jaxshuffle._config import VERSION, cache_info
+
+    cache = cache_info()
+    return {"jaxshuffle": VERSION, "jax": jax.__version__, "python": platform.python_version(),
+            "devices": [str(d) for d in jax.devices()], "float64": bool(jax.config.read("jax_enable_x64")),
+            "cache_dir": cache["dir"], "cache_files": cache["files"], "cache_bytes": cache["bytes"]}
+
+
+def _cmd_info(args) -> int:
+    info = _info()
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    for key, value in info.items():
+        print(f"{key:12s} {value if not isinstance(value, list) else ', '.join(value)}")
+    return 0
+
+
+def _cmd_cache(args) -> int:
+    from jaxshuffle._config import cache_info, clear_cache
+
+    if args.action == "clear":
+        removed = clear_cache()
+        print(f"removed {removed} cached program files from {cache_info()['dir']}")
+        return 0
+    info = cache_info()
+    print(f"{info['dir']}: {info['files']} files, {info['bytes'] / 2**20:.1f} MiB")
+    return 0
+
+
 def _cmd_randomizers(args) -> int:
     from jaxshuffle.randomizers import CATALOG
 
@@ -463,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot"):
+        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot", "info", "cache"):
             enable_compilation_cache()  # before anything compiles: JAX decides once per process
         if argv and argv[0] == "sweep":
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
@@ -472,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("sweep", "plot"):
             return args.func(args)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers,
-                    "sandwich": _cmd_sandwich, "compare": _cmd_compare}
+                    "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
         return commands[args.command](args)
     except (UsageError, ValueError) as exc:
         msg = re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split()))
