@@ -229,7 +229,7 @@ def environment(devices) -> dict:
 METHODS = {
     "upper": "certified: eps(worst-case-beta pair vr_pair(p,(p-1)/(p+1),q)) at delta; 0 where delta >= beta; "
              "with scaled_variant also min with eps(clone pair with the paper pair's r) at delta/(u+v) where w > 0 "
-             "(jaxshuffle.accountant.amplify; shared/MATH.md section 5)",
+             "(jaxshuffle.accountant.amplify; docs/math.md section 5)",
     "lower": "lower end of the certified bracket of the Theorem 5.1 pair(s) (catalog lower parameters and x* = x0)",
     "paper": "upper end of the bracket of the paper's Theorem 4.7 pair vr_pair(p, beta, q): not a guarantee when w > 0",
     "engine": "jaxshuffle.search.epsilon_with_plan: safeguarded Newton bracketing on the certified hockey-stick "
