@@ -43,6 +43,7 @@ from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
 from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
+from jaxshuffle import randomizers, utility  # noqa: E402,F401  (modules users reach as js.randomizers, js.utility)
 from jaxshuffle.sweeps import sweep  # noqa: E402
 
 __version__ = _config.VERSION

@@ -30,7 +30,7 @@ def _source(cell: dict) -> str:
 def test_there_are_notebooks():
     names = {p.name for p in NOTEBOOKS}
     assert {"01_table5.ipynb", "02_comparison_figures.ipynb", "03_soundness_counterexample.ipynb",
-            "04_privacy_utility_surface.ipynb"} <= names
+            "04_privacy_utility_surface.ipynb", "05_witchhat.ipynb"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

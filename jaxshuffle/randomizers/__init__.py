@@ -90,4 +90,10 @@ from jaxshuffle.randomizers.multi_message import (
     pure_dump,
 )
 from jaxshuffle.randomizers.params import Arg, Inputs, LowerParams, VRParams
-from jaxshuffle.randomizers.witchhat import WitchHat, witchhat
+from jaxshuffle.randomizers.witchhat import (
+    WitchHat,
+    witchhat,
+    witchhat_from_candidates,
+    witchhat_from_local_metric,
+    witchhat_params,
+)

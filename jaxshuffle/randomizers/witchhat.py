@@ -46,11 +46,26 @@ import numpy as np
 from jax.scipy.special import gammainc
 from jax.typing import ArrayLike
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
+from jaxshuffle._config import (
+    broadcast_shapes_or_raise,
+    check,
+    f64,
+    is_concrete,
+    require_x64,
+)
 from jaxshuffle.randomizers.params import Arg, Inputs, VRParams
 
-__all__ = ["WitchHat", "witchhat", "witchhat_params", "M_ARG", "F_ARG", "B_ARG",
-           "witchhat_from_local_metric", "witchhat_from_candidates", "best_f"]
+__all__ = [
+    "B_ARG",
+    "F_ARG",
+    "M_ARG",
+    "WitchHat",
+    "best_f",
+    "witchhat",
+    "witchhat_from_candidates",
+    "witchhat_from_local_metric",
+    "witchhat_params",
+]
 
 M_ARG = Arg("m", "real", 0.0, 700.0, low_open=True, high_open=False,
            help="WitchHat cap m: the metric min(m, 2|a-b|/f) never exceeds m")
@@ -323,7 +338,7 @@ def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike
     stays below the candidate's.
     """
     pts, L, b = f64(points), f64(local), f64(b)
-    d = jnp.abs(pts[:, None] - pts[None, :])
+    d = jnp.broadcast_to(jnp.abs(pts[:, None] - pts[None, :]), L.shape)
     edge = d > 0
     m = jnp.max(jnp.where(edge, L, 0.0), axis=(-2, -1))
     below = edge & (L < m[..., None, None])
@@ -344,7 +359,9 @@ def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, del
     WitchHat's own metric with diameter ``eps0`` (:func:`jaxshuffle.metric.amplified_distance`),
     which are ``<=`` the candidate's amplified distances, hence ``<=`` the target.
     """
-    from jaxshuffle.metric import amplified_distance  # lazy: keeps the randomizers package light
+    from jaxshuffle.metric import (
+        amplified_distance,  # lazy: keeps the randomizers package light
+    )
 
     pts = f64(points)
     m, f = witchhat_from_local_metric(pts, candidates.local, b, second_moment)
