@@ -278,7 +278,8 @@ def witchhat(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> WitchHat:
 
 
 def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
-    """Catalog row ``witchhat``: ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring)."""
+    """Catalog row ``witchhat`` (not in the seed tables: the metric-DP supplement, sections D and E):
+    ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring)."""
     inp = _inputs(m, f, b)
     m, f, b = inp.values
     w = WitchHat(*(jnp.where(inp.ok, v, 1.0) for v in (m, f, b)))
