@@ -1,0 +1,220 @@
+"""The blanket (three-count) sum forms of k-RR: certified divergence bands and epsilon brackets.
+
+References: brute-force multinomial enumeration (tests/reference/blanket.py), the pair form of
+(B1) enumerated from the two hypotheses' pmfs, and the exact shuffled epsilon of concrete
+datasets (``jaxshuffle.exact``). docs/parts/blanket.md names the formula each test checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference.blanket import krr_delta, pair_blanket_delta
+
+import jaxshuffle  # noqa: F401  (float64)
+from jaxshuffle import blanket as bl
+from jaxshuffle.exact import enumerate as exact
+from jaxshuffle.search import Status
+from jaxshuffle.soundness import grr_matrix
+
+# One plan for every small point below (n <= 60, eps0 <= 5, any eps <= eps0): one compile per kind.
+SMALL = bl.BlanketPlan(window=64, block=8, lines=48, max_step=154, chunk=4)
+# The reference sums non-negative float64 terms with relative error ~1e-14 each.
+REF_REL = 1e-12
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "plan"))
+def _div(eps0, k, n, eps, *, kind, plan=SMALL):
+    f = bl.krr_sum_form(eps0, k, kind)
+    return bl.point_divergence(f, n, eps, bl.window_start(n, f.pS, plan.window), plan)
+
+
+def _band_contains(d, ref):
+    lo, up = float(d.lower), float(d.upper)
+    assert lo - REF_REL * ref <= ref <= up + REF_REL * ref, (lo, ref, up)
+    assert up - lo <= 1e-4 * ref + 1e-12  # the band is tight, not just sound (REL_TAIL budgets dominate)
+
+
+def test_pair_form_equals_sum_form():
+    """MATH 7 / docs blanket "sum form": (B1) as a pair's hockey stick equals the sum form (n draws)."""
+    for eps0, k, n, eps in [(1.0, 3, 2, 0.5), (0.7, 4, 6, 0.2), (2.0, 5, 5, 1.1), (1.0, 2, 7, 0.3)]:
+        a, b = pair_blanket_delta(eps0, k, n, eps), krr_delta(eps0, k, n, eps)
+        assert abs(a - b) <= 1e-12 * b
+
+
+def test_dataset_sum_forms_equal_exact():
+    """docs blanket "lower bounds": the all-z and all-x0 sum forms are the exact datasets' divergences."""
+    for eps0, k, n, eps in [(1.0, 3, 4, 0.3), (0.5, 5, 6, 0.1), (2.0, 4, 5, 0.9), (1.0, 10, 3, 0.2), (1.5, 2, 6, 0.4)]:
+        m = np.asarray(grr_matrix(k, eps0))
+        ex_x0 = exact.delta_of_eps(m, 0, 1, [0] * (n - 1), eps)
+        ours = max(krr_delta(eps0, k, n, eps, "all_x0"), krr_delta(eps0, k, n, eps, "all_x0_mirror"))
+        assert abs(ours - ex_x0) <= 1e-10 * ex_x0
+        if k >= 3:
+            ex_z = exact.delta_of_eps(m, 0, 1, [2] * (n - 1), eps)
+            assert abs(krr_delta(eps0, k, n, eps, "all_z") - ex_z) <= 1e-10 * ex_z
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(eps0=st.floats(0.1, 5.0), k=st.sampled_from([2, 3, 4, 5, 10]), n=st.integers(1, 60),
+       frac=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
+def test_band_contains_enumeration(eps0, k, n, frac, kind):
+    """Stretch kernel (docs blanket "per stretch", "recurrences", "certificate") vs enumeration."""
+    if kind == "all_z" and k < 3:
+        k = 3
+    eps = frac * eps0
+    d = _div(jnp.float64(eps0), jnp.float64(k), jnp.float64(n), jnp.float64(eps), kind=kind)
+    ref = krr_delta(eps0, k, n, eps, kind)
+    assert not bool(d.step_overflow)
+    _band_contains(d, ref)
+    # -dD/dt (right derivative) is the Q-mass of the region: compare with one-sided differences of the
+    # reference; D is piecewise linear in t, so where they differ a kink lies within h and -q_mass
+    # must lie between them.
+    h = 1e-7
+    t = math.exp(eps)
+    if eps > 1e-6:
+        fwd = (krr_delta(eps0, k, n, math.log(t + h), kind) - ref) / h
+        bwd = (ref - krr_delta(eps0, k, n, math.log(t - h), kind)) / h
+        slack = 1e-6 * max(abs(fwd), abs(bwd)) + 1e-8
+        assert min(fwd, bwd) - slack <= -float(d.q_mass) <= max(fwd, bwd) + slack
+        if abs(fwd - bwd) <= slack:
+            assert abs(float(d.q_mass) + fwd) <= slack
+
+
+def test_recurrence_matches_anchors():
+    """docs blanket "recurrences": one-step blocks (a continued-fraction anchor at every s) agree with long ones."""
+    plan = SMALL._replace(block=1)
+    a = _div(jnp.float64(1.3), jnp.float64(5), jnp.float64(50), jnp.float64(0.4), kind="blanket", plan=plan)
+    b = _div(jnp.float64(1.3), jnp.float64(5), jnp.float64(50), jnp.float64(0.4), kind="blanket")
+    assert abs(float(a.value) - float(b.value)) <= 1e-12 * float(b.value)
+
+
+def test_edge_cases():
+    """eps0 = 0 gives 0; k = 2 has no z category; a tiny plan charges the uncovered mass (still sound)."""
+    r = bl.blanket_epsilon(0.0, 3, 10, 1e-3, plan=SMALL)
+    assert float(r.upper) == 0.0 and int(r.status) == Status.ZERO
+    d = _div(jnp.float64(1.0), jnp.float64(2), jnp.float64(30), jnp.float64(0.2), kind="blanket")
+    _band_contains(d, krr_delta(1.0, 2, 30, 0.2))
+    tiny = bl.BlanketPlan(window=64, block=8, lines=1, max_step=154, chunk=4)
+    d = _div(jnp.float64(0.5), jnp.float64(10), jnp.float64(60), jnp.float64(0.05), kind="blanket", plan=tiny)
+    ref = krr_delta(0.5, 10, 60, 0.05)
+    assert float(d.lower) <= ref * (1 + REF_REL) and float(d.upper) >= ref * (1 - REF_REL)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="eps0"):
+        bl.blanket_epsilon(-1.0, 3, 10, 1e-3)
+    with pytest.raises(ValueError, match="k"):
+        bl.blanket_epsilon(1.0, 1, 10, 1e-3)
+    with pytest.raises(ValueError, match="delta"):
+        bl.blanket_epsilon(1.0, 3, 10, 1.5)
+    with pytest.raises(ValueError, match="n"):
+        bl.blanket_epsilon(1.0, 3, 2.5, 1e-3)
+    out = bl.blanket_epsilon_with_plan(jnp.array([1.0]), jnp.array([3.0]), jnp.array([10.0]), jnp.array([2.0]),
+                                       plan=SMALL)
+    assert int(out.status[0]) == Status.INVALID and float(out.upper[0]) == np.inf and float(out.lower[0]) == 0.0
+
+
+def test_n2_equals_exact():
+    """MATH 5/7: n = 2, k = 3, eps0 = 1, delta = 0.01: (B1) equals the exact shuffled 3-RR (0.9694082)."""
+    m = np.asarray(grr_matrix(3, 1.0))
+    ex = exact.epsilon(m, 0, 1, [0], 0.01)
+    r = bl.blanket_epsilon(1.0, 3, 2, 0.01, plan=SMALL)
+    assert float(r.lower) <= ex + 1e-10 and ex <= float(r.upper)
+    assert abs(float(r.upper) - ex) <= 2e-6 * ex
+    assert round(ex, 7) == 0.9694082  # MATH's printed value, as a cross-check only
+
+
+def _datasets(k, n):
+    z = 2 if k >= 3 else 0
+    out = {"all_x0": [0] * (n - 1), "all_x1": [1] * (n - 1), "mixed": ([0, 1, z] * n)[: n - 1]}
+    if k >= 3:
+        out["all_z"] = [2] * (n - 1)
+    return out
+
+
+def _campaign(ks, eps0s, ns, plan):
+    """Every tried dataset: blanket upper >= exact; dataset lower bounds <= that dataset's exact."""
+    E, K, N = (x.ravel() for x in np.meshgrid(eps0s, ks, ns, indexing="ij"))
+    delta = np.full(E.shape, 1e-3)
+    up = bl.blanket_epsilon(E, K, N, delta, plan=plan)
+    lows = {kind: bl.blanket_epsilon(E, np.maximum(K, 3) if kind == "all_z" else K, N, delta, kind=kind, plan=plan)
+            for kind in ("all_z", "all_x0", "all_x0_mirror")}
+    checked = violations = 0
+    for i, (e0, k, n) in enumerate(zip(E, K.astype(int), N.astype(int))):
+        m = np.asarray(grr_matrix(k, float(e0)))
+        for name, others in _datasets(k, n).items():
+            ex = exact.epsilon(m, 0, 1, others, 1e-3)
+            checked += 1
+            violations += int(float(up.upper[i]) < ex)
+            if name == "all_x0":
+                lo = max(float(lows["all_x0"].lower[i]), float(lows["all_x0_mirror"].lower[i]))
+                checked += 1
+                violations += int(lo > ex)
+            if name == "all_z":
+                checked += 1
+                violations += int(float(lows["all_z"].lower[i]) > ex)
+    return checked, violations
+
+
+def test_campaign_upper_small():
+    """CI part: blanket upper >= exact epsilon on every dataset tried (one point per call: one program)."""
+    checked = 0
+    for k in (3, 10):
+        for e0 in (0.1, 1.0, 5.0):
+            for n in (2, 7):
+                r = bl.blanket_epsilon(e0, k, n, 1e-3, plan=SMALL)
+                assert int(r.status) in (Status.CONVERGED, Status.ERROR_LIMITED)
+                m = np.asarray(grr_matrix(k, e0))
+                for others in _datasets(k, n).values():
+                    assert float(r.upper) >= exact.epsilon(m, 0, 1, others, 1e-3)
+                    checked += 1
+    assert checked == 48
+
+
+@pytest.mark.slow
+def test_campaign_small():
+    checked, violations = _campaign([3, 10], [0.1, 1.0, 5.0], [2, 7], SMALL)
+    assert checked > 30 and violations == 0
+
+
+@pytest.mark.slow
+def test_campaign_full():
+    """Issue 16: k in {3,4,5,10}, eps0 in [0.1, 5], n <= 12: no upper below exact, no lower above it."""
+    checked, violations = _campaign([3, 4, 5, 10], [0.1, 0.5, 1.0, 2.0, 3.5, 5.0], [2, 3, 5, 8, 12], SMALL)
+    print(f"campaign: {checked} comparisons, {violations} violations")
+    assert violations == 0
+
+
+@pytest.mark.slow
+def test_math_cross_check_large():
+    """MATH 7: k = 10, eps0 = 1, n = 1e4, delta = 1e-6: upper 0.0232533, lower 0.0232526 (printed rounding)."""
+    up = bl.blanket_epsilon(1.0, 10, 1e4, 1e-6)
+    lo = bl.blanket_lower_epsilon(1.0, 10, 1e4, 1e-6)
+    assert int(up.status) == Status.CONVERGED
+    assert round(float(up.upper), 7) == 0.0232533
+    assert round(float(lo.lower), 7) == 0.0232526
+    assert float(lo.lower) <= float(up.upper)
+
+
+@pytest.mark.slow
+def test_gradients_match_finite_differences():
+    """Implicit gradients of ``upper`` in eps0 and delta (custom_root) vs central differences."""
+    plan = bl.plan_blanket(1.0, 10, 1e3, 1e-4)
+
+    def up(e0, d):
+        return bl.blanket_epsilon_with_plan(jnp.atleast_1d(e0), jnp.array([10.0]), jnp.array([1e3]), jnp.atleast_1d(d),
+                                            plan=plan, rtol=1e-10, max_iter=60).upper[0]
+
+    g0, gd = jax.grad(up, argnums=(0, 1))(1.0, 1e-4)
+    h = 1e-4
+    fd0 = (up(1.0 + h, 1e-4) - up(1.0 - h, 1e-4)) / (2 * h)
+    fdd = (up(1.0, 1e-4 * (1 + h)) - up(1.0, 1e-4 * (1 - h))) / (2 * h * 1e-4)
+    assert abs(g0 - fd0) <= 1e-3 * abs(fd0)
+    assert abs(gd - fdd) <= 1e-3 * abs(fdd)
