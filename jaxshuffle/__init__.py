@@ -43,6 +43,7 @@ from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
 from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
+from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, plan_blanket  # noqa: E402
 from jaxshuffle import randomizers, utility  # noqa: E402,F401  (modules users reach as js.randomizers, js.utility)
 from jaxshuffle.sweeps import sweep  # noqa: E402
 
@@ -56,6 +57,8 @@ __all__ = [
     "Status",
     "TwoCountPair",
     "amplify",
+    "blanket_epsilon",
+    "blanket_lower_epsilon",
     "cache_info",
     "clear_cache",
     "configure",
@@ -65,6 +68,7 @@ __all__ = [
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",
+    "plan_blanket",
     "plan_for",
     "sandwich",
     "standard_clone_pair",
