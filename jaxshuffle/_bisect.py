@@ -15,6 +15,7 @@ more than a factor 8, then arithmetically: the right split for quantities spread
 * :func:`bracket_monotone`: the calibrations' variant, for a boundary whose far side is not
   known yet (expand with ``grow`` until it is found, then split with ``mid``), probing every
   open lane in one batched call.
+* :func:`golden_section`: the minimum of a unimodal function (the same bracket, golden split).
 * :func:`bisect_numpy`: ``ok`` is an eager, batched call (say one batched ``amplify``);
   stops after ``steps`` or when every lane satisfies ``done(lo, hi)``, and evaluates only the
   lanes still open (``ok`` receives their midpoints and a boolean index of the lanes).
@@ -112,3 +113,24 @@ def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.nd
         with np.errstate(invalid="ignore", divide="ignore"):
             x = np.where(done, x, np.where(np.isinf(hi), grow(x), mid(lo, hi)))
     return lo, hi, up_feasible, at_limit, done, probes
+
+
+_GOLDEN = 0.6180339887498949  # (sqrt(5) - 1) / 2
+
+
+def golden_section(objective: Callable[[jax.Array], jax.Array], lo: jax.Array, hi: jax.Array, *,
+                   steps: int) -> jax.Array:
+    """Midpoint of the final bracket of a golden-section search for the minimum of a unimodal ``objective``.
+
+    Elementwise over a batch, ``steps`` iterations in one ``lax.fori_loop`` (jit/vmap-safe); the
+    bracket shrinks by 0.618 per step. The caller states why its objective is unimodal.
+    """
+    def body(_, bracket):
+        lo, hi = bracket
+        x1 = hi - _GOLDEN * (hi - lo)
+        x2 = lo + _GOLDEN * (hi - lo)
+        left = objective(x1) <= objective(x2)
+        return jnp.where(left, lo, x1), jnp.where(left, x2, hi)
+
+    lo, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
+    return 0.5 * (lo + hi)

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from jaxshuffle._bisect import golden_section
 from jaxshuffle._config import f64
 
 __all__ = [
@@ -143,21 +144,6 @@ def witchhat_mse(m: ArrayLike, f: ArrayLike, b: ArrayLike, n: ArrayLike, second_
     return WitchHat(f64(m), f64(f), f64(b)).mean_mse(n, second_moment)
 
 
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
-
-
-def _golden(obj, lo, hi, steps):
-    def body(_, state):
-        lo, hi = state
-        x1 = hi - _GOLDEN * (hi - lo)
-        x2 = lo + _GOLDEN * (hi - lo)
-        left = obj(x1) <= obj(x2)
-        return jnp.where(left, lo, x1), jnp.where(left, x2, hi)
-
-    lo, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
-    return 0.5 * (lo + hi)
-
-
 def _branch(eps0, b, log_ratio, which):
     """(m, f) with min(m, 4b/f) = eps0: ``which = 0``: m = e^r eps0, f = 4b/eps0 (r >= 0);
     ``which = 1``: m = eps0, f = e^r 4b/eps0 (r <= 0)."""
@@ -174,8 +160,8 @@ def _best_branch_ratios(eps0, b, n, s2, steps=120):
         return lambda lr: witchhat_mse(*_branch(eps0, b, lr, which), b, n, s2)
 
     hi0 = jnp.log(jnp.maximum(jnp.minimum(700.0 / eps0, 1e3), 1.0))
-    r0 = _golden(obj(0), jnp.zeros_like(eps0), hi0, steps)
-    r1 = _golden(obj(1), jnp.full_like(eps0, math.log(1e-12)), jnp.zeros_like(eps0), steps)
+    r0 = golden_section(obj(0), jnp.zeros_like(eps0), hi0, steps=steps)
+    r1 = golden_section(obj(1), jnp.full_like(eps0, math.log(1e-12)), jnp.zeros_like(eps0), steps=steps)
     first = obj(0)(r0) <= obj(1)(r1)
     return jax.lax.stop_gradient(r0), jax.lax.stop_gradient(r1), jax.lax.stop_gradient(first)
 

@@ -46,6 +46,7 @@ import numpy as np
 from jax.scipy.special import gammainc
 from jax.typing import ArrayLike
 
+from jaxshuffle._bisect import golden_section
 from jaxshuffle._config import (
     broadcast_shapes_or_raise,
     check,
@@ -291,7 +292,6 @@ def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
 # From the local-metric solver (jaxshuffle.metric) to WitchHat parameters
 # --------------------------------------------------------------------------------------
 
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def best_f(m: ArrayLike, b: ArrayLike, second_moment: ArrayLike = 0.0, steps: int = 200) -> jax.Array:
@@ -308,15 +308,7 @@ def best_f(m: ArrayLike, b: ArrayLike, second_moment: ArrayLike = 0.0, steps: in
     lo = jnp.full(jnp.broadcast_shapes(m.shape, b.shape, s2.shape), math.log(1e-4))
     hi = jnp.full_like(lo, math.log(1e4))
 
-    def body(_, state):
-        lo, hi = state
-        x1 = hi - _GOLDEN * (hi - lo)
-        x2 = lo + _GOLDEN * (hi - lo)
-        left = obj(x1) <= obj(x2)
-        return jnp.where(left, lo, x1), jnp.where(left, x2, hi)
-
-    lo, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
-    return b * jnp.exp(0.5 * (lo + hi))
+    return b * jnp.exp(golden_section(obj, lo, hi, steps=steps))
 
 
 def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike,
