@@ -6,11 +6,16 @@ run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally
 """
 import os
 
-import jax
-import pytest
-from hypothesis import settings
+# The test process runs without the persistent caches: one run of the full suite aborted inside
+# JAX's compilation-cache write (jax 0.10.2, a large CPU executable); tests of the caches set
+# JAXSHUFFLE_CACHE themselves, in subprocesses.
+os.environ.setdefault("JAXSHUFFLE_CACHE", "off")
 
-import jaxshuffle  # noqa: F401  (enables float64)
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+import jaxshuffle  # noqa: E402,F401  (enables float64)
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
