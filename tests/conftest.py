@@ -9,7 +9,7 @@ import os
 # The test process runs without the persistent caches: one run of the full suite aborted inside
 # JAX's compilation-cache write (jax 0.10.2, a large CPU executable); tests of the caches set
 # JAXSHUFFLE_CACHE themselves, in subprocesses.
-os.environ.setdefault("JAXSHUFFLE_CACHE", "off")
+os.environ["JAXSHUFFLE_CACHE"] = "off"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -27,6 +27,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "jaxshuffle"))
 
 
 @pytest.fixture(autouse=True)
-def _float64_guard():
+def _float64_and_no_cache_guard():
     assert jax.config.read("jax_enable_x64")
     yield
+    # A test that turned JAX's persistent cache on in this process would expose every later test to
+    # the cache-write abort; in-process CLI calls must keep JAXSHUFFLE_CACHE=off.
+    assert not jax.config.jax_compilation_cache_dir, "a test enabled the persistent compilation cache"

@@ -21,9 +21,11 @@ DONE_WHEN = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n",
 
 
 @pytest.fixture(autouse=True)
-def _cache_dir(tmp_path_factory, monkeypatch):
-    """Point the CLI's persistent compilation cache at a temporary directory, not ~/.cache."""
-    monkeypatch.setenv("JAXSHUFFLE_CACHE", str(tmp_path_factory.getbasetemp() / "xla-cache"))
+def _cache_off(monkeypatch):
+    """In-process CLI calls run without the persistent caches: ``cli.main`` would otherwise turn on
+    JAX's compilation cache for the rest of the pytest process (a full run once aborted inside
+    JAX 0.10.2's cache write). The cache is tested in subprocesses (``test_enables_persistent_cache``)."""
+    monkeypatch.setenv("JAXSHUFFLE_CACHE", "off")
 
 
 def run(capsys, argv):
@@ -123,10 +125,15 @@ def test_user_errors_exit_2_one_line(capsys, argv, pattern):
     assert pattern in err and "Traceback" not in err
 
 
-def test_enables_persistent_cache(capsys, tmp_path_factory):
-    run(capsys, ["epsilon", "--randomizer", "nope", "--n", "2", "--delta", "0.01"])  # exits before compiling
-    assert jax.config.jax_compilation_cache_dir is not None
-    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+def test_enables_persistent_cache(tmp_path):
+    """``cli.main`` turns JAX's persistent compilation cache on, in ``$JAXSHUFFLE_CACHE/xla``."""
+    probe = ("import jax, sys; from jaxshuffle import cli; "
+             "code = cli.main(['epsilon', '--randomizer', 'nope', '--n', '2', '--delta', '0.01']); "
+             "print(code, jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)")
+    env = dict(os.environ, JAXSHUFFLE_CACHE=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    code, folder, threshold = done.stdout.split()
+    assert code == "2" and folder == str(tmp_path / "cache" / "xla") and float(threshold) == 0.0
 
 
 def test_subprocess_smoke(tmp_path):
