@@ -4,6 +4,7 @@
 CI runs everything. Hypothesis is derandomized for every test (profile ``jaxshuffle``), so a CI
 run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally.
 """
+import gc
 import os
 
 # The test process runs without the persistent caches: one run of the full suite aborted inside
@@ -24,6 +25,19 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 settings.register_profile("jaxshuffle", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "jaxshuffle"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    Every compiled CPU executable keeps a few memory maps; one process running the whole suite
+    reached the kernel's limit (vm.max_map_count = 65530) and XLA crashed inside a compilation
+    (SIGSEGV) or a cache write (SIGABRT). Modules rarely share programs, so this costs little.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
