@@ -15,7 +15,8 @@ Public API:
   plans the static shapes once so that ``epsilon(..., plan=plan)`` runs inside ``jit``/``grad``;
 * the accountant: :func:`amplify` (certified upper, lower bound, paper value for a
   randomizer from :mod:`jaxshuffle.randomizers`), :func:`calibrate_eps0`,
-  :func:`calibrate_n`; :func:`compare` (every bound side by side); :func:`sandwich`
+  :func:`calibrate_n`; :func:`shuffled_round` + :func:`compose` (T rounds composed through
+  their privacy-loss distributions, :class:`CompositionBound`); :func:`compare` (every bound side by side); :func:`sandwich`
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
   amplification over a parameter grid, resumable and sharded).
 
@@ -40,7 +41,15 @@ from jaxshuffle.pair import (
 )
 from jaxshuffle.plan import Plan, plan_for
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
-from jaxshuffle.accountant import AmplificationReport, amplify, calibrate_eps0, calibrate_n  # noqa: E402
+from jaxshuffle.accountant import (  # noqa: E402
+    AmplificationReport,
+    CompositionBound,
+    amplify,
+    calibrate_eps0,
+    calibrate_n,
+    compose,
+    shuffled_round,
+)
 from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
 from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, plan_blanket  # noqa: E402
@@ -51,6 +60,7 @@ __version__ = _config.VERSION
 
 __all__ = [
     "AmplificationReport",
+    "CompositionBound",
     "Divergence",
     "EpsilonBracket",
     "Plan",
@@ -65,12 +75,14 @@ __all__ = [
     "calibrate_eps0",
     "calibrate_n",
     "compare",
+    "compose",
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",
     "plan_blanket",
     "plan_for",
     "sandwich",
+    "shuffled_round",
     "standard_clone_pair",
     "stronger_clone_pair",
     "sweep",

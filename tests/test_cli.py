@@ -14,7 +14,9 @@ import sys
 import jax
 import pytest
 
+import jaxshuffle as js
 from jaxshuffle import cli
+from jaxshuffle import randomizers as R
 from jaxshuffle.randomizers import CATALOG
 
 DONE_WHEN = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "0.01"]
@@ -191,3 +193,24 @@ def test_sweep_entry_point_uses_every_cpu_core_unless_told():
     from jaxshuffle._config import use_every_cpu_core
     use_every_cpu_core()
     assert os.environ.get("XLA_FLAGS") == before
+
+
+def test_compose_json_brackets_and_beats_basic_composition(capsys):
+    code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "10", "--eps0", "1", "--n", "1e4",
+                                  "--rounds", "1,20", "--delta", "1e-6", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["rounds"] for r in rows] == [1, 20]
+    one = float(js.amplify(R.grr(1.0, 10), 10_000, 1e-6).upper)
+    assert rows[0]["lower"] <= one <= rows[0]["upper"] <= one + 3 * rows[0]["discretization"]
+    assert rows[1]["lower"] <= rows[1]["upper"] < rows[1]["advanced"] <= rows[1]["basic"]
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--rounds", "0", "--delta", "1e-6"], "rounds: must be integers >= 1"),
+    (["--rounds", "10", "--delta", "2"], "delta: must lie in (0, 1)"),
+    (["--rounds", "abc", "--delta", "1e-6"], "rounds"),
+])
+def test_compose_bad_input_is_one_line(capsys, argv, pattern):
+    code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "100", *argv])
+    assert code == 2 and out == "" and pattern in err and err.count("\n") == 1, err

@@ -13,7 +13,13 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.accountant.calibrate`: :func:`calibrate_eps0`, :func:`calibrate_n`
   (never past the target);
 * :mod:`~jaxshuffle.accountant.parallel`: parallel composition (the paper's Theorem 6.1) and
-  the hierarchical range queries of its Section 7.3.
+  the hierarchical range queries of its Section 7.3;
+* :mod:`~jaxshuffle.accountant.pld`: a round's privacy-loss distribution from a certified pair
+  (:func:`shuffled_round`, :func:`round_pld`, pessimistic and optimistic), and its RDP (:func:`rdp`);
+* :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
+  :func:`epsilon_over_rounds`), every error on the safe side;
+* :mod:`~jaxshuffle.accountant.interop`: :func:`to_dp_accounting`, :func:`from_dp_accounting`
+  (the optional ``interop`` extra).
 """
 
 from jaxshuffle.accountant.amplify import (
@@ -27,7 +33,12 @@ from jaxshuffle.accountant.amplify import (
     combine_amplification,
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n
+from jaxshuffle.accountant.compose import CompositionBound, compose, epsilon_over_rounds
+from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
+from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
+           "CompositionBound", "compose", "epsilon_over_rounds", "DiscretePLD", "RoundPLD", "rdp", "round_pld",
+           "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification"]

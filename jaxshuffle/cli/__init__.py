@@ -98,7 +98,7 @@ def _add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] 
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare") else None
+    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare", "compose") else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -116,6 +116,21 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                     help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
                          "inputs has total variation exactly beta, e.g. k-ary RR)")
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
+
+    po = sub.add_parser("compose", help="certified epsilon of T shuffled rounds, composed (PLD + FFT)",
+                        description="Composed (eps, delta) of T rounds of n users' shuffled messages: the "
+                                    "certified pair's privacy-loss distribution, composed by FFT with every error "
+                                    "on the safe side (docs/math.md section 13), next to basic and advanced "
+                                    "composition of the one-round bound.", **common)
+    po.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
+    _add_entry_options(po, entry)
+    po.add_argument("--n", type=float, required=True, help="number of users (integer >= 1)")
+    po.add_argument("--rounds", type=_grid, required=True, metavar="T[,T...]",
+                    help="numbers of rounds (integers >= 1; a grid such as 1..1000:20 is rounded to integers)")
+    po.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
+    po.add_argument("--discretization", type=float, default=None,
+                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
+    po.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
 
     pc = sub.add_parser("calibrate", help="largest eps0 (given --n) or smallest n (given --eps0) meeting a target",
                         description="Certified inverse calibration: with --n, the largest eps0 whose certified "
@@ -293,6 +308,54 @@ def _cmd_epsilon(args) -> int:
             label = "certified" if r["paper_certified"] else \
                 "NOT certified: Theorem 4.7 is not a valid upper bound when w = 1-(p+1)alpha > 0"
             print(f"    paper (Thm 4.7):       eps = {_fmt(pap_f)}  -- {label}")
+    return 0
+
+
+def _cmd_compose(args) -> int:
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.accountant.compose import epsilon_over_rounds
+    from jaxshuffle.accountant.pld import shuffled_round
+
+    entry = _entry(args.randomizer)
+    opts = _entry_options(args, entry)
+    for k, v in opts.items():
+        if len(v) != 1:
+            raise UsageError(f"{k}: compose takes one value per randomizer option, got {len(v)}")
+    params = entry.fn(**{k: v[0] for k, v in opts.items()})
+    rounds = np.asarray(args.rounds, np.float64)
+    if not np.all(np.isfinite(rounds) & (rounds >= 1)):
+        raise UsageError("rounds: must be integers >= 1")
+    rounds = np.unique(np.round(rounds)).astype(np.int64)
+    delta = np.asarray(args.delta, np.float64)
+    if not np.all((delta > 0) & (delta < 1)):
+        raise UsageError("delta: must lie in (0, 1)")
+    r = shuffled_round(params, args.n, discretization=args.discretization, rounds=int(rounds.max()))
+    comp = epsilon_over_rounds(r, rounds, delta)
+    # Basic composition: T rounds of (eps1, delta/T). Advanced (Dwork, Rothblum, Vadhan 2010):
+    # T rounds of (eps1, delta/(2T)) with delta' = delta/2.
+    T_col, d_col = rounds[:, None] * np.ones_like(delta)[None, :], np.ones_like(rounds)[:, None] * delta[None, :]
+    one = amplify(params, args.n, np.concatenate([(d_col / T_col).ravel(), (d_col / (2 * T_col)).ravel()]))
+    e_basic, e_adv1 = np.split(np.asarray(one.upper), 2)
+    e_basic, e_adv1 = e_basic.reshape(T_col.shape), e_adv1.reshape(T_col.shape)
+    basic = T_col * e_basic
+    advanced = np.sqrt(2 * T_col * np.log(2 / d_col)) * e_adv1 + T_col * e_adv1 * np.expm1(e_adv1)
+    rows = []
+    for i, T in enumerate(rounds):
+        for j, d in enumerate(delta):
+            rows.append({"randomizer": args.randomizer, "options": {k: float(v[0]) for k, v in opts.items()},
+                         "n": float(args.n), "rounds": int(T), "delta": float(d),
+                         "upper": _num(comp.upper[i, j]), "lower": _num(comp.lower[i, j]),
+                         "basic": _num(basic[i, j]), "advanced": _num(min(advanced[i, j], basic[i, j])),
+                         "discretization": r.upper_forward.discretization})
+    if args.json:
+        print(json.dumps(rows, indent=1, allow_nan=False))
+        return 0
+    print(_assumptions(entry, args.randomizer) + " The same users take part in every round.")
+    print(f"  {'T':>7} {'delta':>9} {'certified eps':>14} {'(pair, from below)':>19} {'basic':>10} {'advanced':>10}")
+    for row in rows:
+        up = row["upper"]
+        print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {_fmt(up if up is not None else math.inf):>14} "
+              f"{_fmt(row['lower']):>19} {_fmt(row['basic'] or math.inf):>10} {_fmt(row['advanced'] or math.inf):>10}")
     return 0
 
 
@@ -503,7 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in ("epsilon", "calibrate", "sandwich", "compare", "sweep", "plot", "info", "cache"):
+        if argv and argv[0] in ("epsilon", "calibrate", "compose", "sandwich", "compare", "sweep", "plot", "info",
+                                "cache"):
             enable_compilation_cache()  # before anything compiles: JAX decides once per process
         if argv and argv[0] == "sweep":
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
@@ -511,7 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command in ("sweep", "plot"):
             return args.func(args)
-        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "randomizers": _cmd_randomizers,
+        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "compose": _cmd_compose,
+                    "randomizers": _cmd_randomizers,
                     "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
         return commands[args.command](args)
     except (UsageError, ValueError) as exc:

@@ -1,0 +1,273 @@
+"""Composition over rounds (docs/math.md section 13): round PLDs, FFT composition, interop.
+
+References, each independent of the code under test:
+* the two-count pair's cells enumerated from its definition (pair.py's formula, lgamma), composed
+  by brute-force sums over every tuple of cells;
+* the shuffled k-RR mechanism's exact output histograms (``exact.histogram_log_pmfs``), composed
+  the same way: the certified composition must never be below it;
+* dp_accounting, composing the exported PLD with its own FFT;
+* direct convolution (numpy) for the FFT's float and wrap-around errors.
+"""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jaxshuffle as js
+from jaxshuffle import exact
+from jaxshuffle import randomizers as R
+from jaxshuffle.accountant.compose import compose, compose_discrete, epsilon_over_rounds
+from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
+from jaxshuffle.accountant.pld import DiscretePLD, rdp, round_pld, shuffled_round
+
+
+def pair_cells(u, v, w, r0, r1, n):
+    """(P, Q) over every count (a, b) of the two-count pair, from its definition (pair.py)."""
+    N = n - 1
+    lf = [math.lgamma(i + 1) for i in range(N + 2)]
+
+    def M(a, b):
+        if a < 0 or b < 0 or a + b > N:
+            return 0.0
+        rest = 1 - r0 - r1
+        log = lf[N] - lf[a] - lf[b] - lf[N - a - b]
+        for x, k in ((r0, a), (r1, b), (rest, N - a - b)):
+            if k:
+                if x == 0:
+                    return 0.0
+                log += k * math.log(x)
+        return math.exp(log)
+
+    P, Q = [], []
+    for a in range(n + 1):
+        for b in range(n + 1 - a):
+            P.append(u * M(a - 1, b) + v * M(a, b - 1) + w * M(a, b))
+            Q.append(v * M(a - 1, b) + u * M(a, b - 1) + w * M(a, b))
+    return np.array(P), np.array(Q)
+
+
+def composed_delta(P, Q, T, eps):
+    """Exact delta(P^T || Q^T) at each eps, by summing over every T-tuple of outcomes."""
+    keep = P > 0
+    p, q = P[keep], Q[keep]
+    with np.errstate(divide="ignore"):
+        loss = np.log(p) - np.log(q)
+    mass, total = np.ones(1), np.zeros(1)
+    for _ in range(T):
+        mass = (mass[:, None] * p[None, :]).ravel()
+        total = (total[:, None] + loss[None, :]).ravel()
+    out = []
+    for e in np.atleast_1d(eps):
+        with np.errstate(over="ignore", invalid="ignore"):
+            g = np.where(np.isinf(total), 1.0, -np.expm1(np.minimum(e - total, 0.0)))
+        out.append(float(np.sum(mass * g)))
+    return np.array(out)
+
+
+def krr(eps0, k):
+    e = math.exp(eps0)
+    return (np.full((k, k), 1.0) + (e - 1) * np.eye(k)) / (e + k - 1)
+
+
+@pytest.mark.parametrize("fields,n,T", [
+    ((0.75, 0.25, 0.0, 0.25, 0.25), 9, 2),      # stronger clone at eps0 = log 3
+    ((0.7, 0.3, 0.0, 0.2, 0.35), 8, 2),         # asymmetric r0 != r1: both directions differ
+    ((0.6, 0.4, 0.0, 0.3, 0.3), 6, 3),
+])
+def test_round_pld_brackets_the_pairs_exact_composition(fields, n, T):
+    u, v, w, r0, r1 = fields
+    pair = js.two_count_pair(*fields)
+    r = round_pld(pair, n, discretization=1e-3)
+    P, Q = pair_cells(u, v, w, r0, r1, n)
+    eps = np.linspace(0.0, 1.5, 31)
+    for up, lo, (A, B) in ((r.upper_forward, r.lower_forward, (P, Q)), (r.upper_backward, r.lower_backward, (Q, P))):
+        ref = composed_delta(A, B, T, eps)
+        hi = compose_discrete([(up, T)]).delta(eps)
+        low = compose_discrete([(lo, T)]).delta(eps)
+        assert np.all(low <= ref * (1 + 1e-9) + 1e-15), (low - ref).max()
+        assert np.all(ref <= hi * (1 + 1e-9) + 1e-15), (ref - hi).max()
+        # and close: the discretisation moves each loss by at most one grid step per round
+        assert np.all(hi <= composed_delta(A, B, T, eps - T * 1e-3 * 1.01) + 1e-12)
+    if r0 != r1:
+        assert r.upper_backward is not r.upper_forward
+
+
+def test_single_round_reproduces_the_engines_bracket():
+    pair = js.stronger_clone_pair(1.0)
+    b = js.epsilon(pair, 10_000, 1e-6)
+    r = round_pld(pair, 10_000, discretization=1e-6)
+    c = compose([(r, 1)], 1e-6)
+    assert c.lower <= b.lower + 1e-12 and b.upper <= c.upper + 1e-12
+    assert c.upper - c.lower <= 3e-6  # within the grid (one step each way, plus error terms)
+
+
+@pytest.mark.parametrize("others,T", [((0, 0, 0), 2), ((2, 2, 1, 0), 2), ((1, 2), 3), ((0, 0, 0, 0, 0, 0, 0), 2)])
+def test_certified_composition_is_above_the_exact_shuffled_mechanism(others, T):
+    """k-RR (k = 3, eps0 = 1) through a shuffler, n <= 8: exact histograms, composed T times."""
+    eps0, k = 1.0, 3
+    n = len(others) + 1
+    log_p, log_q = exact.histogram_log_pmfs(krr(eps0, k), 0, 1, list(others))
+    P, Q = np.exp(log_p), np.exp(log_q)
+    r = shuffled_round(R.grr(eps0, k), n, discretization=1e-3)
+    eps = np.linspace(0.0, 2.0, 41)
+    hi = compose_discrete([(r.upper_forward, T)]).delta(eps)
+    for A, B in ((P, Q), (Q, P)):
+        assert np.all(composed_delta(A, B, T, eps) <= hi * (1 + 1e-9) + 1e-15)
+
+
+def test_must_show_t100_against_dp_accounting():
+    """eps0 = 1, n = 1e4, delta = 1e-6, T = 100: dp_accounting on the same pair's PLD (~0.508)."""
+    pytest.importorskip("dp_accounting")
+    r = round_pld(js.stronger_clone_pair(1.0), 10_000, rounds=100)
+    ours = compose([(r, 100)], 1e-6)
+    theirs = to_dp_accounting(r).self_compose(100).get_epsilon_for_delta(1e-6)
+    assert 0.50 < theirs < 0.52
+    assert ours.lower <= theirs <= ours.upper
+    assert ours.upper <= theirs * 1.001  # certified upper within 0.1 %
+
+
+@pytest.mark.slow
+def test_dp_accounting_from_the_pairs_exact_pmfs():
+    """Independent of our cells: dp_accounting discretises the pair's exact (a, b) pmfs itself."""
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import privacy_loss_distribution as pldm
+
+    fields, n, T = (0.7, 0.3, 0.0, 0.3, 0.3), 300, 10
+    P, Q = pair_cells(*fields, n)
+    keep = (P > 0) & (Q > 0)
+    assert P[~keep].sum() == 0 and Q[~keep].sum() == 0
+    # dp_accounting takes log pmfs, mu_lower (= Q) first; loss = log(mu_upper / mu_lower)
+    theirs = pldm.from_two_probability_mass_functions(
+        dict(enumerate(np.log(Q[keep]))), dict(enumerate(np.log(P[keep]))), value_discretization_interval=1e-4)
+    e_theirs = theirs.self_compose(T).get_epsilon_for_delta(1e-5)
+    ours = compose([(round_pld(js.two_count_pair(*fields), n, discretization=1e-5), T)], 1e-5)
+    assert ours.lower <= e_theirs + T * 1e-4 and e_theirs <= ours.upper + T * 1e-4
+    assert abs(e_theirs - ours.upper) <= T * 2e-4
+
+
+def test_homogeneous_equals_heterogeneous_and_one_by_one():
+    r = round_pld(js.stronger_clone_pair(1.0), 2_000, rounds=8)
+    deltas = np.array([1e-4, 1e-6, 1e-8])
+    same = compose([(r, 8)], deltas)
+    split = compose([(r, 3), (r, 5)], deltas)
+    singles = compose([(r, 1)] * 8, deltas)
+    step = r.upper_forward.discretization
+    for other in (split, singles):
+        np.testing.assert_allclose(other.upper, same.upper, atol=2 * step)
+        np.testing.assert_allclose(other.lower, same.lower, atol=2 * step)
+
+
+def test_heterogeneous_rounds_and_a_gaussian_round():
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import privacy_loss_distribution as pldm
+
+    grid = 2e-5
+    a = shuffled_round(R.grr(1.0, 10), 5_000, discretization=grid)
+    b = shuffled_round(R.grr(2.0, 4), 20_000, discretization=grid)
+    gauss_up = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid)
+    gauss_lo = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid, pessimistic_estimate=False)
+    g = from_dp_accounting(gauss_up, grid, optimistic=gauss_lo, source="gaussian")
+    ours = compose([(a, 5), (b, 3), (g, 2)], 1e-6)
+    ref = (to_dp_accounting(a).self_compose(5).compose(to_dp_accounting(b).self_compose(3))
+           .compose(gauss_up.self_compose(2)).get_epsilon_for_delta(1e-6))
+    assert ours.lower <= ref + 1e-9 and abs(ref - ours.upper) <= 1e-4 * ref
+    with pytest.raises(ValueError, match="discretization"):
+        from_dp_accounting(gauss_up, 1e-4)
+
+
+def test_fft_error_and_wraparound_against_direct_convolution():
+    """The stated float-error bound holds (and is not vacuous); the window loses at most `tail`."""
+    r = round_pld(js.stronger_clone_pair(0.5), 400, discretization=2e-4)
+    p = r.upper_forward
+    T = 6
+    direct = p.probs.copy()
+    for _ in range(T - 1):
+        direct = np.convolve(direct, p.probs)
+    c = compose_discrete([(p, T)], tail=1e-12)
+    start = c.lower_index - T * p.lower_index
+    assert start >= 0 and c.tail == 1e-12
+    window = direct[start:start + len(c.probs)]
+    outside = direct.sum() - window.sum()
+    assert outside <= 2 * c.tail
+    err = np.linalg.norm(np.asarray(c.probs)[:len(window)] - window)
+    assert err <= c.fft_error + 2 * c.tail
+    assert c.fft_error < 1e-11
+
+
+def test_rdp_upper_bound_against_exact_renyi():
+    fields, n = (0.7, 0.3, 0.0, 0.2, 0.35), 10
+    P, Q = pair_cells(*fields, n)
+    keep = (P > 0) | (Q > 0)
+    P, Q = P[keep], Q[keep]
+    orders = np.array([1.5, 2.0, 4.0, 16.0])
+    exact_rdp = [max(np.log(np.sum(A ** a * B ** (1 - a))) / (a - 1) for A, B in ((P, Q), (Q, P))) for a in orders]
+    bound = rdp(round_pld(js.two_count_pair(*fields), n, discretization=1e-4), orders)
+    assert np.all(np.array(exact_rdp) <= bound)
+    assert np.all(bound <= np.array(exact_rdp) + orders * 1e-4 + 1e-9)
+
+
+def test_epsilon_over_rounds_shape_and_monotone():
+    r = round_pld(js.stronger_clone_pair(1.0), 10_000, rounds=50)
+    out = epsilon_over_rounds(r, [1, 10, 50], [1e-5, 1e-7])
+    assert out.upper.shape == (3, 2)
+    assert np.all(np.diff(out.upper, axis=0) > 0) and np.all(out.upper[:, 1] > out.upper[:, 0])
+    basic = 50 * float(js.epsilon(js.stronger_clone_pair(1.0), 10_000, 1e-5 / 50).upper)
+    assert out.upper[2, 0] < basic / 3  # far below basic composition
+
+
+@settings(max_examples=8)
+@given(st.floats(0.2, 3.0), st.integers(3, 9), st.integers(2, 3))
+def test_property_clone_composition_brackets_enumeration(eps0, n, T):
+    pair = js.stronger_clone_pair(eps0)
+    u, v, w, r0, r1 = (float(x) for x in pair.arrays())
+    P, Q = pair_cells(u, v, w, r0, r1, n)
+    r = round_pld(pair, n, discretization=5e-4)
+    eps = np.linspace(0, eps0 * T, 17)
+    ref = composed_delta(P, Q, T, eps)
+    assert np.all(compose_discrete([(r.lower_forward, T)]).delta(eps) <= ref * (1 + 1e-9) + 1e-15)
+    assert np.all(ref <= compose_discrete([(r.upper_forward, T)]).delta(eps) * (1 + 1e-9) + 1e-15)
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda: round_pld(js.vr_pair(3.0, 0.2, 3.0), 100), "w must be 0"),
+    (lambda: round_pld(js.stronger_clone_pair(1.0), 1), "n: must be a finite integer >= 2"),
+    (lambda: round_pld(js.stronger_clone_pair(1.0), 100, discretization=1e-12), "discretization"),
+    (lambda: round_pld(js.stronger_clone_pair([1.0, 2.0]), 100), "scalar"),
+    (lambda: compose([], 1e-6), "rounds"),
+    (lambda: compose([(round_pld(js.stronger_clone_pair(1.0), 100, discretization=1e-3), 0)], 1e-6), "count"),
+    (lambda: compose([(round_pld(js.stronger_clone_pair(1.0), 100, discretization=1e-3), 2)], 1.5), "delta"),
+    (lambda: compose([(round_pld(js.stronger_clone_pair(1.0), 100, discretization=1e-3), 1),
+                      (round_pld(js.stronger_clone_pair(1.0), 100, discretization=2e-3), 1)], 1e-6), "discretization"),
+    (lambda: shuffled_round("grr", 100), "randomizer"),
+])
+def test_bad_input_names_the_parameter(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def test_lower_pair_is_not_composed_as_certified():
+    r = round_pld(js.two_count_pair(0.7, 0.3, 0.0, 0.2, 0.2, bound="lower"), 50, discretization=1e-3)
+    assert not r.certified
+    with pytest.raises(ValueError, match="not certified"):
+        compose([(r, 2)], 1e-6)
+    with pytest.raises(ValueError, match="not certified"):
+        to_dp_accounting(r)
+
+
+def test_itertools_reference_agrees_with_vectorised_reference():
+    """The brute-force reference itself, against a literal loop over tuples (T = 2)."""
+    P, Q = pair_cells(0.7, 0.3, 0.0, 0.25, 0.25, 5)
+    eps = 0.3
+    loop = sum(P[i] * P[j] * max(0.0, 1 - math.exp(eps) * Q[i] * Q[j] / (P[i] * P[j]))
+               for i, j in itertools.product(range(len(P)), repeat=2) if P[i] * P[j] > 0)
+    assert composed_delta(P, Q, 2, eps)[0] == pytest.approx(loop, rel=1e-12)
+
+
+def test_discrete_pld_fields():
+    r = round_pld(js.stronger_clone_pair(1.0), 200, discretization=1e-3)
+    assert isinstance(r.upper_forward, DiscretePLD) and r.upper_forward.pessimistic
+    assert not r.lower_forward.pessimistic and r.lower_forward.infinity_mass == 0.0
+    assert r.certified and r.max_loss == pytest.approx(1.0)
