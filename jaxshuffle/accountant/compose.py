@@ -47,7 +47,8 @@ MAX_FFT = 1 << 26  # bins of the composed grid (1 GB of complex128); more is ref
 class ComposedPLD(NamedTuple):
     """A composed privacy-loss distribution over a window, with its error terms.
 
-    probs: composed masses on ``loss = (lower_index + j) * discretization`` (float64, clamped >= 0).
+    probs: composed masses on ``loss = (lower_index + j) * discretization`` (a float64 device array,
+      clamped >= 0).
     lower_index, discretization: the grid.
     infinity_mass: ``1 - prod_r (1 - inf_r)^{T_r}``.
     tail: bound on the mass outside the window, per side.
@@ -55,7 +56,7 @@ class ComposedPLD(NamedTuple):
     pessimistic: which side this composition bounds.
     """
 
-    probs: np.ndarray
+    probs: jax.Array
     lower_index: int
     discretization: float
     infinity_mass: float
@@ -144,7 +145,8 @@ def _log_mgf(pld: DiscretePLD, lam: np.ndarray) -> np.ndarray:
     size = int(2 ** math.ceil(math.log2(max(len(pld.probs), 16))))
     probs = np.zeros(size)
     probs[:len(pld.probs)] = pld.probs
-    return np.asarray(_log_mgf_padded(jnp.asarray(probs), jnp.asarray(lam))) * (1 + 1e-12) + 1e-12
+    k = np.asarray(_log_mgf_padded(jnp.asarray(probs), jnp.asarray(lam)))
+    return k + np.abs(k) * 1e-12 + 1e-12
 
 
 @jax.jit
