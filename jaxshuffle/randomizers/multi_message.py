@@ -108,3 +108,80 @@ def mix_dump(f, d, blanket_per_user) -> VRParams:
     f, d, m = inp.values
     inp.require(f <= (d - 1.0) / d, "f", "must be <= (d-1)/d")
     return inp.params((1.0 - f) * (d - 1.0) / f, ((1.0 - f) * (d - 1.0) - f) / (d - 1.0), (1.0 - f) * d, m)
+
+
+# --------------------------------------------------------------------------------------
+# The protocols' own guarantees (the eps' of the paper's Figures 3 and 4)
+# --------------------------------------------------------------------------------------
+#
+# The seed paper (Section 7.2) compares its amplified epsilon with "the amplified privacy
+# provided by the original works, denoted eps'" and prints only the balls-into-bins
+# calibration (Figure 4's caption). Both guarantees below are the ones the paper's experiment
+# uses, read from the authors' public experiment script (github.com/wangsw/PrivacyAmplification,
+# ``unifiedamplification.py``, ``computeUBParameters`` rows "cheu" and "balls2bins"): the
+# formulas are restated and derived here, not copied. docs/math.md section 16.
+
+#: Constant of the fake-users guarantee: ``f (1-f) N >= CZ_CONSTANT coth^2(eps'/2) log(4/delta)``.
+CZ_CONSTANT = 33.0 / 5.0
+#: Constant of the balls-into-bins calibration ``N = LUO_CONSTANT log(2/delta) d / (eps'^2 s)``.
+LUO_CONSTANT = 32.0
+
+
+def _cz_rhs(eps_prime, delta):
+    """``(33/5) coth^2(eps'/2) log(4/delta)``, the right-hand side of the fake-users condition."""
+    eps_prime, delta = jnp.asarray(eps_prime, jnp.float64), jnp.asarray(delta, jnp.float64)
+    coth = 1.0 / jnp.tanh(eps_prime / 2.0)
+    return CZ_CONSTANT * coth * coth * jnp.log(4.0 / delta)
+
+
+def cheu_zhilyaev_flip(eps_prime, n_reports, delta):
+    """Flip probability ``f`` at which the fake-users protocol's own analysis gives ``(eps', delta)``.
+
+    Cheu and Zhilyaev's protocol (S&P 2022) is ``(eps', delta)``-shuffle private when the
+    ``N = n_reports`` noisy reports satisfy ``f (1 - f) N >= (33/5) coth^2(eps'/2) log(4/delta)``
+    (``coth(eps'/2) = (e^eps' + 1)/(e^eps' - 1)``; the condition as the seed paper's experiment
+    applies it, with ``N`` the number of users). Returns the smallest such ``f``, the smaller
+    root ``f = (1 - sqrt(1 - 4 c/N))/2`` with ``c`` the right-hand side (the least noise, so
+    the most favourable ``eps'`` for the original work); ``nan`` where ``N <= 4 c`` (no
+    ``f < 1/2`` meets the condition: the original analysis gives no ``eps'`` there).
+    """
+    c = _cz_rhs(eps_prime, delta)
+    n = jnp.asarray(n_reports, jnp.float64)
+    disc = 1.0 - 4.0 * c / n
+    ok = disc > 0
+    return jnp.where(ok, 0.5 * (1.0 - jnp.sqrt(jnp.where(ok, disc, 1.0))), jnp.nan)
+
+
+def cheu_zhilyaev_guarantee(f, n_reports, delta):
+    """The fake-users protocol's own ``eps'`` at flip probability ``f`` (inverse of :func:`cheu_zhilyaev_flip`).
+
+    ``coth^2(eps'/2) = f (1-f) N / ((33/5) log(4/delta))``, so
+    ``eps' = 2 artanh(sqrt((33/5) log(4/delta) / (f (1-f) N)))``; ``inf`` where the square root
+    is ``>= 1`` (the condition holds for no ``eps'``).
+    """
+    f, n, delta = (jnp.asarray(x, jnp.float64) for x in (f, n_reports, delta))
+    t2 = CZ_CONSTANT * jnp.log(4.0 / delta) / (f * (1.0 - f) * n)
+    ok = t2 < 1.0
+    return jnp.where(ok, 2.0 * jnp.arctanh(jnp.sqrt(jnp.where(ok, t2, 0.25))), jnp.inf)
+
+
+def balls_into_bins_messages(eps_prime, d, s, delta):
+    """Blanket balls that balls-into-bins needs for ``(eps', delta)`` by its own analysis (Figure 4's caption).
+
+    ``N = floor(32 log(2/delta) d / (eps'^2 s))`` (Luo, Wang, Yi, CCS 2022, as the seed
+    paper's Figure 4 states it: the number of blanket ("covering") balls over ``d`` bins, ``s``
+    special bins per value). Rounded down as the authors' script does.
+    """
+    eps_prime, d, s, delta = (jnp.asarray(x, jnp.float64) for x in (eps_prime, d, s, delta))
+    return jnp.floor(LUO_CONSTANT * jnp.log(2.0 / delta) * d / (eps_prime * eps_prime * s))
+
+
+def balls_into_bins_guarantee(n_messages, d, s, delta):
+    """The balls-into-bins protocol's own ``eps' = sqrt(32 log(2/delta) d / (N s))`` for ``N`` blanket balls."""
+    n, d, s, delta = (jnp.asarray(x, jnp.float64) for x in (n_messages, d, s, delta))
+    return jnp.sqrt(LUO_CONSTANT * jnp.log(2.0 / delta) * d / (n * s))
+
+
+def extra_amplification_ratio(eps_prime, eps):
+    """The paper's "extra amplification ratio" ``eps'/eps`` (Section 7.2); budget saved ``= 1 - eps/eps'``."""
+    return jnp.asarray(eps_prime, jnp.float64) / jnp.asarray(eps, jnp.float64)
