@@ -1,21 +1,28 @@
 """Plots of sweep results: amplification ratio and privacy-utility surfaces (matplotlib, optional).
 
 matplotlib is an optional dependency (``pip install 'jaxshuffle[plot]'``); it is imported when a
-function here is called, with a clear ImportError if it is missing. Every function takes an
-``ax`` (a new figure's axes when ``None``) and returns it.
+function here is called, with a clear ImportError if it is missing. Every single-panel function
+takes an ``ax`` (a new figure's axes when ``None``) and returns it.
 
 * :func:`amplification_ratio` -- ``eps0 / eps`` against ``eps0`` for several bounds (certified
   upper, the paper's Theorem 4.7 value, the lower bound, closed forms of
-  :mod:`jaxshuffle.closed_forms`), as in Figures 1-4 of Wang et al. (VLDB 2024).
+  :mod:`jaxshuffle.closed_forms`), as in Figures 1-4 of Wang et al. (VLDB 2024). With many ``n``
+  in the results, at most ``max_lines`` representative values (log-spaced) are drawn, and the
+  legend says which.
 * :func:`privacy_utility_surface` -- amplified eps over ``(n, eps0)`` as a heat map with log
-  axes, contour lines at target eps values, and a utility overlay: the standard deviation of
-  the k-ary randomized-response frequency estimator (:func:`grr_frequency_std`).
-* :func:`summary_figure` -- both panels, written to a file (what ``jaxshuffle sweep`` and
-  ``jaxshuffle plot`` draw).
+  axes and a labelled colour bar, contour lines at target eps values, and, where it applies (the
+  k-ary randomized response, ``grr``), a utility overlay: the standard deviation of the k-RR
+  frequency estimator (:func:`grr_frequency_std`).
+* :func:`summary_figure` -- small multiples, written to a file (what ``jaxshuffle sweep`` and
+  ``jaxshuffle plot`` draw): one row of panels per randomizer, per delta rule and per value of
+  every other option axis (e.g. ``k``); in each row a heat map for a dense ``(n, eps0)`` grid
+  (one colour scale shared by all heat maps) and/or the amplification ratio, or certified eps
+  against ``n`` when ``eps0`` has fewer values than ``n`` (or the randomizer has no ``eps0``).
 
 ``results`` is a :class:`jaxshuffle.sweeps.SweepResult`, a path to a sweep's results (CSV,
-npz or directory), or a mapping of column name to array with at least ``eps0``, ``n``,
-``delta``, ``upper``.
+npz or directory), or a mapping of column name to array with at least ``n`` and ``upper``
+(``eps0`` for the ratio and the surface). Empty or unusable results raise a ``ValueError`` that
+names the file and what is missing.
 
 Units: epsilon is in nats (natural logarithm: the guarantee is ``P[M(D) in S] <= e^eps
 P[M(D') in S] + delta``).
@@ -23,8 +30,12 @@ P[M(D') in S] + delta``).
 
 from __future__ import annotations
 
+import csv
 import math
-from pathlib import Path
+import os
+import warnings
+import zipfile
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +43,15 @@ __all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "
            "closed_form_bounds"]
 
 _INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
+
+#: At most this many labelled lines of one kind (values of n, or of eps0) in a panel.
+MAX_LINES = 8
+#: At most this many facets (rows of panels) in :func:`summary_figure`.
+MAX_FACETS = 12
+#: Randomizers whose frequency estimator is the k-ary randomized response one.
+_KRR = ("grr",)
+#: Randomizers for which an eps0-LDP result holds for every eps0-LDP randomizer (k-RR included).
+_ANY_LDP = ("general",)
 
 
 def _require_matplotlib():
@@ -50,17 +70,62 @@ def _new_ax():
     return ax
 
 
-def _as_result(results):
+# ----------------------------------------------------------------------------------------
+# Input: a SweepResult, a path or a mapping; clear errors for empty or unusable results
+
+
+def _where(res) -> str:
+    """``"results: PATH: "`` (or ``"results: "`` for results not read from a file), the start of an error message."""
+    return f"results: {res.path}: " if getattr(res, "path", None) is not None else "results: "
+
+
+def _as_result(results, need=()):
+    """``results`` as a SweepResult with rows and the ``need`` columns, else a ValueError saying what is wrong."""
     from jaxshuffle.sweeps.store import SweepResult, load
 
     if isinstance(results, SweepResult):
-        return results
-    if isinstance(results, (str, Path)):
-        return load(results)
-    if hasattr(results, "keys"):
+        res = results
+    elif isinstance(results, (str, os.PathLike)):
+        try:
+            res = load(results)
+        except (ValueError, OSError, csv.Error, zipfile.BadZipFile, KeyError, EOFError) as exc:
+            msg = str(exc)
+            if isinstance(exc, ValueError) and not isinstance(exc, UnicodeDecodeError) and str(results) in msg:
+                raise ValueError(msg if msg.startswith("results:") else f"results: {msg}") from None
+            raise ValueError(f"results: {os.fspath(results)} is not a readable sweep results file "
+                             f"(results.csv, results.npz or a sweep directory): {type(exc).__name__}: {msg}") from None
+    elif hasattr(results, "keys"):
         cols = {k: np.asarray(results[k]) for k in results.keys()}
-        return SweepResult(cols, {})
-    raise TypeError("results: expected a SweepResult, a path, or a mapping of columns")
+        sizes = {k: c.shape for k, c in cols.items()}
+        if any(len(s) != 1 for s in sizes.values()) or len({s[0] for s in sizes.values()}) > 1:
+            raise ValueError("results: the columns must be 1-D arrays of one length (got shapes "
+                             + ", ".join(f"{k} {s}" for k, s in sizes.items()) + ")")
+        res = SweepResult(cols, {})
+    else:
+        raise TypeError("results: expected a SweepResult, a path, or a mapping of columns, "
+                        f"not {type(results).__name__}")
+    where = _where(res)
+    if not res.columns:
+        raise ValueError(f"{where}no columns (an empty file?): nothing to plot")
+    if len(res) == 0:
+        raise ValueError(f"{where}no rows (a header-only file, or an empty sweep): nothing to plot")
+    missing = [c for c in need if c not in res]
+    if missing:
+        raise ValueError(f"{where}no column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"(it has: {', '.join(res.keys())}); a sweep's results.csv has n, eps0, delta, upper, ...")
+    for c in need:
+        col = res[c]
+        if col.dtype.kind not in "fiub":
+            raise ValueError(f"{where}column {c} is not numeric (dtype {col.dtype})")
+        if c != "eps0" and not np.isfinite(col.astype(np.float64)).any():
+            raise ValueError(f"{where}column {c} has no finite value ({len(res)} rows): nothing to plot")
+    return res
+
+
+def _rows(res, mask):
+    from jaxshuffle.sweeps.store import SweepResult
+
+    return SweepResult({k: c[mask] for k, c in res.columns.items()}, res.meta, res.path)
 
 
 def _fmt_num(x: float) -> str:
@@ -69,7 +134,7 @@ def _fmt_num(x: float) -> str:
     e = math.floor(math.log10(abs(x)))
     m = x / 10 ** e
     if abs(e) <= 3:
-        return f"{x:g}"
+        return f"{x:.4g}"
     if abs(m - 1) < 1e-9:
         return f"$10^{{{e}}}$"
     return f"${m:.3g}\\times10^{{{e}}}$"
@@ -91,48 +156,162 @@ def _pick(res, column: str, wanted):
     return res.select(**{column: chosen}), chosen
 
 
-def _subset(res, randomizer, delta_rule, fixed: dict | None = None):
-    """Rows of one randomizer and one delta rule; other option axes fixed at their first value."""
-    if "randomizer" in res:
-        res, name = _pick(res, "randomizer", randomizer)
-    else:
-        name = randomizer or "?"
-    if "delta_rule" in res:
-        res, rule = _pick(res, "delta_rule", delta_rule)
-    else:
-        d = res.unique("delta")
-        rule = repr(float(d[0])) if delta_rule is None else delta_rule
-        res = res.select(delta=float(rule))
-    notes = []
-    skip = {"index", "randomizer", "n", "eps0", "delta_rule", "delta", *((fixed or {}).keys())}
-    from jaxshuffle.sweeps.store import COLUMNS
+def _finite_unique(col) -> np.ndarray:
+    col = np.asarray(col)
+    if col.dtype.kind not in "fiu":
+        return np.unique(col)
+    col = col.astype(np.float64)
+    return np.unique(col[np.isfinite(col)])
 
-    for k in list(res.keys()):
-        if k in skip or k in COLUMNS:
-            continue
-        col = res[k]
-        if col.dtype.kind != "f":
-            continue
-        vals = col[~np.isnan(col)]
-        if vals.size == 0:
-            continue
-        if np.unique(vals).size > 1:
-            if _function_of_axes(res, k):  # e.g. the optimal k(eps0) of a derived option
-                notes.append(f"{k} = {k}(ε₀)")
-                continue
-            res = res.select(**{k: float(res.unique(k)[0])})
-        notes.append(f"{k} = {float(res[k][0]):g}")
-    return res, name, rule, notes
+
+def _function_of(res, base, key: str) -> bool:
+    """True if column ``key`` is determined by the ``base`` columns (a derived option, not an independent axis)."""
+    def num(c):
+        return np.nan_to_num(np.asarray(res[c], dtype=np.float64), nan=-1.2345e300)
+
+    if not base:
+        return _finite_unique(res[key]).size <= 1
+    axes = [num(c) for c in base]
+    pairs = np.unique(np.stack(axes, 1), axis=0).shape[0]
+    triples = np.unique(np.stack([*axes, num(key)], 1), axis=0).shape[0]
+    return triples == pairs
 
 
 def _function_of_axes(res, key: str) -> bool:
     """True if the column is determined by (eps0, n) (a derived option), not an independent axis."""
-    axes = [res[c] for c in ("eps0", "n") if c in res]
-    if not axes:
-        return False
-    pairs = np.unique(np.stack(axes, 1), axis=0).shape[0]
-    triples = np.unique(np.stack([*axes, res[key]], 1), axis=0).shape[0]
-    return triples == pairs
+    return _function_of(res, [c for c in ("eps0", "n") if c in res], key)
+
+
+# ----------------------------------------------------------------------------------------
+# Facets: one panel (row of panels) per randomizer, delta rule and value of every independent option
+
+
+@dataclass
+class _Facet:
+    res: object
+    name: str
+    rule: str
+    notes: list = field(default_factory=list)
+    keys: dict = field(default_factory=dict)  # the values that tell this facet from the others
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k} = {_num_text(v)}" if k not in ("randomizer", "delta_rule") else
+                 (str(v) if k == "randomizer" else f"δ = {_delta_text(str(v))}") for k, v in self.keys.items()]
+        return ", ".join(parts) or self.name
+
+
+def _num_text(v) -> str:
+    return f"{v:g}" if isinstance(v, (float, np.floating, int, np.integer)) else str(v)
+
+
+def _option_columns(res) -> list[str]:
+    """Numeric columns that are randomizer options (not results, not the n axis, not eps0)."""
+    from jaxshuffle.sweeps.store import COLUMNS
+
+    out = [k for k in res.keys() if k not in COLUMNS and k != "eps0" and res[k].dtype.kind in "fiu"]
+    if "delta_rule" not in res and "delta" in res:
+        out.append("delta")
+    return out
+
+
+def _split(res, key):
+    col = res[key]
+    if col.dtype.kind in "fiu":
+        col = col.astype(np.float64)
+        for v in _finite_unique(col):
+            yield float(v), _rows(res, col == v)
+        if np.isnan(col).any():
+            yield math.nan, _rows(res, np.isnan(col))
+    else:
+        for v in res.unique(key):
+            yield v, _rows(res, col == v)
+
+
+def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
+    """Split the results into panels: nothing is dropped except by an explicit selection."""
+    for k, v in (fixed or {}).items():
+        if k not in res:
+            raise ValueError(f"fixed: the results have no column {k!r}")
+        sel = res.select(**{k: v})
+        if len(sel) == 0:
+            raise ValueError(f"{k}: {v!r} is not in the results ({', '.join(map(_num_text, res.unique(k)))})")
+        res = sel
+    if randomizer is not None and "randomizer" in res:
+        res, _ = _pick(res, "randomizer", randomizer)
+    if delta_rule is not None:
+        if "delta_rule" in res:
+            res, _ = _pick(res, "delta_rule", delta_rule)
+        elif "delta" in res:
+            res = res.select(delta=float(delta_rule))
+            if len(res) == 0:
+                raise ValueError(f"delta_rule: {delta_rule!r} is not in the results")
+    groups = [({}, res)]
+    for key in ("randomizer", "delta_rule"):
+        if key in res:
+            groups = [({**keys, key: v}, sub) for keys, g in groups for v, sub in _split(g, key)]
+    facets = []
+    for keys, g in groups:
+        name = str(keys.get("randomizer", randomizer or "?"))
+        cands = [k for k in _option_columns(g) if _finite_unique(g[k]).size > 1]
+        cands.sort(key=lambda k: (_finite_unique(g[k]).size, k != "delta", k))
+        base = [c for c in ("eps0", "n") if c in g and np.isfinite(g[c].astype(np.float64)).any()]
+        chosen, derived = [], []
+        for k in cands:
+            (derived if _function_of(g, base + chosen, k) else chosen).append(k)
+        parts = [(keys, g)]
+        for k in chosen:
+            parts = [({**kk, k: v}, sub) for kk, gg in parts for v, sub in _split(gg, k)]
+        for kk, sub in parts:
+            if "delta_rule" in sub:
+                rule = str(kk.get("delta_rule", sub["delta_rule"][0]))
+            elif "delta" in sub:
+                d = _finite_unique(sub["delta"])
+                rule = repr(float(d[0])) if d.size == 1 else "δ(n)"
+            else:
+                rule = "?"
+            notes = []
+            for k in _option_columns(sub):
+                if k == "delta":
+                    continue
+                vals = _finite_unique(sub[k])
+                if k in derived and vals.size > 1:
+                    notes.append(f"{k} = {k}(ε₀)" if "eps0" in base else f"{k} = {k}(n)")
+                elif vals.size == 1:
+                    notes.append(f"{k} = {vals[0]:g}")
+            facets.append(_Facet(sub, name, rule, notes, kk))
+    return facets
+
+
+def _subset(res, randomizer, delta_rule, fixed: dict | None = None, *, who: str = "this plot"):
+    """One panel's rows (the first facet; a warning names what else the results hold), name, rule, notes."""
+    facets = _facets(res, randomizer, delta_rule, fixed)
+    if len(facets) > 1:
+        shown = "; ".join(f.label for f in facets[:6]) + ("; ..." if len(facets) > 6 else "")
+        warnings.warn(f"{who}: the results hold {len(facets)} panels ({shown}); drawing the first "
+                      f"({facets[0].label}). Choose one with randomizer=, delta_rule= or fixed={{column: value}}, "
+                      "or draw them all with summary_figure.", UserWarning, stacklevel=3)
+    f = facets[0]
+    return f.res, f.name, f.rule, f.notes
+
+
+def _representative(values, m: int) -> np.ndarray:
+    """At most ``m`` of the sorted unique ``values``, evenly spaced in log (linear if any is <= 0), ends included."""
+    v = np.sort(np.unique(np.asarray(values, dtype=np.float64)))
+    v = v[np.isfinite(v)]
+    if v.size <= m:
+        return v
+    t = np.log(v) if v[0] > 0 else v
+    targets = np.linspace(t[0], t[-1], m)
+    return v[np.unique(np.abs(t[:, None] - targets[None, :]).argmin(0))]
+
+
+def _shown_note(what: str, shown, total) -> str:
+    return "" if len(shown) == len(total) else f"{len(shown)} of {len(total)} {what} values drawn"
+
+
+# ----------------------------------------------------------------------------------------
+# Utility and closed forms
 
 
 def grr_frequency_std(eps0, n, k, f=0.0):
@@ -164,6 +343,32 @@ def closed_form_bounds(eps0, n, delta, p=None, beta=None, q=None) -> dict[str, n
     return {label: value for label, (value, _, form) in out.items() if "blanket" not in label}
 
 
+def _utility_k(name: str, res, utility_k):
+    """(k of the k-RR overlay or None, why not) for a panel of randomizer ``name``.
+
+    Default (None): the panel's own k for ``grr``, none elsewhere. An explicit ``k`` is drawn on a
+    ``grr`` panel of that k and on ``general`` (whose bound holds for every eps0-LDP randomizer,
+    k-RR included); elsewhere it does not apply.
+    """
+    own = None
+    if name in _KRR and "k" in res:
+        ks = _finite_unique(res["k"])
+        own = float(ks[0]) if ks.size == 1 else None
+    if utility_k is None:
+        return own, None
+    if not utility_k:
+        return None, None
+    k = float(utility_k)
+    if name in _ANY_LDP or (name in _KRR and own == k):
+        return k, None
+    return None, f"{k:g}-ary RR utility not drawn: it does not apply to {name}" + (
+        f" with k = {own:g}" if own is not None else "")
+
+
+# ----------------------------------------------------------------------------------------
+# Panels
+
+
 _STYLES = {
     "upper": dict(color="black", lw=2.2, ls="-", label="certified upper bound on ε (this library)"),
     "paper": dict(color="tab:orange", lw=1.8, ls="--", label="paper Thm 4.7 value (not certified if w > 0)"),
@@ -174,45 +379,79 @@ _CF_STYLES = [dict(color="tab:blue", ls="--", marker="o"), dict(color="tab:purpl
               dict(color="tab:cyan", ls="--", marker="d")]
 
 
+def _line_colors(values):
+    """viridis colour of each value by its log position among ``values`` (one colour per n across panels)."""
+    _require_matplotlib()
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    v = np.asarray(values, dtype=np.float64)
+    t = np.log(v) if v.size and v.min() > 0 else v
+    span = (t.max() - t.min()) if t.size else 0.0
+    return [cmap(0.9 * ((x - t.min()) / span if span > 0 else 0.0)) for x in t]
+
+
+def _lines_legend(ax, lines: int, handles=None, labels=None, title=None):
+    """Legend of a panel with ``lines`` coloured lines: inside for a few, outside on the right for more."""
+    if lines > 4:
+        kw = dict(fontsize=7.5, title=title, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0, frameon=False)
+    else:
+        kw = dict(fontsize=8, title=title, title_fontsize=8, loc="best")
+    return ax.legend(handles, labels, **kw) if handles is not None else ax.legend(**kw)
+
+
 def amplification_ratio(results, ax=None, *, n=None, randomizer=None, delta_rule=None, bounds=None,
-                        closed_forms: bool = True, log_y: bool = False):
+                        closed_forms: bool = True, log_y: bool = False, max_lines: int = MAX_LINES,
+                        fixed: dict | None = None):
     """Amplification ratio ``eps0 / eps`` against ``eps0`` (like Figures 1-4 of the paper).
 
     Args:
       results: sweep results with an ``eps0`` axis.
       ax: matplotlib axes (new figure if None). Returned.
       n: plot this ``n`` only; ``None`` with several ``n`` in the results draws one line per
-        ``n`` (colours) for each bound (line styles).
+        ``n`` (colours) for each bound (line styles), for at most ``max_lines`` values of ``n``
+        (evenly spaced in log, the smallest and largest included; the legend says how many).
       randomizer, delta_rule: which rows (default: the first of each in the results).
       bounds: subset of ``("upper", "paper", "lower")``; default: ``upper``, plus ``paper``
-        where it differs from it, plus ``lower`` where the results have one.
+        where it differs from it and ``lower`` where the results have one (those two only
+        with at most 3 lines of ``n``).
       closed_forms: with a single ``n``, add the closed forms (:func:`closed_form_bounds`)
         where their conditions hold.
       log_y: logarithmic ratio axis.
+      max_lines: most values of ``n`` drawn.
+      fixed: ``{column: value}`` selecting the rows of other option axes (e.g. ``{"k": 10}``);
+        without it a results file with several panels' worth draws the first, with a warning.
     """
-    res = _as_result(results)
+    res = _as_result(results, need=("n", "upper"))
     if "eps0" not in res:
-        raise ValueError("results: no eps0 column (the ratio plot needs an eps0 axis)")
-    res, name, rule, notes = _subset(res, randomizer, delta_rule)
+        raise ValueError(f"{_where(res)}no column eps0 (the ratio plot needs an eps0 axis)")
+    sub, name, rule, notes = _subset(res, randomizer, delta_rule, fixed, who="amplification_ratio")
+    ax = ax if ax is not None else _new_ax()
+    _ratio_panel(ax, sub, name, rule, notes, n=n, bounds=bounds, closed_forms=closed_forms, log_y=log_y,
+                 max_lines=max_lines)
+    return ax
+
+
+def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_forms=True, log_y=False,
+                 max_lines=MAX_LINES):
+    if not np.isfinite(res["eps0"]).any():
+        raise ValueError(f"eps0: the {name} rows have no eps0 value (the ratio plot needs an eps0 axis)")
     if n is not None:
         res = res.select(n=float(n))
         if len(res) == 0:
             raise ValueError(f"n: {n:g} is not in the results")
-    ns = np.sort(np.unique(res["n"]))
+    all_ns = np.sort(np.unique(res["n"]))
+    ns = _representative(all_ns, max(1, int(max_lines)))
     if bounds is None:
         bounds = ["upper"]
-        if "paper" in res and not np.allclose(res["paper"], res["upper"], rtol=1e-9, equal_nan=True):
+        few = ns.size <= 3
+        if few and "paper" in res and not np.allclose(res["paper"], res["upper"], rtol=1e-9, equal_nan=True):
             bounds.append("paper")
-        if "has_lower" in res and np.any(res["has_lower"]):
+        if few and "has_lower" in res and np.any(res["has_lower"]):
             bounds.append("lower")
-    ax = ax if ax is not None else _new_ax()
     single = ns.size == 1
-    cmap = None
-    if not single:
-        _require_matplotlib()
-        import matplotlib
-
-        cmap = matplotlib.colormaps["viridis"]
+    colors = _line_colors(ns)
     for j, nv in enumerate(ns):
         sub = res.select(n=float(nv))
         order = np.argsort(sub["eps0"])
@@ -223,13 +462,13 @@ def amplification_ratio(results, ax=None, *, n=None, randomizer=None, delta_rule
                 ratio = np.where(eps > 0, e0 / eps, np.nan)
             style = dict(_STYLES[b])
             if not single:
-                style["color"] = cmap(j / max(ns.size - 1, 1) * 0.9)
+                style["color"] = colors[j]
                 style["label"] = (f"n = {_fmt_num(nv)}" if b == bounds[0] else None)
                 style["lw"] = 1.6
             ax.plot(e0, ratio, **style)
-        if single and closed_forms:
+        if single and closed_forms and "delta" in sub:
             kw = {}
-            if {"p", "beta", "q"} <= set(sub.keys()):
+            if {"p", "beta", "q"} <= set(sub.keys()) and all(np.isfinite(sub[c]).all() for c in ("p", "beta", "q")):
                 kw = dict(p=sub["p"][order], beta=sub["beta"][order], q=sub["q"][order])
             cfs = closed_form_bounds(e0, sub["n"][order], sub["delta"][order], **kw)
             for c, (label, eps) in enumerate(cfs.items()):
@@ -238,14 +477,17 @@ def amplification_ratio(results, ax=None, *, n=None, randomizer=None, delta_rule
                 if np.all(np.isnan(ratio)):
                     continue
                 ax.plot(e0, ratio, lw=1.2, ms=4, mfc="none", label=label, **_CF_STYLES[c % len(_CF_STYLES)])
-    if not single and len(bounds) > 1:
+    shown = _shown_note("n", ns, all_ns)
+    if not single:
         from matplotlib.lines import Line2D
 
         handles, labels = ax.get_legend_handles_labels()
-        for b in bounds:
-            handles.append(Line2D([], [], color="gray", lw=1.6, ls=_STYLES[b]["ls"]))
-            labels.append(_STYLES[b]["label"])
-        ax.legend(handles, labels, fontsize=8, loc="best")
+        if len(bounds) > 1:
+            for b in bounds:
+                handles.append(Line2D([], [], color="gray", lw=1.6, ls=_STYLES[b]["ls"]))
+                labels.append(_STYLES[b]["label"])
+        title = f"n ({len(ns)} of {len(all_ns)}, log-spaced)" if shown else None
+        _lines_legend(ax, len(ns), handles, labels, title=title)
     else:
         ax.legend(fontsize=8, loc="best")
     ax.axhline(1.0, color="0.6", lw=0.8)
@@ -253,10 +495,38 @@ def amplification_ratio(results, ax=None, *, n=None, randomizer=None, delta_rule
     ax.set_ylabel(r"amplification ratio $\varepsilon_0/\varepsilon$" + f"  at $\\delta$ = {_delta_text(rule)}")
     if log_y:
         ax.set_yscale("log")
-    where = f"n = {_fmt_num(ns[0])}" if single else f"n = {_fmt_num(ns[0])} .. {_fmt_num(ns[-1])}"
+    where = f"n = {_fmt_num(ns[0])}" if single else f"n = {_fmt_num(all_ns[0])} .. {_fmt_num(all_ns[-1])}"
+    if shown:
+        where += f" ({shown})"
     extra = ("; " + ", ".join(notes)) if notes else ""
-    ax.set_title(f"amplification by shuffling: {name}{extra}\n{where}, $\\delta$ = {_delta_text(rule)}", fontsize=10)
+    ax.set_title(f"amplification by shuffling: {name}{extra}\n{where}, $\\delta$ = {_delta_text(rule)}", fontsize=9)
     ax.grid(True, alpha=0.3)
+    return ax
+
+
+def _eps_vs_n_panel(ax, res, name, rule, notes, *, max_lines=MAX_LINES):
+    """Certified eps against n (log-log), one line per eps0 (at most ``max_lines``), or one line without eps0."""
+    has_e0 = "eps0" in res and np.isfinite(res["eps0"]).any()
+    all_e0 = np.sort(_finite_unique(res["eps0"])) if has_e0 else np.array([math.nan])
+    e0s = _representative(all_e0, max(1, int(max_lines))) if has_e0 else all_e0
+    colors = _line_colors(e0s) if has_e0 else ["black"]
+    for j, e in enumerate(e0s):
+        sub = res.select(eps0=float(e)) if has_e0 else res
+        order = np.argsort(sub["n"])
+        label = f"ε₀ = {e:.3g}" if has_e0 else "certified upper bound on ε"
+        ax.plot(sub["n"][order], sub["upper"][order], color=colors[j], lw=1.6, marker="o", ms=3, label=label)
+    ax.set_xscale("log")
+    pos = res["upper"][np.isfinite(res["upper"]) & (res["upper"] > 0)]
+    if pos.size and pos.max() / pos.min() > 20:
+        ax.set_yscale("log")
+    shown = _shown_note("ε₀", e0s, all_e0) if has_e0 else ""
+    _lines_legend(ax, len(e0s), title=f"ε₀ ({len(e0s)} of {len(all_e0)}, log-spaced)" if shown else None)
+    ax.set_xlabel("number of users n (log scale)")
+    ax.set_ylabel(f"certified ε (nats) at δ = {_delta_text(rule)}")
+    extra = ("; " + ", ".join(notes)) if notes else ""
+    ax.set_title(f"certified amplified ε against n: {name}{extra}\n"
+                 f"δ = {_delta_text(rule)}" + (f" ({shown})" if shown else ""), fontsize=9)
+    ax.grid(True, alpha=0.3, which="both")
     return ax
 
 
@@ -279,126 +549,295 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def _levels_between(lo: float, hi: float) -> list[float]:
+def _levels_between(lo: float, hi: float, mantissas=(1, 3)) -> list[float]:
     out = []
     for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
-        for m in (1, 3):
+        for m in mantissas:
             v = m * 10.0 ** e
             if lo < v < hi:
                 out.append(v)
     return out
 
 
+def _utility_levels(lo: float, hi: float, most: int = 3) -> list[float]:
+    """Few standard-deviation levels: powers of ten in range (thinned to ``most``), else 1 and 3 times them."""
+    lv = _levels_between(lo, hi, (1,)) or _levels_between(lo, hi)
+    return [float(v) for v in _representative(lv, most)] if lv else []
+
+
+def _value_range(values) -> tuple[float, float]:
+    v = np.asarray(values, dtype=np.float64)
+    pos = v[np.isfinite(v) & (v > 0)]
+    vmin, vmax = (float(pos.min()), float(pos.max())) if pos.size else (1e-3, 1.0)
+    return (vmin, vmin * 10) if vmax <= vmin else (vmin, vmax)
+
+
+_WHAT = {"upper": "certified amplified ε", "paper": "paper's Thm 4.7 ε (not certified)", "lower": "lower bound on ε"}
+
+
+def _colorbar_label(value: str, rule) -> str:
+    delta = f"at δ = {_delta_text(rule)}" if rule is not None else "(δ: see each panel)"
+    return f"{'certified ' if value == 'upper' else value + ' '}ε (nats) {delta}"
+
+
 def privacy_utility_surface(results, ax=None, *, randomizer=None, delta_rule=None, value: str = "upper",
                             targets=(0.1, 0.3, 1.0), utility_k=None, utility_levels=None, colorbar: bool = True,
-                            log_eps0: bool = True):
+                            log_eps0: bool = True, fixed: dict | None = None, vlim=None):
     """Amplified eps over ``(n, eps0)``: heat map (log axes), contours at ``targets``, utility overlay.
 
     Args:
       results: sweep results with ``n`` and ``eps0`` axes (several values each).
       value: the column shown (``"upper"``: certified; ``"paper"``, ``"lower"``).
-      targets: eps levels drawn as labelled solid contour lines.
+      targets: eps levels drawn as labelled solid contour lines (and marked on the colour bar).
       utility_k: ``k`` of the k-ary RR whose frequency-estimate standard deviation
-        (:func:`grr_frequency_std`, at frequency 0) is overlaid as dashed contours; default:
-        the results' ``k`` for ``grr``, else 10; ``0`` turns the overlay off.
-      utility_levels: standard-deviation levels (default: 1 and 3 times powers of ten in range).
+        (:func:`grr_frequency_std`, at frequency 0) is overlaid as dashed contours. Default: the
+        results' ``k`` for ``grr``, no overlay for other randomizers (it does not apply to them);
+        an explicit ``k`` is also drawn on ``general`` (its bound holds for k-RR), never on a
+        ``grr`` panel of another ``k`` or on another randomizer; ``0`` turns the overlay off.
+      utility_levels: standard-deviation levels (default: up to 3 powers of ten in range).
       colorbar: add a colour bar.
       log_eps0: logarithmic eps0 axis.
+      fixed: ``{column: value}`` selecting the rows of other option axes (e.g. ``{"k": 10}``).
+      vlim: ``(vmin, vmax)`` of the colour scale (default: the panel's positive values).
+
+    Contour labels that would overlap one another (or leave the axes) are left out; every
+    target level keeps its mark on the colour bar.
     """
     _require_matplotlib()
+    res = _as_result(results, need=("eps0", "n", value))
+    sub, name, rule, notes = _subset(res, randomizer, delta_rule, fixed, who="privacy_utility_surface")
+    ax = ax if ax is not None else _new_ax()
+    mesh, levels = _surface_panel(ax, sub, name, rule, notes, value=value, targets=targets, utility_k=utility_k,
+                                  utility_levels=utility_levels, log_eps0=log_eps0, vlim=vlim)
+    if colorbar:
+        _colorbar(ax.figure, mesh, [ax], value, rule, levels)
+    _declutter(ax.figure)
+    return ax
+
+
+def _colorbar(fig, mesh, axes, value, rule, levels):
+    cb = fig.colorbar(mesh, ax=axes, fraction=0.05 if len(axes) == 1 else 0.03, pad=0.02)
+    cb.set_label(_colorbar_label(value, rule))
+    if mesh.norm.vmax / mesh.norm.vmin < 100:
+        _plain_log_ticks(cb.ax.yaxis)
+    if levels:
+        cb.add_lines(levels, ["black"] * len(levels), [1.8] * len(levels))
+        cb.ax.yaxis.set_tick_params(which="minor", length=0)
+    return cb
+
+
+def _surface_panel(ax, res, name, rule, notes, *, value="upper", targets=(0.1, 0.3, 1.0), utility_k=None,
+                   utility_levels=None, log_eps0=True, vlim=None):
     from matplotlib.colors import LogNorm
 
-    res = _as_result(results)
-    for col in ("eps0", "n", value):
-        if col not in res:
-            raise ValueError(f"results: no {col} column")
-    res, name, rule, notes = _subset(res, randomizer, delta_rule)
-    e0s = np.sort(np.unique(res["eps0"]))
+    e0s = np.sort(_finite_unique(res["eps0"]))
     ns = np.sort(np.unique(res["n"]))
     if e0s.size < 2 or ns.size < 2:
-        raise ValueError("results: the surface needs at least 2 values of n and of eps0")
+        raise ValueError(f"results: the surface needs at least 2 values of n and of eps0 ({name}: {ns.size} n, "
+                         f"{e0s.size} eps0)")
+    res = _rows(res, np.isfinite(res["eps0"]))
     Z = np.full((e0s.size, ns.size), np.nan)
     i = np.searchsorted(e0s, res["eps0"])
     j = np.searchsorted(ns, res["n"])
     Z[i, j] = res[value]
-    ax = ax if ax is not None else _new_ax()
-    pos = Z[np.isfinite(Z) & (Z > 0)]
-    vmin, vmax = (float(pos.min()), float(pos.max())) if pos.size else (1e-3, 1.0)
-    if vmax <= vmin:
-        vmax = vmin * 10
+    vmin, vmax = vlim if vlim is not None else _value_range(Z)
     Zm = np.ma.masked_invalid(np.where(Z > 0, Z, np.nan))
     mesh = ax.pcolormesh(_edges(ns, True), _edges(e0s, log_eps0), Zm, norm=LogNorm(vmin=vmin, vmax=vmax),
                          cmap="YlOrRd", shading="flat")
     ax.set_xscale("log")
+    if ns[-1] / ns[0] < 100:  # less than two decades: 50, 100, 200 rather than 5x10^1
+        _plain_log_ticks(ax.xaxis)
     if log_eps0:
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
     N, E = np.meshgrid(ns, e0s)
-    levels = sorted(t for t in targets if vmin < t < vmax)
+    zmin, zmax = _value_range(Z)
+    levels = sorted(t for t in targets if zmin < t < zmax)
+    labels = []
     if levels:
-        cs = ax.contour(N, E, np.where(np.isfinite(Z), Z, vmax), levels=levels, colors="black", linewidths=1.8)
-        for t in ax.clabel(cs, fmt=lambda v: f"ε = {v:g}", fontsize=8):
-            t.set_bbox(dict(facecolor="white", alpha=0.6, edgecolor="none", pad=0.5))
-    k = utility_k
-    if k is None:
-        k = float(res["k"][0]) if (name == "grr" and "k" in res) else 10.0
-    if k and k >= 2:
+        cs = ax.contour(N, E, np.where(np.isfinite(Z), Z, zmax), levels=levels, colors="black", linewidths=1.8)
+        texts = ax.clabel(cs, fmt=lambda v: f"ε = {v:g}", fontsize=8, inline=False)
+        for t in texts:
+            t.set_bbox(dict(facecolor="white", alpha=0.85, edgecolor="none", pad=0.6))
+        labels.append((cs, list(texts)))
+    k, skipped = _utility_k(name, res, utility_k)
+    lv = []
+    if k:
         sd = grr_frequency_std(E, N, k)
-        lv = utility_levels or _levels_between(float(np.nanmin(sd)), float(np.nanmax(sd)))
+        lv = list(utility_levels) if utility_levels else _utility_levels(float(np.nanmin(sd)), float(np.nanmax(sd)))
         if lv:
             cu = ax.contour(N, E, sd, levels=lv, colors="tab:blue", linestyles="--", linewidths=1.1)
-            for t in ax.clabel(cu, fmt=lambda v: f"sd {v:.0e}" if v < 0.01 else f"sd {v:g}", fontsize=7):
-                t.set_bbox(dict(facecolor="white", alpha=0.5, edgecolor="none", pad=0.3))
-    if colorbar:
-        cb = ax.figure.colorbar(mesh, ax=ax)
-        cb.set_label(f"{'certified ' if value == 'upper' else value + ' '}ε (nats) at δ = {_delta_text(rule)}")
+            texts = ax.clabel(cu, fmt=lambda v: f"sd {v:.0e}" if v < 0.01 else f"sd {v:g}", fontsize=7, inline=False)
+            for t in texts:
+                t.set_bbox(dict(facecolor="white", alpha=0.75, edgecolor="none", pad=0.4))
+            labels.append((cu, list(texts)))
+    ax._jaxshuffle_labels = labels
     ax.set_xlabel("number of users n (log scale)")
     ax.set_ylabel(r"local privacy $\varepsilon_0$ (nats)")
     extra = ("; " + ", ".join(notes)) if notes else ""
-    util = (f"; dashed blue: std of the {k:g}-ary RR\nfrequency estimate (f = 0) for the same (n, ε₀)"
-            if k and k >= 2 else "")
-    what = {"upper": "certified amplified ε", "paper": "paper's Thm 4.7 ε (not certified)",
-            "lower": "lower bound on ε"}.get(value, value)
-    ax.set_title(f"{what}: {name}{extra}, δ = {_delta_text(rule)}"
-                 f"\nsolid black: ε = {', '.join(f'{t:g}' for t in levels)}{util}", fontsize=9)
-    return ax
+    second = f"solid black: ε = {', '.join(f'{t:g}' for t in levels)}" if levels else "no target ε in range"
+    if k and lv:
+        second += f"\ndashed blue: std of the {k:g}-ary RR frequency estimate (f = 0)"
+    elif skipped:
+        second += f"\n({skipped})"
+    ax.set_title(f"{_WHAT.get(value, value)}: {name}{extra}, δ = {_delta_text(rule)}\n{second}", fontsize=9)
+    return mesh, levels
+
+
+def _declutter(fig) -> None:
+    """Remove contour labels that overlap an earlier kept label or leave their axes (after layout)."""
+    labelled = [ax for ax in fig.axes if getattr(ax, "_jaxshuffle_labels", None)]
+    if not labelled:
+        return
+    if not hasattr(fig.canvas, "get_renderer"):  # a pyplot-free Figure: give it an Agg canvas to measure text
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    for ax in labelled:
+        box = ax.get_window_extent(renderer)
+        # first label of every level (black targets first), then the others
+        ranked = []
+        for g, (cs, texts) in enumerate(ax._jaxshuffle_labels):
+            seen: dict = {}
+            for t in texts:
+                key = t.get_text()
+                seen[key] = seen.get(key, -1) + 1
+                ranked.append(((seen[key] > 0, g, seen[key]), cs, t))
+        ranked.sort(key=lambda r: r[0])
+        kept = []
+        for _, cs, t in ranked:
+            bb = t.get_window_extent(renderer)
+            bb = bb.expanded(1.0 + 8.0 / max(bb.width, 1.0), 1.0 + 6.0 / max(bb.height, 1.0))
+            inside = bb.x0 >= box.x0 and bb.x1 <= box.x1 and bb.y0 >= box.y0 and bb.y1 <= box.y1
+            if inside and not any(bb.overlaps(o) for o in kept):
+                kept.append(bb)
+                continue
+            t.remove()
+            if t in cs.labelTexts:
+                idx = cs.labelTexts.index(t)
+                for lst in (cs.labelTexts, cs.labelCValues, getattr(cs, "labelXYs", None)):
+                    if lst is not None and idx < len(lst):
+                        del lst[idx]
+        ax._jaxshuffle_labels = []
+
+
+# ----------------------------------------------------------------------------------------
+# The summary figure: small multiples
+
+
+def _panel_kinds(f: _Facet, kind: str, n) -> list[str]:
+    res = f.res
+    e0 = _finite_unique(res["eps0"]) if "eps0" in res else np.array([])
+    ns = np.unique(res["n"])
+    if e0.size == 0:
+        return ["n"]  # no eps0 axis for this randomizer: certified eps against n
+    surface_ok = e0.size >= 2 and ns.size >= 2
+    dense = e0.size >= 3 and ns.size >= 3
+    if kind == "auto":
+        if dense:
+            return ["surface", "ratio"]
+        if n is not None or e0.size >= ns.size:
+            return ["ratio"]
+        return ["n"]
+    if kind == "ratio":
+        return ["ratio"]
+    if kind == "surface":
+        return ["surface"] if surface_ok else (["ratio"] if e0.size >= ns.size else ["n"])
+    return ["surface", "ratio"] if surface_ok else ["ratio"]
 
 
 def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule=None, randomizer=None,
-                   targets=(0.1, 0.3, 1.0), utility_k=None, dpi: int = 150):
-    """Figure with the privacy-utility surface and/or the amplification ratio; saved to ``path`` if given.
+                   targets=(0.1, 0.3, 1.0), utility_k=None, dpi: int = 150, max_lines: int = MAX_LINES,
+                   max_panels: int = MAX_FACETS):
+    """Small multiples of the results: the privacy-utility surface and/or the amplification ratio; saved to ``path``.
 
-    ``kind``: ``"auto"`` (both panels when the results have several ``n`` and ``eps0``, else the
-    ratio), ``"ratio"``, ``"surface"`` or ``"both"``. Returns the matplotlib Figure (built without
-    pyplot, so no global state is touched).
+    One row of panels per randomizer, per delta rule and per value of every other independent
+    option axis (``k`` of ``grr``, ``d`` ...; an option that is a function of ``(eps0, n)`` is
+    noted, not split). In each row, by ``kind``:
+
+    * ``"auto"``: a dense grid (at least 3 values of ``n`` and of ``eps0``) gets the heat map
+      and the ratio; a grid with more ``eps0`` than ``n`` values the ratio; otherwise (or without
+      an ``eps0`` axis) certified eps against ``n``, one line per ``eps0``.
+    * ``"ratio"``, ``"surface"`` or ``"both"``: those panels where the grid allows.
+
+    Line panels draw at most ``max_lines`` values (log-spaced; the legend says which); the heat
+    maps share one colour scale and one colour bar; the k-RR utility overlay is drawn only on
+    the panels where it applies (see :func:`privacy_utility_surface`). With more than
+    ``max_panels`` rows the first ``max_panels`` are drawn, with a warning and a note in the
+    figure. ``randomizer`` and ``delta_rule`` restrict the rows to one value. Returns the
+    matplotlib Figure (built without pyplot, so no global state is touched).
+
+    Raises ValueError for empty or unusable results (no rows, missing columns), naming the file.
     """
     _require_matplotlib()
     from matplotlib.figure import Figure
 
-    res = _as_result(results)
-    if "eps0" not in res:
-        raise ValueError("results: plots need an eps0 axis")
-    sub, *_ = _subset(res, randomizer, delta_rule)
-    grid2d = np.unique(sub["n"]).size >= 2 and np.unique(sub["eps0"]).size >= 2
-    if kind == "auto":
-        kind = "both" if grid2d else "ratio"
-    if kind in ("surface", "both") and not grid2d:
+    if kind not in ("auto", "ratio", "surface", "both"):
+        raise ValueError(f"kind: {kind!r} is not one of auto, ratio, surface, both")
+    res = _as_result(results, need=("n", "upper"))
+    facets = _facets(res, randomizer, delta_rule)
+    plans = [(f, _panel_kinds(f, kind, n)) for f in facets]
+    if kind in ("surface", "both") and not any("surface" in p for _, p in plans):
         raise ValueError("kind: the surface needs at least 2 values of n and of eps0")
-    panels = {"both": 2, "ratio": 1, "surface": 1}[kind]
-    fig = Figure(figsize=(6.6 * panels, 5.0), layout="constrained")
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    a = 0
-    if kind in ("surface", "both"):
-        privacy_utility_surface(res, axes[a], randomizer=randomizer, delta_rule=delta_rule, targets=targets,
-                                utility_k=utility_k)
-        a += 1
-    if kind in ("ratio", "both"):
-        sel = sub if n is None else sub.select(n=float(n))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = sel["eps0"] / sel["upper"]
-        r = r[np.isfinite(r) & (r > 0)]
-        log_y = bool(r.size and r.max() / max(r.min(), 1e-300) > 20)
-        amplification_ratio(res, axes[a], n=n, randomizer=randomizer, delta_rule=delta_rule, log_y=log_y)
+    if kind == "ratio" and not any("ratio" in p for _, p in plans):
+        raise ValueError(f"{_where(res)}no eps0 values: the ratio plot needs an eps0 axis")
+    omitted = plans[max_panels:]
+    plans = plans[:max_panels]
+    if omitted:
+        warnings.warn(f"summary_figure: {len(facets)} panels' worth of results; drawing the first {len(plans)} "
+                      f"(left out: {'; '.join(f.label for f, _ in omitted)}). Choose with randomizer= or "
+                      "delta_rule=, or plot subsets.", UserWarning, stacklevel=2)
+    width = max(len(p) for _, p in plans)
+    per_row = max(1, min(len(plans), 3 // width))
+    nrows = math.ceil(len(plans) / per_row)
+    ncols = per_row * width
+    fig = Figure(figsize=(6.6 * ncols, 4.9 * nrows + (0.4 if len(plans) > 1 else 0.0)), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    used = set()
+    surf = [f for f, p in plans if "surface" in p]
+    vlim = _value_range(np.concatenate([f.res["upper"] for f in surf])) if surf else None
+    meshes, surf_axes, levels = [], [], []
+    for i, (f, p) in enumerate(plans):
+        r, c0 = divmod(i, per_row)
+        for j, what in enumerate(p):
+            ax = grid[r, c0 * width + j]
+            used.add((r, c0 * width + j))
+            if what == "surface":
+                mesh, lv = _surface_panel(ax, f.res, f.name, f.rule, f.notes, targets=targets, utility_k=utility_k,
+                                          vlim=vlim)
+                meshes.append(mesh)
+                surf_axes.append(ax)
+                levels = sorted(set(levels) | set(lv))
+            elif what == "ratio":
+                sel = f.res if n is None else f.res.select(n=float(n))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    q = sel["eps0"] / sel["upper"]
+                q = q[np.isfinite(q) & (q > 0)]
+                log_y = bool(q.size and q.max() / max(q.min(), 1e-300) > 20)
+                _ratio_panel(ax, f.res, f.name, f.rule, f.notes, n=n, log_y=log_y, max_lines=max_lines)
+            else:
+                _eps_vs_n_panel(ax, f.res, f.name, f.rule, f.notes, max_lines=max_lines)
+    for r in range(nrows):
+        for c in range(ncols):
+            if (r, c) not in used:
+                fig.delaxes(grid[r, c])
+    if meshes:
+        rules = {f.rule for f in surf}
+        _colorbar(fig, meshes[0], surf_axes, "upper", rules.pop() if len(rules) == 1 else None, levels)
+    if len(plans) > 1 or omitted:
+        keys = dict.fromkeys(k for f, _ in plans for k in f.keys)
+        axes_names = [k for k in keys if len({str(f.keys.get(k)) for f, _ in plans}) > 1] or list(keys)
+        head = f"{len(plans)} rows of panels, one per " + " × ".join(
+            {"randomizer": "randomizer", "delta_rule": "δ rule"}.get(k, k) for k in axes_names)
+        if len(plans) > 1 and len(surf) > 1:
+            head += "; one colour scale for all heat maps"
+        if omitted:
+            head += f"\n{len(omitted)} more not drawn: {'; '.join(f.label for f, _ in omitted[:4])}" + (
+                " ..." if len(omitted) > 4 else "")
+        fig.suptitle(head, fontsize=11)
+    _declutter(fig)
     if path is not None:
         fig.savefig(path, dpi=dpi)
     return fig
