@@ -132,3 +132,66 @@ def test_figures_3_and_4_reproduce_the_printed_savings():
     a = multi_message_figure("balls-into-bins", ep[:2], 1e-8, d=16, s=2)
     b = multi_message_figure("balls-into-bins", ep[:2], 1e-8, d=64, s=8)
     np.testing.assert_allclose(a.upper, b.upper, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# Figure 5: hierarchical range queries (Section 7.3)
+# ---------------------------------------------------------------------------------------
+
+def _hierarchy_matrix(eps0, H):
+    """The parallel randomizer of Section 7.3 built from its definition: input j in [0, d), level h
+    uniform in [0, H), report the bucket j // 2^h among d / 2^h buckets by GRR; output (h, bucket)."""
+    d = 2 ** H
+    e = math.exp(eps0)
+    cols = []
+    for h in range(H):
+        k = d // 2 ** h
+        block = np.full((d, k), 1.0 / (e + k - 1))
+        block[np.arange(d), np.arange(d) // 2 ** h] = e / (e + k - 1)
+        cols.append(block / H)
+    return np.hstack(cols)
+
+
+@pytest.mark.parametrize("eps0, H", [(1.0, 3), (3.0, 4), (0.5, 5)])
+def test_range_query_beta_is_the_printed_average_not_the_scripts(eps0, H):
+    from jaxshuffle.accountant.parallel import hierarchical_betas
+
+    M = _hierarchy_matrix(eps0, H)
+    np.testing.assert_allclose(M.sum(axis=1), 1.0, rtol=1e-12)
+    tvs = [0.5 * np.abs(M[i] - M[j]).sum() for i in range(len(M)) for j in range(i + 1, len(M))]
+    tv = max(tvs)
+    p, d = math.exp(eps0), 2 ** H
+    printed = sum((p - 1) / (p + d / 2 ** h - 1) for h in range(H)) / H
+    assert tv == pytest.approx(printed, rel=1e-12)  # attained by j = 0, j' = d - 1 (different at every level)
+    assert 0.5 * np.abs(M[0] - M[-1]).sum() == pytest.approx(printed, rel=1e-12)
+    assert float(np.mean(np.asarray(hierarchical_betas(eps0, H)))) == pytest.approx(tv, rel=1e-12)
+    script = (p - 1) / (p + d - 1) / H  # the authors' script's value: far below the randomizer's TV
+    assert script < 0.5 * tv
+    # it is the *smallest* pair's TV: inputs 0 and 1 differ only at the finest level
+    assert min(tvs) == pytest.approx(script, rel=1e-12)
+    assert 0.5 * np.abs(M[0] - M[1]).sum() == pytest.approx(script, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_figure_5_savings_reproduce_only_with_the_scripts_beta():
+    """Section 7.3 prints savings of about 75 % (advanced vs basic) and 80-95 % (vs separated) at
+    d in {64, 2048}, n in {1e4, 1e5}. With the printed beta (the randomizer's true total variation)
+    they do not reproduce at delta = 0.01/n; with the script's beta (finest level's term / H) they do."""
+    from jaxshuffle.accountant.parallel import range_query_figure
+
+    fig = range_query_figure(np.array([1.0, 3.0])[:, None, None], np.array([64.0, 2048.0])[None, :, None],
+                             np.array([1e4, 1e5])[None, None, :])
+    s_basic, s_best, s_worst = (fig.savings(a) for a in ("basic", "separate_best_paper", "separate_worst"))
+    # printed formula (Theorem 6.1 as printed): at most 58 % against basic, and worse than "separate, best"
+    assert np.all(s_basic["advanced_paper"] > 0.05) and np.all(s_basic["advanced_paper"] < 0.60)
+    assert np.any(s_best["advanced_paper"] < 0)
+    # the script's beta: >= 70 % against basic, 80-95 % against "separate, best", >= 80 % against "separate, worst"
+    assert np.all(s_basic["advanced_script"] > 0.70)
+    assert np.all((s_best["advanced_script"] > 0.80) & (s_best["advanced_script"] < 0.95))
+    assert np.all(s_worst["advanced_script"] > 0.80)
+    # what is certified: amplify's upper at beta_bar is the basic composition (no certified gain from
+    # beta_bar), and the basic composition over all n users saves 60-80 % against the separated protocol
+    np.testing.assert_allclose(fig.advanced_upper, fig.basic, rtol=1e-12)
+    sep = 1.0 - fig.basic / fig.separate_worst
+    assert np.all((sep > 0.60) & (sep < 0.80))
+    assert np.all(fig.beta_script < fig.beta_bar)

@@ -39,7 +39,8 @@ from jaxshuffle.pair import worst_case_beta
 from jaxshuffle.randomizers import VRParams
 
 __all__ = ["ParallelReport", "RangeQueryReport", "parallel_params", "basic_parallel_params",
-           "parallel_amplify", "hierarchical_betas", "hierarchical_range_query"]
+           "parallel_amplify", "hierarchical_betas", "hierarchical_range_query", "RangeQueryFigure",
+           "range_query_figure"]
 
 
 def _check_components(components: VRParams, weights, axis: int):
@@ -181,3 +182,76 @@ def hierarchical_range_query(eps0, H: int, n, delta, *, rtol: float = 1e-6) -> R
     rep = amplify(params, stack(n, n_sep, n_sep), stack(delta, delta, delta), rtol=rtol)
     return RangeQueryReport(beta_bar=beta_bar, basic=rep.worst_case[0], upper=rep.upper[0], paper=rep.paper[0],
                             separate=rep.upper[1], separate_best_paper=rep.paper[2])
+
+
+class RangeQueryFigure(NamedTuple):
+    """Data of the paper's Figure 5 (:func:`range_query_figure`), arrays of the broadcast shape.
+
+    ``paper`` values are Theorem 4.7 numbers (the paper's numerical bound, not certified below
+    the worst-case beta, docs/math.md section 5); ``certified`` ones are sound upper bounds.
+
+    Attributes:
+      H: the depth ``log2 d`` (float array).
+      beta_bar: the printed advanced-composition beta, ``(1/H) sum_h (p-1)/(p + d/2^h - 1)`` --
+        the exact largest total variation of the parallel randomizer.
+      beta_script: ``(p-1)/(p+d-1)/H``, the value the authors' experiment script computes (its
+        loop assigns each level's term instead of adding it, keeping the finest level's). It is
+        the *smallest* total variation over input pairs (neighbours that differ only at the finest
+        level), not the largest: not a total-variation bound of the randomizer.
+      basic: certified, the basic parallel composition (worst-case pair) at ``n`` users.
+      advanced_upper: certified, ``amplify`` at ``(p, beta_bar, p)`` with ``n`` users.
+      advanced_paper: Theorem 6.1 as printed (Theorem 4.7 at ``beta_bar``), ``n`` users.
+      advanced_script: Theorem 4.7 at ``beta_script``, ``n`` users: the curve that reproduces the
+        printed savings; neither the printed formula nor a bound.
+      separate_worst: certified (= the paper's "separate, worst"): worst-case pair at
+        ``floor(n/H)`` users, which the coarsest (binary) level attains.
+      separate_best_paper: the paper's "separate, best": Theorem 4.7 at the finest level's beta
+        at ``floor(n/H)`` users; not a bound for the separated protocol.
+    """
+
+    H: np.ndarray
+    beta_bar: np.ndarray
+    beta_script: np.ndarray
+    basic: np.ndarray
+    advanced_upper: np.ndarray
+    advanced_paper: np.ndarray
+    advanced_script: np.ndarray
+    separate_worst: np.ndarray
+    separate_best_paper: np.ndarray
+
+    def savings(self, against: str = "basic") -> dict[str, np.ndarray]:
+        """Budget saved ``1 - eps/eps_against`` by each advanced-composition value against
+        ``against`` (``"basic"``, ``"separate_worst"`` or ``"separate_best_paper"``)."""
+        ref = getattr(self, against)
+        return {k: 1.0 - getattr(self, k) / ref for k in ("advanced_upper", "advanced_paper", "advanced_script")}
+
+
+def range_query_figure(eps0, d, n, delta=None, *, rtol: float = 1e-6) -> RangeQueryFigure:
+    """Figure 5 of the paper: hierarchical range queries on ``[1:d]`` (Section 7.3), every curve.
+
+    ``eps0``, ``d`` (a power of 2, ``>= 2``), ``n`` and ``delta`` broadcast; ``delta`` defaults
+    to ``0.01/n`` (the paper's Table 5 convention, also the authors' script's). The paper's
+    settings are ``d in {64, 2048}``, ``n in {1e4, 1e5}``. One batched
+    :func:`~jaxshuffle.accountant.amplify` call. docs/math.md section 16.2.
+    """
+    e0, dd, nn = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, d, n)))
+    dl = 0.01 / nn if delta is None else np.broadcast_to(np.asarray(delta, np.float64), e0.shape)
+    H = np.log2(dd)
+    check((dd >= 2) & (H == np.round(H)), "d", "must be a power of 2, >= 2", value=dd)
+    check((e0 > 0) & np.isfinite(e0), "eps0", "must be a finite number > 0", value=e0)
+    check((nn >= H) & (nn == np.floor(nn)), "n", "must be an integer >= log2(d)", value=nn)
+    p = np.exp(e0)
+    beta_bar = np.zeros(e0.shape)
+    for h in range(int(H.max())):  # level h has d/2^h buckets; levels h >= H contribute nothing
+        beta_bar += np.where(h < H, (p - 1.0) / (p + dd / 2.0 ** h - 1.0), 0.0)
+    beta_bar = np.minimum(beta_bar / H, (p - 1.0) / (p + 1.0))
+    beta_fine = (p - 1.0) / (p + dd - 1.0)
+    beta_script = beta_fine / H
+    n_sep = np.floor(nn / H)
+    st = lambda *xs: jnp.asarray(np.stack(xs))  # noqa: E731
+    params = VRParams(st(p, p, p), st(beta_bar, beta_script, beta_fine), st(p, p, p))
+    rep = amplify(params, st(nn, nn, n_sep), st(dl, dl, dl), rtol=rtol)
+    wc, paper = np.asarray(rep.worst_case), np.asarray(rep.paper)
+    return RangeQueryFigure(H=H, beta_bar=beta_bar, beta_script=beta_script, basic=wc[0],
+                            advanced_upper=np.asarray(rep.upper)[0], advanced_paper=paper[0],
+                            advanced_script=paper[1], separate_worst=wc[2], separate_best_paper=paper[2])
