@@ -583,6 +583,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split()))
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in `sweep`): one line, no traceback, 128 + signal
+        import shlex
+
+        status = int(getattr(exc, "exit_status", 130))
+        line = f"jaxshuffle: interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
+        if getattr(exc, "saved", ""):
+            line += f": {exc.saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
+        print(line, file=sys.stderr, flush=True)
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

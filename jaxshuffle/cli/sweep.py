@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 
 from jaxshuffle.sweeps.grid import catalog_rows, default_grid, option_kinds, parse_grid
-from jaxshuffle.sweeps.run import parse_shard, sweep
+from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked, parse_shard, sweep
 from jaxshuffle.sweeps.merge import merge
 from jaxshuffle.sweeps.store import load
 
@@ -26,6 +30,9 @@ examples:
   jaxshuffle sweep --randomizer general --eps0 1,2 --n 1e3,1e4 --delta 1e-6 --out DIR
   jaxshuffle sweep --randomizer grr --k 3,10 --eps0 0.5..8:16 --n 1e3..1e6:7 --delta 0.01/n --out DIR
 resume:       rerun the same command: finished chunks are skipped (a killed sweep loses nothing done).
+stop:         Ctrl-C (exit 130) or SIGTERM (exit 143) keeps every finished chunk and its rows in results.csv.
+concurrency:  one sweep writes to an --out directory at a time (lock file OUT/chunks/sweep.lock); a second
+              one stops with an error, or waits with --wait.
 multi-host:   host i runs the same command with --shard i/N --out run-i; then
               jaxshuffle sweep merge run-0 ... run-(N-1) --out merged
 """
@@ -96,7 +103,10 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--plot", default=None, metavar="PNG", help="figure path (default OUT/sweep.png)")
     p.add_argument("--no-plot", action="store_true", help="do not draw the figure")
     p.add_argument("--overwrite", action="store_true", help="replace a different sweep found in --out")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--wait", action="store_true",
+                   help="if another sweep is writing to --out, wait for it to finish (default: stop with an error)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (the progress bar shows only when stderr is a terminal)")
     p.set_defaults(func=_cmd_sweep, sweep_command=None)
     sub = p.add_subparsers(dest="sweep_command", metavar="{merge}", action=_MergeSubcommand)
     pm = sub.add_parser("merge", help="join shard files / sweep directories of one sweep",
@@ -125,10 +135,36 @@ def _cmd_sweep(args) -> int:
         if delta is None:
             raise ValueError("delta: required (e.g. --delta 1e-6 or --delta 0.01/n)")
     out = args.out or "jaxshuffle-sweep"
-    res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower, scaled_variant=args.scaled,
-                merge_buckets=not args.no_merge_buckets, shard=args.shard, devices=args.devices,
-                chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet, overwrite=args.overwrite,
-                **opts)
+    with _sigterm_raises():
+        try:
+            res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower,
+                        scaled_variant=args.scaled, merge_buckets=not args.no_merge_buckets, shard=args.shard,
+                        devices=args.devices, chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet,
+                        overwrite=args.overwrite, wait=args.wait, **opts)
+        except SweepLocked as exc:
+            raise ValueError(f"--out {exc.out}: another sweep is writing there (lock file {exc.lock_path}); "
+                             "wait for it or pass --wait") from None
+        return _finish_sweep(args, res, out)
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises :class:`SweepInterrupted` (like Ctrl-C's KeyboardInterrupt): files are closed, exit 143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum, frame):
+        raise SweepInterrupted(signum)
+
+    old = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _finish_sweep(args, res, out) -> int:
     msg = f"{len(res)} points -> {Path(out) / 'results.csv'}"
     if res.complete and not args.no_plot and _shard_n(args.shard) == 1:
         png = Path(args.plot) if args.plot else Path(out) / "sweep.png"
@@ -184,7 +220,11 @@ def _cmd_plot(args) -> int:
         jplot._require_matplotlib()
     except ImportError as exc:
         raise ValueError(f"plot: {exc}") from None
-    res = load(args.results)
+    with warnings.catch_warnings(record=True) as caught:  # a torn last row: one line on stderr
+        warnings.simplefilter("always", RuntimeWarning)
+        res = load(args.results)
+    for w in caught:
+        print(f"jaxshuffle: warning: {w.message}", file=sys.stderr)
     targets = [float(x) for x in parse_grid(args.targets)]
     jplot.summary_figure(res, args.output, kind=args.kind, n=args.n, delta_rule=args.delta_rule,
                          randomizer=args.randomizer, targets=targets, utility_k=args.utility_k, dpi=args.dpi)

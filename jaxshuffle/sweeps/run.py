@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from jaxshuffle.sweeps.store import (
     SweepResult,
     atomic_write,
     clear_store,
+    csv_is_torn,
     csv_text,
     environment,
     load_chunks,
@@ -38,40 +42,184 @@ from jaxshuffle.sweeps.store import (
 # The sweep
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by SIGINT (Ctrl-C, KeyboardInterrupt) or SIGTERM; every finished chunk is saved.
+
+    A subclass of KeyboardInterrupt, so ``except KeyboardInterrupt`` catches it. Calling
+    :func:`sweep` again with the same arguments resumes. Attributes: ``signum``,
+    ``exit_status`` (128 + signum: 130 for SIGINT, 143 for SIGTERM) and ``saved`` (what is
+    saved where, e.g. ``"12 of 24 points saved in run/results.csv"``; empty before the sweep
+    started computing).
+    """
+
+    def __init__(self, signum: int = signal.SIGINT, saved: str = ""):
+        self.signum = int(signum)
+        self.saved = saved
+        super().__init__(f"sweep interrupted ({self.signal_name})"
+                         + (f": {saved}; call sweep() again with the same arguments to resume" if saved else ""))
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def signal_name(self) -> str:
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:  # pragma: no cover
+            return f"signal {self.signum}"
+
+
+class SweepLocked(ValueError):
+    """Another process is writing a sweep into the same output directory (see ``wait``)."""
+
+    def __init__(self, out: Path, lock_path: Path):
+        self.out, self.lock_path = out, lock_path
+        super().__init__(f"out: {out}: another sweep is writing there (lock file {lock_path}); wait for it or "
+                         "pass wait=True")
+
+
+class _DeferSignals:
+    """While files are written (``with guard.writing():``), SIGINT and SIGTERM wait for the write to end.
+
+    Wraps the Python-level handlers found when the sweep starts (Python's KeyboardInterrupt
+    handler, the CLI's SIGTERM handler, a caller's own); default and ignored dispositions are
+    left alone. Only in the main thread (the only one that can set handlers); elsewhere a no-op.
+    """
+
+    def __init__(self):
+        self.old: dict = {}
+        self.busy = False
+        self.pending: tuple | None = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    self.old[sig] = handler
+                    signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        self.old = {}
+        return False
+
+    def _handle(self, signum, frame):
+        if self.busy:
+            self.pending = self.pending or (signum, frame)
+            return
+        self.old[signum](signum, frame)
+
+    @contextlib.contextmanager
+    def writing(self):
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
+            if self.pending is not None:
+                (signum, frame), self.pending = self.pending, None
+                self.old[signum](signum, frame)
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:
+        return False
+
+
 class _Progress:
-    """Progress lines on stderr; the ETA separates compile time (first chunk of a program) from compute."""
+    """A tqdm progress bar on stderr, only when stderr is a terminal (and not ``quiet``).
 
-    def __init__(self, quiet: bool, total_chunks: int, total_points: int, done_points: int):
-        self.quiet = quiet
-        self.total_chunks = total_chunks
-        self.total_points = total_points
-        self.start_points = done_points
-        self.t0 = time.perf_counter()
-        self.steady_s = 0.0  # time of chunks whose program was already compiled
+    While a chunk compiles its program the description says so ("compiling program 2/3"); the
+    rate and the ETA come from evaluation time only: chunks whose program was already compiled
+    give the time per unit of work (searches x window), chunks that compiled give the compile
+    time charged to each program still to compile.
+    """
+
+    def __init__(self, quiet: bool, total_points: int, done_points: int, programs: int, file=None):
+        self.file = sys.stderr if file is None else file
+        self.programs = programs  # programs this run compiles
+        self.compiling = 0
+        self.steady_s = 0.0  # evaluation time: chunks whose program was already compiled
         self.steady_work = 0.0
+        self.steady_points = 0
         self.first_s: list[float] = []  # chunks that compiled their program
+        self.bar = None
+        if not quiet and _is_tty(self.file):
+            from tqdm import tqdm
 
-    def update(self, i: int, chunk_desc: str, done_points: int, work: float, dt: float, compiled: bool,
-               work_left: float, programs_left: int):
+            self.bar = tqdm(total=total_points, initial=done_points, file=self.file, desc="sweep", unit="pt",
+                            dynamic_ncols=True, leave=True,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} points{postfix}")
+
+    def start_chunk(self, compiling: bool) -> None:
+        if compiling:
+            self.compiling += 1
+        if self.bar is not None:
+            desc = f"compiling program {self.compiling}/{max(self.programs, self.compiling)}" if compiling else "sweep"
+            self.bar.set_description_str(desc, refresh=compiling)
+
+    def rate_eta(self, work_left: float, programs_left: int) -> tuple[float | None, float | None]:
+        """Points per second of evaluation (None before a chunk ran on a compiled program) and the ETA in seconds."""
+        rate = self.steady_points / self.steady_s if self.steady_s > 0 and self.steady_points else None
+        if self.steady_work <= 0:  # only chunks that compiled so far: no evaluation time to go by
+            return rate, None
+        per_work = self.steady_s / self.steady_work
+        compile_s = float(np.mean(self.first_s)) if self.first_s else 0.0
+        eta = work_left * per_work + programs_left * compile_s
+        return rate, (eta if math.isfinite(eta) else None)
+
+    def update(self, new_points: int, work: float, dt: float, compiled: bool, work_left: float,
+               programs_left: int) -> None:
         if compiled:
             self.first_s.append(dt)
         else:
             self.steady_s += dt
             self.steady_work += work
-        if self.quiet:
+            self.steady_points += new_points
+        if self.bar is None:
             return
-        el = time.perf_counter() - self.t0
-        rate = (done_points - self.start_points) / el if el > 0 else 0.0
-        if self.steady_work > 0:
-            per_work = self.steady_s / self.steady_work
-        else:  # only compiling chunks so far: an upper estimate
-            per_work = sum(self.first_s) / max(work, 1.0) / max(len(self.first_s), 1)
-        compile_s = float(np.mean(self.first_s)) if self.first_s else 0.0
-        eta = work_left * per_work + programs_left * compile_s
-        eta_s = str(datetime.timedelta(seconds=int(eta))) if math.isfinite(eta) else "?"
-        print(f"[sweep] chunk {i}/{self.total_chunks} ({chunk_desc}, {dt:.1f} s{', new program' if compiled else ''}): "
-              f"{done_points}/{self.total_points} points, {rate:.1f} points/s, ETA {eta_s}",
-              file=sys.stderr, flush=True)
+        rate, eta = self.rate_eta(work_left, programs_left)
+        rate_s = f"{rate:.1f} points/s" if rate is not None else "? points/s"
+        eta_s = str(datetime.timedelta(seconds=int(eta))) if eta is not None else "?"
+        self.bar.set_postfix_str(f"{rate_s}, ETA {eta_s}", refresh=False)
+        self.bar.set_description_str("sweep", refresh=False)
+        self.bar.n += new_points  # one refresh per chunk (tqdm's own rate is not shown)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _lock_out(chunk_dir: Path, out_dir: Path, name: str, wait: bool, quiet: bool):
+    """Hold ``chunk_dir/name`` (a filelock): one writer per sweep directory (per shard with ``shard``).
+
+    The lock file lives in ``chunks/`` and is never removed (removing a lock file that others may
+    have opened breaks the mutual exclusion); ``load_chunks`` and ``merge`` ignore it.
+    """
+    from filelock import FileLock, Timeout
+
+    path = chunk_dir / name
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except RuntimeError as exc:  # filelock >= 3.2x: held by another FileLock in this thread (waiting would deadlock)
+        raise SweepLocked(out_dir, path) from exc
+    except Timeout:
+        if not wait:
+            raise SweepLocked(out_dir, path) from None
+        if not quiet:
+            print(f"[sweep] waiting for the other sweep writing to {out_dir} (lock file {path})",
+                  file=sys.stderr, flush=True)
+        lock.acquire()
+    return lock
 
 
 def _devices(devices):
@@ -108,9 +256,9 @@ def _fingerprint(spec: dict, settings: dict) -> str:
 
 
 def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
-          scaled_variant: bool = False, merge_buckets: bool = True, shard=None, devices=None, chunk_size: int | None = None,
-          memory: float | None = None, quiet: bool = False, overwrite: bool = False,
-          **options) -> SweepResult:
+          scaled_variant: bool = False, merge_buckets: bool = True, shard=None, devices=None,
+          chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
+          wait: bool = False, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
     Args:
@@ -134,26 +282,47 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       chunk_size: jobs per chunk (default: from ``memory`` and a time target, power of two).
       memory: bytes of working memory per device for a chunk (default 1 GiB on CPU, a quarter of
         the device memory on accelerators).
-      quiet: no progress on stderr.
+      quiet: no progress on stderr (the progress bar shows only when stderr is a terminal).
       overwrite: discard an existing sweep of a *different* grid in ``out`` (same grid: resume).
+      wait: when another process is writing a sweep into ``out`` (the lock ``out/chunks/sweep.lock``,
+        per shard with ``shard``), wait for it instead of raising.
 
     Returns:
       :class:`SweepResult` with one row per grid point (``complete`` False for a shard).
 
     Raises:
-      ValueError naming the parameter for a bad grid, randomizer or option value.
+      ValueError naming the parameter for a bad grid, randomizer or option value;
+        :class:`SweepLocked` (a ValueError) when another sweep is writing into ``out`` and not ``wait``.
+      SweepInterrupted (a KeyboardInterrupt) on Ctrl-C (or SIGTERM where a handler raises it): the
+        finished chunks (and their rows in ``results.csv``) are saved; the same call resumes.
     """
     spec = build_spec(randomizer, n, delta, options)
     return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
                 merge_buckets=merge_buckets, shard=shard,
-                devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite)
+                devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite,
+                wait=wait)
 
 
-def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet, overwrite):
+def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet,
+         overwrite, wait=False):
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
     shard_i, shard_n = parse_shard(shard)
+    locks: list = []
+    try:
+        with _DeferSignals() as guard:
+            return _run_locked(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
+                               merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
+                               chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
+                               guard=guard, locks=locks)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_i, shard_n, devices, chunk_size,
+                memory, quiet, overwrite, wait, guard, locks):
     devs = _devices(devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
     # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
@@ -185,8 +354,16 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     out_dir = Path(out) if out is not None else None
     done_chunks: dict[int, dict] = {}
     manifest = None
+    torn_line = None
+    lock_s = 0.0
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        chunk_dir = out_dir / "chunks"
+        chunk_dir.mkdir(parents=True, exist_ok=True)
+        # One writer per directory (per shard): the lock is taken before the manifest is read.
+        t_lock = time.perf_counter()
+        locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if shard_n == 1 else
+                               f"shard-{shard_i}-of-{shard_n}.lock", wait, quiet))
+        lock_s = time.perf_counter() - t_lock
         mpath = out_dir / "sweep.json"
         if mpath.exists():
             old = json.loads(mpath.read_text())
@@ -194,12 +371,12 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
                 if not overwrite:
                     raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
                                      f"!= {fingerprint}); use another --out or --overwrite")
-                clear_store(out_dir)
+                with guard.writing():
+                    clear_store(out_dir)
             else:
                 manifest = old
                 layout_settings = old["layout_settings"]
-        chunk_dir = out_dir / "chunks"
-        chunk_dir.mkdir(exist_ok=True)
+                torn_line = csv_is_torn(out_dir / "results.csv") if shard_n == 1 else None
     chunks = chunk_layout(buckets, int(layout_settings["ndev"]), layout_settings.get("platform", platform_name),
                      float(layout_settings["memory"]), layout_settings["chunk_size"])
     if out_dir is not None:
@@ -207,9 +384,11 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
             manifest = {"fingerprint": fingerprint, "spec": spec, "settings": settings,
                         "layout_settings": layout_settings, "chunks": len(chunks), "points": grid.size,
                         "jobs": int(len(grid.jobs)), "created": utc_now()}
-            atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
-        done_chunks = load_chunks(out_dir / "chunks", len(chunks), fingerprint)
-    plan_s = time.perf_counter() - t_plan
+            with guard.writing():
+                atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
+        with guard.writing():
+            done_chunks = load_chunks(out_dir / "chunks", len(chunks), fingerprint)
+    plan_s = time.perf_counter() - t_plan - lock_s
 
     J = len(grid.jobs)
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
@@ -217,7 +396,8 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     job_done = np.zeros(J, dtype=bool)
     for ci, data in done_chunks.items():
         ids = data["jobs"]
-        lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = data["lower"], data["upper"], data["status"], data["iterations"]
+        lower_j[ids], upper_j[ids] = data["lower"], data["upper"]
+        status_j[ids], iter_j[ids] = data["status"], data["iterations"]
         job_done[ids] = True
     chunk_ids = lambda ci: buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]  # noqa: E731
     mine = [ci for ci in range(len(chunks)) if ci % shard_n == shard_i]
@@ -228,11 +408,14 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     csv_cols = ["index", *grid.table.keys(), *RESULT_ORDER]
     csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 else None
     csv_file = None
-    if csv_path is not None:
+    if csv_path is not None:  # rebuilt from the chunk files: this also repairs a torn last row
         done_pts = np.nonzero(pending == 0)[0]
         cols = grid.combine(lower_j, upper_j, status_j, done_pts)
-        atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
-        csv_file = open(csv_path, "a", newline="")
+        with guard.writing():
+            atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
+        if torn_line is not None and not quiet:
+            print(f"[sweep] {csv_path}: repaired the torn last row (line {torn_line}) from the chunk files",
+                  file=sys.stderr, flush=True)
 
     env = environment(devs)
     runner = Runner(rtol, devs)
@@ -242,84 +425,109 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     for ci in todo:
         kk = (buckets[chunks[ci]["bucket"]][0], chunks[ci]["size"])
         remaining[kk] = remaining.get(kk, 0) + 1
-    progress = _Progress(quiet, len(mine), grid.size, int((pending == 0).sum()))
+    programs = sum(1 for kk in remaining if not runner.is_compiled(*kk))
     if not quiet:
         print(f"[sweep] {grid.size} points, {J} distinct searches in {len(buckets)} window buckets, "
               f"{len(chunks)} chunks ({len(mine) - len(todo)} of this {'shard' if shard_n > 1 else 'sweep'}'s "
               f"{len(mine)} already done), {len(devs)} {devs[0].platform} device(s)", file=sys.stderr, flush=True)
     sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
     t0 = time.perf_counter()
+    chunks_done = len(mine) - len(todo)
+    progress = None
+
+    def stopped(exc: KeyboardInterrupt) -> SweepInterrupted:
+        if csv_path is not None:
+            saved = f"{int((pending == 0).sum())} of {grid.size} points saved in {csv_path}"
+        elif out_dir is not None:
+            saved = f"{chunks_done} of {len(mine)} chunks of shard {shard_i}/{shard_n} saved in {out_dir / 'chunks'}"
+        else:
+            saved = "nothing saved (out=None keeps the results in memory)"
+        return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
+
     try:
-        for k_pos, ci in enumerate(todo):
-            k = len(mine) - len(todo) + 1 + k_pos
+        if csv_path is not None:
+            csv_file = open(csv_path, "a", newline="")
+        progress = _Progress(quiet, grid.size, int((pending == 0).sum()), programs)
+        for ci in todo:
             ch = chunks[ci]
             plan, ids_all, clo_all = buckets[ch["bucket"]]
             ids, clo = ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]]
-            t = time.perf_counter()
             compiled = not runner.is_compiled(plan, ch["size"])
+            progress.start_chunk(compiled)
+            t = time.perf_counter()
             lo, up, st, it = runner.run(plan, grid.jobs[ids], clo, ch["size"])
             dt = time.perf_counter() - t
-            lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
-            fresh = ids[~job_done[ids]]
-            job_done[ids] = True
-            if out_dir is not None:
-                atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
-                              npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
-                                         fingerprint=np.asarray(fingerprint)))
-            touched = grid.points_of_jobs(fresh)
-            pending -= np.bincount(touched, minlength=grid.size)
-            touched = np.unique(touched)
-            fin = touched[pending[touched] == 0]
-            if csv_file is not None and fin.size:
-                cols = grid.combine(lower_j, upper_j, status_j, fin)
-                csv_file.write(csv_text(cols, csv_cols, False))
-                csv_file.flush()
-                os.fsync(csv_file.fileno())
+            with guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
+                lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
+                fresh = ids[~job_done[ids]]
+                job_done[ids] = True
+                if out_dir is not None:
+                    atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
+                                 npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
+                                           fingerprint=np.asarray(fingerprint)))
+                touched = grid.points_of_jobs(fresh)
+                pending -= np.bincount(touched, minlength=grid.size)
+                touched = np.unique(touched)
+                fin = touched[pending[touched] == 0]
+                if csv_file is not None and fin.size:
+                    cols = grid.combine(lower_j, upper_j, status_j, fin)
+                    csv_file.write(csv_text(cols, csv_cols, False))
+                    csv_file.flush()
+                    os.fsync(csv_file.fileno())
+                chunks_done += 1
             work_left -= work(ci)
             key = (plan, ch["size"])
             remaining[key] -= 1
             programs_left = sum(1 for kk, cnt in remaining.items() if cnt > 0 and not runner.is_compiled(*kk))
-            progress.update(k, f"window {plan.window}, {len(ids)} searches", int((pending == 0).sum()),
-                            work(ci), dt, compiled, work_left, programs_left)
+            progress.update(int(fin.size), work(ci), dt, compiled, work_left, programs_left)
             if sleep:
                 time.sleep(sleep)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through a handler that raises (the CLI's)
+        raise stopped(exc) from None
     finally:
+        if progress is not None:
+            progress.close()
         if csv_file is not None:
             csv_file.close()
     elapsed = time.perf_counter() - t0
 
-    all_done = bool(job_done.all())
-    from jaxshuffle.plan import TRUNC_FRACTION
+    try:  # a signal during the final writes (deferred until they end) still reports what is saved
+        all_done = bool(job_done.all())
+        from jaxshuffle.plan import TRUNC_FRACTION
 
-    meta = {**env, "methods": METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
-            "settings": settings,
-            "tolerances": {"rtol": float(rtol), "max_iter": MAX_ITER,
-                           "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
-                                                "added to the certified divergence band)"},
-            "buckets": [{"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric,
-                         "searches": int(len(ids))} for pl, ids, _ in buckets],
-            "points": grid.size, "searches": J, "chunks": len(chunks),
-            "shard": [shard_i, shard_n], "complete": all_done,
-            "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
-                       "programs_compiled": len(runner.compiled)},
-            "written": utc_now()}
-    if out_dir is not None and shard_n > 1:
-        mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
-                                   for ci in mine]) if mine else np.zeros(0, np.int64)
-        atomic_write(out_dir / f"shard-{shard_i}-of-{shard_n}.npz",
-                      npz_bytes(jobs=mine_ids, lower=lower_j[mine_ids], upper=upper_j[mine_ids],
-                                 status=status_j[mine_ids], iterations=iter_j[mine_ids],
-                                 manifest=np.asarray(json.dumps(manifest))))
-        if not quiet:
-            print(f"[sweep] shard {shard_i}/{shard_n} done -> {out_dir / f'shard-{shard_i}-of-{shard_n}.npz'}; "
-                  f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
-    if all_done or shard_n == 1:
-        points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
+        meta = {**env, "methods": METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
+                "settings": settings,
+                "tolerances": {"rtol": float(rtol), "max_iter": MAX_ITER,
+                               "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
+                                                    "added to the certified divergence band)"},
+                "buckets": [{"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric,
+                             "searches": int(len(ids))} for pl, ids, _ in buckets],
+                "points": grid.size, "searches": J, "chunks": len(chunks),
+                "shard": [shard_i, shard_n], "complete": all_done,
+                "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
+                           "programs_compiled": len(runner.compiled)},
+                "written": utc_now()}
+        if out_dir is not None and shard_n > 1:
+            mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
+                                       for ci in mine]) if mine else np.zeros(0, np.int64)
+            with guard.writing():
+                atomic_write(out_dir / f"shard-{shard_i}-of-{shard_n}.npz",
+                             npz_bytes(jobs=mine_ids, lower=lower_j[mine_ids], upper=upper_j[mine_ids],
+                                       status=status_j[mine_ids], iterations=iter_j[mine_ids],
+                                       manifest=np.asarray(json.dumps(manifest))))
+            if not quiet:
+                print(f"[sweep] shard {shard_i}/{shard_n} done -> {out_dir / f'shard-{shard_i}-of-{shard_n}.npz'}; "
+                      f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
+        if all_done or shard_n == 1:
+            points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
+            cols = grid.combine(lower_j, upper_j, status_j, points)
+            result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
+            if out_dir is not None and (all_done or shard_n == 1):
+                with guard.writing():
+                    write_results(out_dir, result, csv_cols)
+            return result
+        points = np.nonzero(pending == 0)[0]
         cols = grid.combine(lower_j, upper_j, status_j, points)
-        result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
-        if out_dir is not None and (all_done or shard_n == 1):
-            write_results(out_dir, result, csv_cols)
-        return result
-    points = np.nonzero(pending == 0)[0]
-    cols = grid.combine(lower_j, upper_j, status_j, points)
-    return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
+        return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
+    except KeyboardInterrupt as exc:
+        raise stopped(exc) from None

@@ -1,7 +1,9 @@
 """Storage of a sweep: manifest, atomic chunk files, the long-format CSV, the npz and JSON sidecar; load and merge.
 
 Every file is written to a temporary name, fsync'd and renamed, so a file is either complete or
-absent; :func:`load` and :func:`read_csv` detect a torn last row.
+absent, except ``results.csv``, to which finished rows are appended while a sweep runs: :func:`load`
+and :func:`read_csv` warn about a torn last row (naming the file and the line) and skip it, and a
+resumed sweep rewrites the file from the chunk files.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -117,13 +120,53 @@ def csv_text(columns: dict[str, np.ndarray], order: Sequence[str], header: bool)
     return buf.getvalue()
 
 
+def _not_a_csv(path, why: str) -> ValueError:
+    return ValueError(f"results: {path} is not a results CSV ({why})")
+
+
 def read_csv(path) -> dict[str, np.ndarray]:
-    """Columns of a results CSV (floats, strings and booleans restored; empty cells are NaN)."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        raise ValueError(f"{path}: empty CSV")
-    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    """Columns of a results CSV (floats, strings and booleans restored; empty cells are NaN).
+
+    A torn last row (the file does not end with a newline, or the row has fewer fields than the
+    header: a sweep killed while appending it) is skipped with a :class:`RuntimeWarning` naming the
+    file and the line; rerunning the sweep repairs the file. Raises ValueError naming the file for
+    an empty, binary or malformed file.
+    """
+    return _read_csv(path, stacklevel=3)
+
+
+def _read_csv(path, stacklevel: int) -> dict[str, np.ndarray]:
+    try:
+        raw = Path(path).read_bytes()
+    except IsADirectoryError:
+        raise ValueError(f"results: {path} is a directory, not a CSV file") from None
+    except FileNotFoundError:
+        raise ValueError(f"results: {path} does not exist") from None
+    if b"\x00" in raw:
+        raise _not_a_csv(path, "binary content")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _not_a_csv(path, "binary content, not UTF-8 text") from None
+    if not text.strip():
+        raise _not_a_csv(path, "empty file")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise _not_a_csv(path, f"unreadable CSV: {exc}") from None
+    header, body = rows[0], rows[1:]
+    if len(set(header)) != len(header) or not all(header):
+        raise _not_a_csv(path, f"line 1 is not a header of distinct column names: {','.join(header)[:80]!r}")
+    torn_last = bool(body) and (not text.endswith(("\n", "\r")) or len(body[-1]) < len(header))
+    for i, r in enumerate(body[:-1] if torn_last else body):
+        if len(r) != len(header):
+            raise ValueError(f"results: {path}, line {i + 2}: {len(r)} fields, the header has {len(header)} "
+                             "(the file is damaged; a sweep directory can be rebuilt by rerunning the sweep)")
+    if torn_last:
+        warnings.warn(f"{path}: line {len(body) + 1} (the last row) is torn and was skipped: a sweep was stopped "
+                      "while writing it; rerun the same sweep to repair the file", RuntimeWarning,
+                      stacklevel=stacklevel)
+        body = body[:-1]
     out: dict[str, np.ndarray] = {}
     for j, key in enumerate(header):
         vals = [r[j] for r in body]
@@ -132,10 +175,29 @@ def read_csv(path) -> dict[str, np.ndarray]:
         elif key in BOOL_COLUMNS:
             out[key] = np.asarray([v == "true" for v in vals], dtype=bool)
         else:
-            out[key] = np.asarray([float(v) if v else math.nan for v in vals], dtype=np.float64)
+            try:
+                out[key] = np.asarray([float(v) if v else math.nan for v in vals], dtype=np.float64)
+            except ValueError as exc:
+                raise _not_a_csv(path, f"column {key!r}: {exc}") from None
     if "index" in out:
         out["index"] = out["index"].astype(np.int64)
     return out
+
+
+def csv_is_torn(path: Path) -> int | None:
+    """Line number of a torn last row of ``path`` (no final newline), or None (also for a missing file)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return None
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) in (b"\n", b"\r"):
+                return None
+            f.seek(0)
+            return f.read().count(b"\n") + 1
+    except OSError:
+        return None
 
 
 class SweepResult:
@@ -190,7 +252,11 @@ class SweepResult:
 
 
 def load(path) -> SweepResult:
-    """Load sweep results from a directory (``results.npz`` or ``results.csv``), a ``.npz`` or a ``.csv``."""
+    """Load sweep results from a directory (``results.npz`` or ``results.csv``), a ``.npz`` or a ``.csv``.
+
+    A torn last CSV row is skipped with a RuntimeWarning (see :func:`read_csv`). Raises ValueError
+    naming the file for a missing, empty, binary or header-only file, or one without an ``upper`` column.
+    """
     path = Path(path)
     meta: dict = {}
     if path.is_dir():
@@ -203,10 +269,19 @@ def load(path) -> SweepResult:
     if not path.exists():
         raise ValueError(f"results: {path} does not exist")
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            cols = {k: z[k] for k in z.files}
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                cols = {k: z[k] for k in z.files}
+        except Exception as exc:
+            raise ValueError(f"results: {path} is not a results .npz file ({type(exc).__name__}: {exc})") from None
     else:
-        cols = read_csv(path)
+        cols = _read_csv(path, stacklevel=3)
+    if "upper" not in cols:
+        raise ValueError(f"results: {path} is not a sweep's results (no 'upper' column; columns: "
+                         f"{', '.join(list(cols)[:12])})")
+    if len(cols["upper"]) == 0:
+        raise ValueError(f"results: {path} has a header but no result rows (a sweep that has not finished any "
+                         "point yet?)")
     return SweepResult(cols, meta, path)
 
 
@@ -264,7 +339,8 @@ def clear_store(out_dir: Path) -> None:
         p.unlink()
     if (out_dir / "chunks").is_dir():
         for p in (out_dir / "chunks").iterdir():
-            p.unlink()
+            if p.suffix != ".lock":  # the writers' locks (held by the caller) stay
+                p.unlink()
 
 
 def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None) -> dict[int, dict]:
