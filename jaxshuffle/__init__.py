@@ -14,7 +14,8 @@ Public API:
   certified band), :func:`epsilon` (certified bracket), :class:`Status`; :func:`plan_for`
   plans the static shapes once so that ``epsilon(..., plan=plan)`` runs inside ``jit``/``grad``;
 * the accountant: :func:`amplify` (certified upper, lower bound, paper value for a
-  randomizer from :mod:`jaxshuffle.randomizers`), :func:`calibrate_eps0`,
+  randomizer from :mod:`jaxshuffle.randomizers`; :class:`UpperSource` names the bound that
+  gave ``upper``; for k-ary RR the blanket pair, :func:`krr_bounds`), :func:`calibrate_eps0`,
   :func:`calibrate_n`; :func:`shuffled_round` + :func:`compose` (T rounds composed through
   their privacy-loss distributions, :class:`CompositionBound`); :func:`compare` (every bound side by side); :func:`sandwich`
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
@@ -44,6 +45,7 @@ from jaxshuffle.search import EpsilonBracket, Status, epsilon
 from jaxshuffle.accountant import (  # noqa: E402
     AmplificationReport,
     CompositionBound,
+    UpperSource,
     amplify,
     calibrate_eps0,
     calibrate_n,
@@ -52,7 +54,7 @@ from jaxshuffle.accountant import (  # noqa: E402
 )
 from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
-from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, plan_blanket  # noqa: E402
+from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, krr_bounds, plan_blanket  # noqa: E402
 from jaxshuffle import randomizers, utility  # noqa: E402,F401  (modules users reach as js.randomizers, js.utility)
 from jaxshuffle.sweeps import sweep  # noqa: E402
 
@@ -66,6 +68,7 @@ __all__ = [
     "Plan",
     "Status",
     "TwoCountPair",
+    "UpperSource",
     "amplify",
     "blanket_epsilon",
     "blanket_lower_epsilon",
@@ -79,6 +82,7 @@ __all__ = [
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",
+    "krr_bounds",
     "plan_blanket",
     "plan_for",
     "sandwich",

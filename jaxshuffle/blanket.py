@@ -129,9 +129,10 @@ def krr_sum_form(eps0: ArrayLike, k: ArrayLike, kind: str) -> SumForm:
         qC = jnp.clip(em1 / jnp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
         return SumForm(pS, qS, 0.5 * one, 0.5 * one, pC, qC, E0, -one, one, -E0, one, -one, zero, zero)
     if kind == "all_z":
-        pS, qS = 2.0 / den, (E0 + k - 3.0) / den
-        pC = E0 / (E0 + k - 3.0)
-        qC = (k - 3.0) / (E0 + k - 3.0)
+        rest = E0 + (k - 3.0)  # >= E0 after rounding, so pC <= 1 (E0 + k - 3.0 could round below E0)
+        pS, qS = 2.0 / den, rest / den
+        pC = E0 / rest
+        qC = (k - 3.0) / rest
         return SumForm(pS, qS, 0.5 * one, 0.5 * one, pC, qC, E0, -one, one, -E0, one / E0, -one / E0, one, -one)
     if kind == "all_x0":
         pS, qS = (E0 + 1.0) / den, (k - 2.0) / den
@@ -142,6 +143,13 @@ def krr_sum_form(eps0: ArrayLike, k: ArrayLike, kind: str) -> SumForm:
         pA, qA = 1.0 / (E0 + 1.0), E0 / (E0 + 1.0)
         return SumForm(pS, qS, pA, qA, one, zero, E0, -one, one / E0, -one, one, -one, one, -one)
     raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
+
+
+def coded_sum_form(eps0, k, code) -> SumForm:
+    """The sum form of kind ``KINDS[code]`` with ``code`` a (traced) integer: one compiled program
+    serves every kind, so the upper bound and the exact lower bounds run as lanes of one batch."""
+    forms = [krr_sum_form(eps0, k, kind) for kind in KINDS]
+    return SumForm(*(jnp.stack(fields)[code] for fields in zip(*forms)))
 
 
 def coefficients(f: SumForm, t):
@@ -505,7 +513,7 @@ def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
         hs = -(cB - cDs) / g
         with np.errstate(divide="ignore", invalid="ignore"):
             de = np.where(hc > 0, np.abs(1.0 - 2.0 * hs) / np.where(hc > 0, hc, 1.0), 0.0)
-        half = 9.0 * np.sqrt(n * pC * (1 - pC)) + 10.0
+        half = 9.0 * np.sqrt(n * np.clip(pC * (1 - pC), 0.0, None)) + 10.0
         need = hc * (2.0 * half + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0
         lines = np.maximum(lines, np.minimum(need, hc * (n + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0))
         step = np.maximum(step, np.maximum(np.ceil(de) + 3.0, np.ceil(2.0 * np.abs(hs)) + 3.0))
@@ -557,17 +565,18 @@ class _Search(NamedTuple):
     tried_zero: jax.Array
 
 
-def _point_search(eps0, k, n, delta, *, kind: str, plan: BlanketPlan, rtol: float, max_iter: int):
-    """Certified bracket for one point: ``D(lower) > delta >= D(upper)`` from bands and tangents."""
+def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
+    """Certified bracket for one point of sum form ``KINDS[code]``: ``D(lower) > delta >= D(upper)``
+    from bands and tangents."""
     from jaxshuffle.search import Status
-    kmin = 3.0 if kind == "all_z" else 2.0
+    kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
     valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & (k == jnp.floor(k)) & (n >= 1)
              & (n == jnp.floor(n)) & (delta > 0) & (delta < 1))
     eps0 = jnp.where(valid, eps0, 1.0)
     k, n, delta = jnp.where(valid, k, 3.0), jnp.where(valid, n, 2.0), jnp.where(valid, delta, 0.5)
     trivial = eps0 == 0  # the randomizer ignores its input: delta = 0 at every eps
     eps0s = jnp.where(trivial, 1.0, eps0)
-    f = krr_sum_form(eps0s, k, kind)
+    f = coded_sum_form(eps0s, k, code)
     s_lo = window_start(n, f.pS, plan.window)
     div = functools.partial(point_divergence, f, n, s_lo=s_lo, plan=plan)
     # The Gaussian model's root as first point.
@@ -625,7 +634,33 @@ def _point_search(eps0, k, n, delta, *, kind: str, plan: BlanketPlan, rtol: floa
     return lower, upper, st.status, st.it
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "plan", "rtol", "max_iter"))
+@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
+def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
+    """Certified brackets over flat lanes, lane ``i`` of sum form ``KINDS[code[i]]`` (one program for
+    every kind). Invalid lanes: status INVALID, ``lower = 0``, ``upper = inf``. ``upper`` has
+    implicit gradients in ``eps0`` and ``delta`` (``jax.lax.custom_root`` on ``log D(eps) = log delta``).
+    """
+    from jaxshuffle.search import EpsilonBracket, Status
+    search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
+    sg = jax.lax.stop_gradient
+    lower, upper, status, it = jax.vmap(search)(sg(eps0), sg(k), sg(n), sg(delta), code)
+    diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
+            | (status == jnp.int8(Status.ERROR_LIMITED)))
+
+    def root_eq(eps):
+        def one(e, a, kk, nn, dd, cc):
+            a = jnp.where(a > 0, a, 1.0)
+            f = coded_sum_form(a, kk, cc)
+            d = point_divergence(f, nn, e, window_start(sg(nn), sg(f.pS), plan.window), plan)
+            return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(dd)
+        return jnp.where(diff, jax.vmap(one)(eps, eps0, k, n, delta, code), 0.0)
+
+    root = jax.lax.custom_root(root_eq, jnp.where(diff, upper, 1.0), solve=lambda _, x: x,
+                               tangent_solve=lambda g, y: y / jnp.where(diff, g(jnp.ones_like(y)), 1.0))
+    upper = jnp.where(diff, root, upper)
+    return EpsilonBracket(lower, upper, status, it)
+
+
 def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str = "blanket",
                               rtol: float = 1e-6, max_iter: int = 40):
     """Jittable certified bracket over flat float64 arrays ``eps0, k, n, delta`` (shape (P,)).
@@ -633,28 +668,21 @@ def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str
     ``kind="blanket"``: ``upper`` is a certified upper bound on the shuffled k-RR's epsilon.
     Other kinds (exact datasets): ``lower`` is a certified lower bound on that dataset's
     epsilon (and so on the mechanism's). Invalid points: status INVALID, ``lower = 0``,
-    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta``
-    (``jax.lax.custom_root`` on ``log D(eps) = log delta``).
+    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta``.
     """
-    from jaxshuffle.search import EpsilonBracket, Status
-    search = functools.partial(_point_search, kind=kind, plan=plan, rtol=rtol, max_iter=max_iter)
-    sg = jax.lax.stop_gradient
-    lower, upper, status, it = jax.vmap(search)(sg(eps0), sg(k), sg(n), sg(delta))
-    diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
-            | (status == jnp.int8(Status.ERROR_LIMITED)))
+    if kind not in KINDS:
+        raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
+    code = jnp.full(jnp.shape(eps0), KINDS.index(kind), dtype=jnp.int32)
+    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
 
-    def root_eq(eps):
-        def one(e, a, kk, nn, dd):
-            a = jnp.where(a > 0, a, 1.0)
-            f = krr_sum_form(a, kk, kind)
-            d = point_divergence(f, nn, e, window_start(sg(nn), sg(f.pS), plan.window), plan)
-            return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(dd)
-        return jnp.where(diff, jax.vmap(one)(eps, eps0, k, n, delta), 0.0)
 
-    root = jax.lax.custom_root(root_eq, jnp.where(diff, upper, 1.0), solve=lambda _, x: x,
-                               tangent_solve=lambda g, y: y / jnp.where(diff, g(jnp.ones_like(y)), 1.0))
-    upper = jnp.where(diff, root, upper)
-    return EpsilonBracket(lower, upper, status, it)
+def _flat_points(eps0, k, n, delta, kind: str):
+    """Validated, broadcast float64 inputs (numpy) and their shape; the traced-friendly flat copies."""
+    e, kk, nn, d = _check(eps0, k, n, delta, kind)
+    shape = e.shape
+    args = [jnp.asarray(x, dtype=jnp.float64) for x in (eps0, k, n, delta)]
+    flat = [jnp.broadcast_to(a, shape).ravel() for a in args]  # keeps the caller's tracers (gradients)
+    return (e, kk, nn, d), shape, flat
 
 
 def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
@@ -673,15 +701,76 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    e, kk, nn, d = _check(eps0, k, n, delta, kind)
-    shape = e.shape
+    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, kind)
     plan = plan or plan_blanket(e, kk, nn, d, kind=kind)
-    args = [jnp.asarray(x).ravel() for x in (eps0, k, n, delta)]
-    args = [jnp.broadcast_to(a.reshape(np.shape(x)) if a.size == np.size(x) else a, shape).ravel()
-            for a, x in zip(args, (eps0, k, n, delta))]
-    res = blanket_epsilon_with_plan(*(a.astype(jnp.float64) for a in args), plan=plan, kind=kind, rtol=rtol,
-                                    max_iter=max_iter)
+    res = blanket_epsilon_with_plan(*flat, plan=plan, kind=kind, rtol=rtol, max_iter=max_iter)
     return type(res)(*(x.reshape(shape) for x in res))
+
+
+class KaryRRBounds(NamedTuple):
+    """Both sides for shuffled k-ary RR (:func:`krr_bounds`), arrays of the points' shape.
+
+    upper: certified upper bound on the shuffled k-RR's epsilon (the blanket pair's bracket, upper end).
+    lower: certified lower bound: the largest certified lower end over the exact all-z (k >= 3),
+      all-x0 and mirrored all-x0 datasets of the others.
+    status: search status of ``upper``; status_lower: that of the dataset giving ``lower``.
+    """
+
+    upper: jax.Array
+    lower: jax.Array
+    status: jax.Array
+    status_lower: jax.Array
+
+
+_LOWER_KINDS = ("all_x0", "all_x0_mirror", "all_z")
+
+
+def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> BlanketPlan:
+    """One plan covering the sum forms ``kinds`` of every point (all_z only where k >= 3)."""
+    has_z = kk >= 3
+    plans = [plan_blanket(e[sel], kk[sel], nn[sel], d[sel], kind=kind, block=block, chunk=chunk)
+             for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
+    return BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
+                       lines=max(p.lines for p in plans), max_step=max(p.max_step for p in plans),
+                       chunk=min(p.chunk for p in plans))
+
+
+def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
+    """Brackets of every point for each sum form of ``kinds``, as one batch: arrays (len(kinds), P).
+
+    all_z needs k >= 3: for k = 2 its lane repeats all_x0 (same value, so never the larger one)."""
+    P = kk.size
+    has_z = jnp.asarray(kk.ravel() >= 3)
+    codes = jnp.concatenate([jnp.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
+                             else jnp.full(P, KINDS.index(kind), dtype=jnp.int32) for kind in kinds])
+    res = _coded_brackets(*(jnp.tile(x, len(kinds)) for x in flat), codes.astype(jnp.int32), plan=plan,
+                          rtol=rtol, max_iter=max_iter)
+    return type(res)(*(x.reshape(len(kinds), P) for x in res))
+
+
+def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
+    """One plan covering the blanket pair and the exact datasets of every point (eager), for
+    :func:`krr_bounds`."""
+    e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
+    return _merged_plan(e, kk, nn, d, ("blanket",) + _LOWER_KINDS, block, chunk)
+
+
+def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6,
+               plan: BlanketPlan | None = None, max_iter: int = 40) -> KaryRRBounds:
+    """Certified upper (blanket pair) and lower (exact datasets) bounds for shuffled k-ary RR.
+
+    One compiled program evaluates the four sum forms of every point as lanes of one batch
+    (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
+    certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
+    """
+    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
+    plan = plan or plan_krr_bounds(e, kk, nn, d)
+    res = _kind_lanes(flat, kk, ("blanket",) + _LOWER_KINDS, plan, rtol, max_iter)
+    lows, st_lows = res.lower[1:], res.status[1:]
+    best = jnp.argmax(lows, axis=0)
+    status_lower = jnp.take_along_axis(st_lows, best[None], axis=0)[0]
+    return KaryRRBounds(res.upper[0].reshape(shape), jnp.max(lows, axis=0).reshape(shape),
+                        res.status[0].reshape(shape), status_lower.reshape(shape))
 
 
 def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6):
@@ -693,14 +782,7 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     exceeds delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
     """
     from jaxshuffle.search import EpsilonBracket
-    e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
-    outs = [blanket_epsilon(e, kk, nn, d, kind=kind, rtol=rtol) for kind in ("all_x0", "all_x0_mirror")]
-    lower = jnp.maximum(outs[0].lower, outs[1].lower)
-    upper = jnp.maximum(outs[0].upper, outs[1].upper)
-    status = jnp.maximum(outs[0].status, outs[1].status)
-    has_z = kk >= 3
-    if np.any(has_z):
-        z = blanket_epsilon(e, np.where(has_z, kk, 3.0), nn, d, kind="all_z", rtol=rtol)
-        lower = jnp.where(has_z, jnp.maximum(lower, z.lower), lower)
-        upper = jnp.where(has_z, jnp.maximum(upper, z.upper), upper)
-    return EpsilonBracket(lower, upper, status, outs[0].iterations)
+    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
+    res = _kind_lanes(flat, kk, _LOWER_KINDS, _merged_plan(e, kk, nn, d, _LOWER_KINDS), rtol, 40)
+    return EpsilonBracket(*(jnp.max(x, axis=0).reshape(shape) for x in (res.lower, res.upper, res.status)),
+                          res.iterations[0].reshape(shape))

@@ -168,13 +168,47 @@ def test_counterexample_math_md_section5():
     assert float(rep.paper) == pytest.approx(0.914553, abs=1e-6)
     assert not bool(rep.paper_certified) and bool(rep.certified)
     assert float(rep.lower) <= ex + 1e-9 and float(rep.lower) == pytest.approx(ex, abs=1e-6)
-    # By default upper is the worst-case pair (proven); the opt-in scaled pair gives 0.977728.
+    # k-ary RR carries its mechanism: upper is the blanket pair's value, which meets exact here
+    # (MATH.md section 7 cross-check 0.9694082); the worst-case pair gives 0.981112.
+    assert int(rep.upper_source) == UpperSource.BLANKET
+    assert float(rep.upper) == pytest.approx(ex, abs=2e-6) and float(rep.blanket) == float(rep.upper)
     assert float(rep.worst_case) == pytest.approx(0.981112, abs=1e-6)
-    assert int(rep.upper_source) == UpperSource.WORST_CASE
-    assert float(rep.upper) == pytest.approx(0.981112, abs=1e-6)
-    scaled = amplify(R.grr(1.0, 3), 2, 0.01, scaled_variant=True)
+    # The two-count rules alone: the worst-case pair (proven); the opt-in scaled pair gives 0.977728.
+    two = amplify(R.grr(1.0, 3), 2, 0.01, upper_from="worst-case")
+    assert int(two.upper_source) == UpperSource.WORST_CASE
+    assert float(two.upper) == pytest.approx(0.981112, abs=1e-6)
+    scaled = amplify(R.grr(1.0, 3), 2, 0.01, scaled_variant=True, upper_from="worst-case")
     assert int(scaled.upper_source) == UpperSource.SCALED
     assert float(scaled.upper) == pytest.approx(0.977728, abs=1e-6) and float(scaled.upper) >= ex
+    only = amplify(R.grr(1.0, 3), 2, 0.01, upper_from="blanket")
+    assert float(only.upper) == float(rep.upper) and int(only.upper_source) == UpperSource.BLANKET
+
+
+@pytest.mark.slow
+def test_krr_amplify_blanket_between_exact_bounds():
+    """k-ary RR through amplify (the blanket pair and exact datasets folded in): on every tried
+    (eps0, k, n, delta), lower <= exact (worst case over the others' datasets, enumerated) <= upper,
+    upper never above the worst-case pair, and the blanket is the source wherever it is smaller."""
+    cases = [(e, k, nn, d) for e in (0.5, 2.0) for k in (3, 5) for nn in (2, 3, 5) for d in (0.01, 0.1)]
+    e, k, nn, d = (np.array([c[i] for c in cases], dtype=float) for i in range(4))
+    rep = amplify(R.grr(e, k), nn, d)
+    ex = np.array([exact.worst_case_epsilon(rows_grr(c[0], c[1]), 0, 1, c[2], c[3], "mixtures").epsilon
+                   for c in cases])
+    upper, lower = np.asarray(rep.upper), np.asarray(rep.lower)
+    assert (ex <= upper + 1e-9).all(), [(c, x, u) for c, x, u in zip(cases, ex, upper) if x > u + 1e-9]
+    assert (lower <= ex + 1e-9).all(), [(c, lo, x) for c, lo, x in zip(cases, lower, ex) if lo > x + 1e-9]
+    assert (upper <= np.asarray(rep.worst_case)).all() and np.asarray(rep.has_lower).all()
+    src = np.asarray(rep.upper_source)
+    smaller = np.asarray(rep.blanket) < np.asarray(rep.worst_case)
+    assert smaller.sum() >= len(cases) // 2  # the blanket is tighter on most of this grid
+    assert (src[smaller & (src != UpperSource.TV)] == UpperSource.BLANKET).all()
+
+
+def test_upper_from_rejects_bad_values():
+    with pytest.raises(ValueError, match=r"^upper_from: must be one of"):
+        amplify(R.grr(1.0, 3), 10, 0.01, upper_from="clone")
+    with pytest.raises(ValueError, match=r"^upper_from: 'blanket' needs a randomizer that carries"):
+        amplify(R.general(1.0), 10, 0.01, upper_from="blanket")
 
 
 def test_multi_message_blanket_count():

@@ -78,7 +78,7 @@ from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
 from jaxshuffle.search import Status, epsilon
 
-__all__ = ["AmplificationReport", "UpperSource", "amplify",
+__all__ = ["AmplificationReport", "UPPER_FROM", "UpperSource", "amplify", "with_mechanism_bounds",
            "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification"]
 
 
@@ -88,10 +88,15 @@ class UpperSource:
     WORST_CASE = 0  #: worst-case-beta pair vr_pair(p, (p-1)/(p+1), q) (w = 0)
     SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
     TV = 2  #: delta >= beta: eps = 0
+    BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 7)
 
     #: short names by code (sweep files), and the descriptions the CLI prints
-    NAMES = ("worst-case", "scaled", "tv")
-    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta")
+    NAMES = ("worst-case", "scaled", "tv", "blanket")
+    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta", "blanket pair")
+
+
+#: values of ``amplify(upper_from=...)``: every sound source and the smallest value, or one source
+UPPER_FROM = ("best", "worst-case", "blanket")
 
 
 class AmplificationReport(NamedTuple):
@@ -99,9 +104,12 @@ class AmplificationReport(NamedTuple):
 
     Attributes:
       upper: certified upper bound on the shuffled mechanism's epsilon (float64).
-      worst_case: certified epsilon of the worst-case-beta pair alone (``>= upper``): the
-        bound for *any* randomizer with this ``p`` and ``q``.
-      lower: numerical lower bound (Theorem 5.1 pair; ``0`` where ``has_lower`` is False).
+      worst_case: certified epsilon of the worst-case-beta pair alone: the bound for *any*
+        randomizer with this ``p`` and ``q`` (``>= upper`` unless ``upper_from="blanket"``).
+      blanket: certified epsilon of the blanket (three-count) pair of the concrete mechanism
+        (``inf`` where the randomizer carries none: only k-ary RR so far).
+      lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for k-ary RR, the
+        exact all-z / all-x0 datasets' (``0`` where ``has_lower`` is False).
       paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
         unless ``paper_certified``).
       certified: True where ``upper`` is a sound upper bound (every valid point).
@@ -115,6 +123,7 @@ class AmplificationReport(NamedTuple):
 
     upper: jax.Array
     worst_case: jax.Array
+    blanket: jax.Array
     lower: jax.Array
     paper: jax.Array
     certified: jax.Array
@@ -140,7 +149,8 @@ def _as_lower_list(lower_params) -> list[LowerParams]:
 
 def amplify(randomizer: VRParams, n, delta, *,
             lower_params: LowerParams | Sequence[LowerParams] | None = None,
-            rtol: float = 1e-6, scaled_variant: bool = False, with_paper: bool = True) -> AmplificationReport:
+            rtol: float = 1e-6, scaled_variant: bool = False, with_paper: bool = True,
+            upper_from: str = "best") -> AmplificationReport:
     """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
 
     Args:
@@ -156,13 +166,18 @@ def amplify(randomizer: VRParams, n, delta, *,
         every pair of inputs has total variation exactly beta; see the module docstring).
       with_paper: also compute the paper's Theorem 4.7 value (one more search per point);
         ``False`` leaves ``paper`` NaN with status ``INVALID``.
+      upper_from: ``"best"`` (default): the smallest certified value over every sound source;
+        ``"worst-case"``: the two-count rules only (worst-case pair, scaled pair if asked,
+        delta >= beta), the bound for any randomizer with this ``p``, ``q``; ``"blanket"``: the
+        blanket pair only (and delta >= beta), for randomizers that carry their mechanism.
 
     Returns:
-      :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, 0 if
-      delta >= beta) -- certified; ``lower`` <= the mechanism's epsilon for the dataset of
-      the lower pair; ``paper`` = Theorem 4.7 at the randomizer's beta (labelled by
-      ``paper_certified``). Everything is evaluated in one batched engine call (eager only:
-      the engine plans static windows from concrete values).
+      :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, blanket
+      pair, 0 if delta >= beta) -- certified; ``lower`` <= the mechanism's epsilon (the
+      largest certified lower end of the lower pairs and exact datasets); ``paper`` =
+      Theorem 4.7 at the randomizer's beta (labelled by ``paper_certified``). The two-count
+      searches run as one batched engine call, the blanket searches (k-ary RR: ``randomizer.
+      mechanism``) as another (eager only: the engines plan static windows from concrete values).
 
     Raises:
       ValueError naming the parameter for invalid input (n not an integer >= 1, delta
@@ -171,7 +186,56 @@ def amplify(randomizer: VRParams, n, delta, *,
     """
     if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
         randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)
-    return _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
+    if upper_from not in UPPER_FROM:
+        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+    rep = _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
+    if upper_from == "worst-case":
+        return rep
+    return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket")
+
+
+def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,
+                          only: bool = False) -> AmplificationReport:
+    """``rep`` with the concrete mechanism's tight bounds folded in (k-ary RR: docs/math.md section 7).
+
+    ``upper`` becomes ``min(rep.upper, blanket)`` (both certified upper bounds, so their minimum
+    is one; ``upper_source`` says which), or the blanket value alone with ``only=True``;
+    ``lower`` becomes the larger of ``rep.lower`` and the exact datasets' certified lower bound
+    (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
+    n > 1e12) keep ``rep``'s values (``only=True``: ValueError). Eager: concrete values only.
+    """
+    mech = randomizer.mechanism
+    if mech is None or randomizer.blanket_per_user is not None:
+        if only:
+            raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism "
+                             "(k-ary RR: jaxshuffle.randomizers.grr)")
+        return rep
+    from jaxshuffle.blanket import krr_bounds
+    shape = np.shape(rep.upper)
+    eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
+                       for x in (mech.eps0, mech.k, n, delta))
+    covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
+    if only:
+        check(covered, "upper_from", "'blanket' covers eps0 <= 50 and n <= 1e12", value=np.where(covered, 0, eps0))
+    blanket = np.full(eps0.shape, np.inf)
+    low = np.zeros(eps0.shape)
+    status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)
+    if covered.any():
+        b = krr_bounds(eps0[covered], k[covered], nn[covered], dd[covered], rtol=rtol)
+        blanket[covered], low[covered] = np.asarray(b.upper), np.asarray(b.lower)
+        status[covered], status_low[covered] = np.asarray(b.status), np.asarray(b.status_lower)
+    blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
+    trivial = np.asarray(rep.upper_source) == UpperSource.TV
+    use = ~trivial & (only | (blanket < np.asarray(rep.upper)))
+    better_low = low > np.asarray(rep.lower)
+    return rep._replace(
+        upper=jnp.where(use, blanket, rep.upper),
+        blanket=jnp.asarray(blanket),
+        upper_source=jnp.where(use, jnp.int8(UpperSource.BLANKET), rep.upper_source).astype(jnp.int8),
+        status=jnp.where(use, status, rep.status).astype(jnp.int8),
+        lower=jnp.where(better_low, low, rep.lower),
+        status_lower=jnp.where(better_low, status_low, rep.status_lower).astype(jnp.int8),
+        has_lower=rep.has_lower | jnp.asarray(covered.reshape(shape)))
 
 
 # --------------------------------------------------------------------------------------
@@ -332,6 +396,7 @@ def combine_amplification(info: PointInfo, roles: Sequence[str], lower, upper, s
     return AmplificationReport(
         upper=upper_eps,
         worst_case=eps_wc,
+        blanket=xp.full(shape, xp.inf),
         lower=lower_eps,
         paper=paper,
         certified=xp.ones(shape, dtype=bool),

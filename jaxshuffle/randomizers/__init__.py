@@ -89,7 +89,7 @@ from jaxshuffle.randomizers.multi_message import (
     mix_dump,
     pure_dump,
 )
-from jaxshuffle.randomizers.params import Arg, Inputs, LowerParams, VRParams
+from jaxshuffle.randomizers.params import Arg, Inputs, KaryRR, LowerParams, VRParams
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     witchhat,

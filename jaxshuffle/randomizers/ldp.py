@@ -18,6 +18,7 @@ from jaxshuffle.randomizers.params import (
     EPS2,
     Arg,
     Inputs,
+    KaryRR,
     LowerParams,
     VRParams,
 )
@@ -99,12 +100,13 @@ def grr(eps0, k) -> VRParams:
     local privacy", 2016. ``R(x) = x`` with probability ``e^eps0/(e^eps0 + k - 1)``, any other
     option with probability ``1/(e^eps0 + k - 1)`` each.
 
-    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + k - 1)``, ``q = e^eps0``.
+    ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + k - 1)``, ``q = e^eps0``; carries the
+    mechanism itself (:class:`KaryRR`), so that ``amplify`` adds the tight blanket bound.
     """
     inp = Inputs((EPS0, eps0), (K2, k))
     eps0, k = inp.values
     p = jnp.exp(eps0)
-    return inp.params(p, (p - 1.0) / (p + k - 1.0), p)
+    return inp.params(p, (p - 1.0) / (p + k - 1.0), p, mechanism=KaryRR(eps0, k))
 
 
 def grr_lower(eps0, k) -> LowerParams:

@@ -25,6 +25,21 @@ from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
+class KaryRR:
+    """The k-ary randomized response itself, not only its variation-ratio parameters.
+
+    A :class:`VRParams` that carries one (``mechanism``) describes exactly this mechanism:
+    ``R(x) = x`` with probability ``e^eps0/(e^eps0 + k - 1)``, each other option ``1/(e^eps0 + k - 1)``.
+    :func:`jaxshuffle.amplify` then adds the tight blanket (three-count) bound and the exact
+    lower bounds of :func:`jaxshuffle.blanket.krr_bounds` (docs/math.md section 7).
+    """
+
+    eps0: jax.Array
+    k: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
 class VRParams:
     """Variation-ratio parameters of a randomizer (upper-bound side, Theorem 4.7).
 
@@ -37,12 +52,15 @@ class VRParams:
       blanket_per_user: ``None`` for a single-message randomizer (the blanket is the other
         ``n - 1`` users' messages); for a multi-message protocol, the number of
         input-independent (blanket) messages each user sends.
+      mechanism: ``None``, or the concrete mechanism (:class:`KaryRR`) where a tighter certified
+        engine exists for it; the parameters above then describe that mechanism exactly.
     """
 
     p: jax.Array
     beta: jax.Array
     q: jax.Array
     blanket_per_user: jax.Array | None = None
+    mechanism: KaryRR | None = None
 
     def n_blanket(self, n) -> jax.Array:
         """Number of blanket messages ("other users" of the two-count pair) among ``n`` users.
@@ -136,13 +154,18 @@ class Inputs:
             check(cond, name, message, value=value)
         self.ok = self.ok & cond
 
-    def params(self, p, beta, q, blanket_per_user=None) -> VRParams:
+    def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | None = None) -> VRParams:
         # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
         # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
         p = jnp.asarray(p, dtype=jnp.float64)
         beta = jnp.minimum(beta, worst_case_beta(p))
         fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
-        fields = [jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan) for x in fields]
+        mask = lambda x: jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)  # noqa: E731
+        fields = [mask(x) for x in fields]
+        if mechanism is not None:
+            mechanism = jax.tree.map(mask, mechanism)
+            return VRParams(*fields[:3], blanket_per_user=None if blanket_per_user is None else fields[3],
+                            mechanism=mechanism)
         return VRParams(*fields)
 
     def lower(self, p0, beta, q0, q1) -> LowerParams:
