@@ -13,7 +13,10 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
   which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 5);
 * ``reference``: earlier published closed forms (EFMRTT'19, privacy blanket, FMT'21/'23
   closed forms) as implemented in :mod:`jaxshuffle.closed_forms`, shown for comparison
-  and not certified by jaxshuffle.
+  and not certified by jaxshuffle. For the rows with a derived total variation similarity
+  ``gamma`` (``closed_forms.BLANKET_GAMMA``: k-ary RR, subset selection, local hashing) also
+  the randomizer-specific privacy blanket, labelled :data:`BLANKET_SPECIFIC` (the smaller of
+  its Hoeffding and Bennett forms, the paper's Figures 1-2 curve).
 
 Where a bound's conditions fail its value is ``inf`` and ``valid`` is False.
 """
@@ -32,6 +35,10 @@ from jaxshuffle.accountant import amplify
 from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair
 from jaxshuffle.randomizers import check_options
 from jaxshuffle.search import epsilon
+
+
+#: Label of the randomizer-specific privacy blanket row (Balle et al. with the randomizer's gamma).
+BLANKET_SPECIFIC = "blanket (specific gamma)"
 
 
 class Bound(NamedTuple):
@@ -115,6 +122,12 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
             add(label, value, valid & finite, "reference", False)
         else:  # a bound on the Theorem 4.7 pair: sound exactly where that pair is (beta at the worst case)
             bounds[label] = Bound(value, valid, "certified" if paper_cert.all() else "paper", valid & paper_cert)
+    if randomizer in cf.BLANKET_GAMMA and finite.any():
+        gamma_fn, names = cf.BLANKET_GAMMA[randomizer]
+        gamma = gamma_fn(eps0=jnp.asarray(e0), **{k: options[k] for k in names if k != "eps0"})
+        gamma = np.broadcast_to(np.asarray(gamma), e0.shape)
+        value, valid = cf.blanket_specific(nn, np.where(finite, ldp, 1.0), dd, gamma)
+        add(BLANKET_SPECIFIC, value, np.asarray(valid) & finite, "reference", False)
     return Comparison(randomizer, dict(options), e0, nn, dd, bounds)
 
 
@@ -220,7 +233,7 @@ class MultiMessageFigure(NamedTuple):
 
     def savings(self) -> dict[str, np.ndarray]:
         """Budget saved against the original work, ``1 - eps/eps'``, per bound."""
-        return {name: 1.0 - 1.0 / r for name, r in self.ratios().items()}
+        return {name: 1.0 - getattr(self, name) / self.eps_prime for name in ("upper", "paper", "thm42", "thm43")}
 
 
 def multi_message_figure(protocol: str, eps_prime, delta, *, n=None, d=None, s=None,

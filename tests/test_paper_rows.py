@@ -195,3 +195,69 @@ def test_figure_5_savings_reproduce_only_with_the_scripts_beta():
     sep = 1.0 - fig.basic / fig.separate_worst
     assert np.all((sep > 0.60) & (sep < 0.80))
     assert np.all(fig.beta_script < fig.beta_bar)
+
+
+# ---------------------------------------------------------------------------------------
+# Figures 1 and 2: the randomizer-specific privacy blanket (gamma)
+# ---------------------------------------------------------------------------------------
+
+def _gamma(M):
+    """Total variation similarity sum_y min_x M[x, y] of a probability matrix (rows: inputs)."""
+    return float(M.min(axis=0).sum())
+
+
+@pytest.mark.parametrize("eps0, d, k", [(1.3, 6, 2), (0.4, 5, 1), (3.0, 7, 4), (2.0, 5, 4)])
+def test_gamma_subset_selection_by_enumeration(eps0, d, k):
+    import itertools
+
+    from jaxshuffle.closed_forms import gamma_subset_selection
+
+    sets = list(itertools.combinations(range(d), k))
+    e = math.exp(eps0)
+    M = np.array([[e if x in S else 1.0 for S in sets] for x in range(d)])
+    M /= M.sum(axis=1, keepdims=True)
+    assert float(gamma_subset_selection(eps0, d, k)) == pytest.approx(_gamma(M), rel=1e-12)
+
+
+@pytest.mark.parametrize("eps0, d, ell", [(1.0, 4, 3), (2.5, 3, 2), (0.3, 4, 4)])
+def test_gamma_local_hash_by_enumeration(eps0, d, ell):
+    import itertools
+
+    from jaxshuffle.closed_forms import gamma_grr, gamma_local_hash
+
+    # the family of all non-constant hash functions [d] -> [ell], uniform; output (H, y)
+    family = [h for h in itertools.product(range(ell), repeat=d) if len(set(h)) > 1]
+    e = math.exp(eps0)
+    M = np.zeros((d, len(family) * ell))
+    for i, h in enumerate(family):
+        for x in range(d):
+            for y in range(ell):
+                M[x, i * ell + y] = (e if h[x] == y else 1.0) / (e + ell - 1) / len(family)
+    np.testing.assert_allclose(M.sum(axis=1), 1.0, rtol=1e-12)
+    assert float(gamma_local_hash(eps0, ell)) == pytest.approx(_gamma(M), rel=1e-12)
+    # k-ary RR is local hashing with the identity hash: gamma = k/(e + k - 1)
+    G = np.full((ell, ell), 1.0 / (e + ell - 1)) + np.eye(ell) * (e - 1) / (e + ell - 1)
+    assert float(gamma_grr(eps0, ell)) == pytest.approx(_gamma(G), rel=1e-12)
+
+
+@pytest.mark.slow
+def test_compare_has_the_specific_blanket_row():
+    from jaxshuffle import closed_forms as cf
+    from jaxshuffle.comparison import BLANKET_SPECIFIC, compare
+
+    eps0 = np.array([1.0, 3.0])
+    n = np.array([1e4, 1e5])
+    d, k = 16, np.array([[4.0], [1.0]])  # max(1, round(d/(e^eps0 + 1)))
+    c = compare("subset-selection", eps0[:, None], n[None, :], 0.01 / n[None, :], d=d, k=k)
+    row = c.bounds[BLANKET_SPECIFIC]
+    assert row.kind == "reference" and row.valid.all() and not row.certified.any()
+    e = np.exp(eps0)[:, None]
+    gamma = d / (k * e + d - k)  # C(d, k) / (e C(d-1, k-1) + C(d-1, k))
+    vh, _ = cf.blanket_hoeffding(n[None, :], eps0[:, None], 0.01 / n[None, :], gamma)
+    vb, _ = cf.blanket_bennett(n[None, :], eps0[:, None], 0.01 / n[None, :], gamma)
+    np.testing.assert_allclose(row.value, np.minimum(vh, vb), rtol=1e-12)
+    # the specific blanket is tighter than the generic one (gamma > e^-eps0)
+    generic = np.minimum(c.bounds["blanket Hoeffding (generic)"].value, c.bounds["blanket Bennett (generic)"].value)
+    assert np.all(row.value < generic)
+    # and it appears in the tidy table with its label
+    assert sum(r["bound"] == BLANKET_SPECIFIC for r in c.rows()) == 4

@@ -37,11 +37,16 @@ References:
 """
 
 from jaxshuffle.closed_forms.blanket import (
+    BLANKET_GAMMA,
     blanket_bennett,
     blanket_delta_bennett,
     blanket_delta_hoeffding,
     blanket_hoeffding,
     blanket_l_bounds,
+    blanket_specific,
+    gamma_grr,
+    gamma_local_hash,
+    gamma_subset_selection,
 )
 from jaxshuffle.closed_forms.earlier import efmrtt19, fmt21_closed_form, fmt23_closed_form
 from jaxshuffle.closed_forms.metric import metric_corollary1, metric_corollary2, metric_theorem1
@@ -60,6 +65,11 @@ __all__ = [
     "blanket_hoeffding",
     "blanket_bennett",
     "blanket_l_bounds",
+    "blanket_specific",
+    "BLANKET_GAMMA",
+    "gamma_grr",
+    "gamma_subset_selection",
+    "gamma_local_hash",
     "fmt21_closed_form",
     "fmt23_closed_form",
     "metric_theorem1",

@@ -222,3 +222,57 @@ def blanket_bennett(n, eps0, delta, gamma=None):
     :func:`blanket_delta_bennett` (see there for the corrected constant).
     """
     return _blanket_eps("bennett", n, eps0, delta, gamma)
+
+
+# --------------------------------------------------------------------------------------
+# Total variation similarities (the randomizer-specific gamma of [BBGN19]) of catalog rows
+# --------------------------------------------------------------------------------------
+
+def gamma_grr(eps0, k):
+    """k-ary randomized response: ``gamma = sum_y min_x mu_x(y) = k/(e^eps0 + k - 1)`` (each output's
+    least probability is ``1/(e^eps0 + k - 1)``, attained by any input other than ``y``; ``k >= 2``)."""
+    e = jnp.exp(f64(eps0))
+    return f64(k) / (e + f64(k) - 1.0)
+
+
+def gamma_subset_selection(eps0, d, k):
+    """k-subset selection on ``d`` options (``1 <= k <= d - 1``): ``gamma = d/(k e^eps0 + d - k)``.
+
+    ``P(S | x) = e^eps0/Z`` for ``x in S``, ``1/Z`` otherwise, ``Z = e^eps0 C(d-1, k-1) + C(d-1, k)``.
+    Every ``S`` misses some input (``k < d``), so its least probability is ``1/Z`` and
+    ``gamma = C(d, k)/Z = d/(k e^eps0 + d - k)`` (the paper's Section 7.1 expression, divided
+    through by ``C(d-1, k-1)``).
+    """
+    e, d, k = jnp.exp(f64(eps0)), f64(d), f64(k)
+    return d / (k * e + d - k)
+
+
+def gamma_local_hash(eps0, l):  # noqa: E741  (the catalog option name)
+    """Local hashing with range ``l``: ``gamma = l/(e^eps0 + l - 1)`` (Section 7.1).
+
+    Output ``(H, y)``: ``P = P(H) e^eps0/(e^eps0 + l - 1)`` if ``y = H(x)``, else
+    ``P(H)/(e^eps0 + l - 1)``. For a hash ``H`` that is not constant every ``y`` is missed by some
+    input, so its least probability is ``P(H)/(e^eps0 + l - 1)``; summed over ``y`` and ``H`` this is
+    the value above. (A constant ``H`` in the family would raise gamma, and a constant hash carries no
+    information: families used in practice have none.)
+    """
+    e = jnp.exp(f64(eps0))
+    return f64(l) / (e + f64(l) - 1.0)
+
+
+#: Catalog rows with a derived total variation similarity: ``name -> (function, its option names)``.
+BLANKET_GAMMA = {
+    "grr": (gamma_grr, ("eps0", "k")),
+    "subset-selection": (gamma_subset_selection, ("eps0", "d", "k")),
+    "local-hash": (gamma_local_hash, ("eps0", "l")),
+}
+
+
+def blanket_specific(n, eps0, delta, gamma):
+    """The paper's "privacy blanket, specific" curve: the smaller of the Hoeffding and Bennett bounds at
+    the randomizer's ``gamma`` (Section 7.1). Returns ``(value, valid)`` like every closed form."""
+    vh, okh = blanket_hoeffding(n, eps0, delta, gamma)
+    vb, okb = blanket_bennett(n, eps0, delta, gamma)
+    vh = jnp.where(okh, vh, jnp.inf)
+    vb = jnp.where(okb, vb, jnp.inf)
+    return jnp.minimum(vh, vb), okh | okb
