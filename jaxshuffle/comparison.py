@@ -285,3 +285,22 @@ def multi_message_figure(protocol: str, eps_prime, delta, *, n=None, d=None, s=N
             out[key][valid] = np.where(np.asarray(ok), np.asarray(value), np.inf)
     return MultiMessageFigure(protocol, ep, dl, nn, f, valid, out["upper"], out["paper"], cert,
                               out["thm42"], out["thm43"])
+
+
+def multi_message_lower(randomizer: str, n, delta, *, rtol: float = 1e-6, **options):
+    """Theorem 5.1 lower bound of a multi-message catalog row (``cheu-zhilyaev``, ``balls-into-bins``,
+    ``pure-dump``) shuffled among ``n`` users: the lower pair's certified bracket (its ``lower`` end is
+    the lower bound) with the blanket count of
+    :func:`~jaxshuffle.randomizers.multi_message.lower_n_blanket`. docs/math.md section 16.4.
+    """
+    from jaxshuffle.randomizers import multi_message as mm
+
+    fns = {"cheu-zhilyaev": mm.cheu_zhilyaev_lower, "balls-into-bins": mm.balls_into_bins_lower,
+           "pure-dump": mm.pure_dump_lower}
+    if randomizer not in fns:
+        raise ValueError(f"randomizer: no multi-message lower parameters for {randomizer!r}; "
+                         f"choose one of {sorted(fns)}")
+    check_options(randomizer, options)
+    low = fns[randomizer](**options)
+    n_bl = mm.lower_n_blanket(randomizer, n, options["blanket_per_user"])
+    return epsilon(low.pair(), n_bl + 1.0, delta, rtol=rtol)

@@ -261,3 +261,84 @@ def test_compare_has_the_specific_blanket_row():
     assert np.all(row.value < generic)
     # and it appears in the tidy table with its label
     assert sum(r["bound"] == BLANKET_SPECIFIC for r in c.rows()) == 4
+
+
+# ---------------------------------------------------------------------------------------
+# Theorem 5.1 lower bounds of the multi-message rows (Section 5: exactly tight ones)
+# ---------------------------------------------------------------------------------------
+
+def _cheu_exact_eps(f, n_blanket, delta):
+    """Exact epsilon of shuffled fake users for the dataset x0 = e1 / x1 = e2, others e3, from the definition.
+
+    Coordinates >= 3 of the victim's message have the same law under both inputs and are independent of
+    coordinates (1, 2), so the counts of the patterns 10, 01, 11, 00 on coordinates (1, 2) over all
+    messages are sufficient. Blanket messages (fakes, and the others' e3 flipped) show them w.p.
+    f(1-f), f(1-f), f^2, (1-f)^2; the victim w.p. (1-f)^2, f^2, f(1-f), f(1-f) under x0 (10 <-> 01 under x1).
+    """
+    bl = np.array([f * (1 - f), f * (1 - f), f * f, (1 - f) ** 2])
+    v0 = np.array([(1 - f) ** 2, f * f, f * (1 - f), f * (1 - f)])
+    v1 = v0[[1, 0, 2, 3]]
+    N = n_blanket
+    c = np.array([(a, b, e, N + 1 - a - b - e) for a in range(N + 2) for b in range(N + 2 - a)
+                  for e in range(N + 2 - a - b)], dtype=float)
+    lg = np.vectorize(math.lgamma)
+
+    def log_mult(cc):
+        ok = (cc >= 0).all(axis=1)
+        cs = np.where(cc >= 0, cc, 0)
+        val = lg(N + 1) - lg(cs + 1).sum(axis=1) + (cs * np.log(bl)).sum(axis=1)
+        return np.where(ok, val, -np.inf)
+
+    P0 = sum(v0[i] * np.exp(log_mult(c - np.eye(4)[i])) for i in range(4))
+    P1 = sum(v1[i] * np.exp(log_mult(c - np.eye(4)[i])) for i in range(4))
+    assert abs(P0.sum() - 1) < 1e-12 and abs(P1.sum() - 1) < 1e-12
+
+    def dlt(eps):  # symmetric under 10 <-> 01, so one direction suffices
+        return np.maximum(P0 - math.exp(eps) * P1, 0.0).sum()
+
+    lo, hi = 0.0, 20.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if dlt(mid) <= delta else (mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("f, n, m, delta, paper_below_exact", [(0.2, 3, 4, 0.01, True), (0.1, 5, 6, 1e-3, True),
+                                                               (0.3, 4, 2, 0.05, False)])
+def test_cheu_zhilyaev_lower_below_exact_below_upper(f, n, m, delta, paper_below_exact):
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.comparison import multi_message_lower
+
+    n_bl = float(mm.lower_n_blanket("cheu-zhilyaev", n, m))
+    assert n_bl == n * m + n - 1
+    exact = _cheu_exact_eps(f, int(n_bl), delta)
+    low = multi_message_lower("cheu-zhilyaev", n, delta, f=f, blanket_per_user=m, rtol=1e-9)
+    up = amplify(mm.cheu_zhilyaev(f, m), n, delta)
+    assert float(low.lower) <= exact * (1 + 1e-9)
+    assert exact <= float(up.upper) * (1 + 1e-9)
+    # the lower pair is the marker law (10, 01 counts): close to the exact value of the full pattern counts
+    assert float(low.lower) > 0.5 * exact
+    # the paper's Theorem 4.7 value (Table 4 pair, n m blanket messages) is below the exact epsilon of this
+    # dataset in the first two cases: not an upper bound for fake users (beta = 1 - 2f < (p-1)/(p+1))
+    assert (float(up.paper) < exact) == paper_below_exact
+
+
+@pytest.mark.parametrize("d, s, m, n, delta", [(9, 3, 2, 100, 1e-3), (12, 2, 1, 100, 1e-3)])
+def test_balls_into_bins_and_pure_dump_lower_meet_upper(d, s, m, n, delta):
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.comparison import multi_message_lower
+
+    # balls-into-bins, d >= 3s: lower pair = upper pair = the exact law (test above), n m blanket balls
+    low = multi_message_lower("balls-into-bins", n, delta, d=d, s=s, blanket_per_user=m, rtol=1e-9)
+    up = amplify(mm.balls_into_bins(d, s, m), n, delta, rtol=1e-9)
+    assert np.isfinite(float(low.lower))  # (1 - 1/d)^(n m) < delta: an empty marker set is rarer than delta
+    exact_delta = _balls_exact_delta(float(low.lower), n * m, s / d)
+    assert exact_delta >= delta * (1 - 1e-6)  # lower end of the bracket: not above the exact epsilon
+    assert float(up.upper) == pytest.approx(float(low.upper), rel=1e-8)
+    # pureDUMP, d >= 3: balls-into-bins with s = 1 and the victim's value itself
+    low = multi_message_lower("pure-dump", n, delta, d=d, blanket_per_user=m, rtol=1e-9)
+    up = amplify(mm.pure_dump(d, m), n, delta, rtol=1e-9)
+    assert _balls_exact_delta(float(low.lower), n * m, 1 / d) >= delta * (1 - 1e-6)
+    assert float(up.upper) == pytest.approx(float(low.upper), rel=1e-8)
+    with pytest.raises(ValueError, match="^d: must be >= 3 s"):
+        mm.balls_into_bins_lower(5, 2, 1)

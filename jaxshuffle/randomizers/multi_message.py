@@ -9,6 +9,7 @@ from jaxshuffle.randomizers.params import (
     BLANKET,
     Arg,
     Inputs,
+    LowerParams,
     VRParams,
 )
 
@@ -185,3 +186,76 @@ def balls_into_bins_guarantee(n_messages, d, s, delta):
 def extra_amplification_ratio(eps_prime, eps):
     """The paper's "extra amplification ratio" ``eps'/eps`` (Section 7.2); budget saved ``= 1 - eps/eps'``."""
     return jnp.asarray(eps_prime, jnp.float64) / jnp.asarray(eps, jnp.float64)
+
+
+# --------------------------------------------------------------------------------------
+# Theorem 5.1 lower parameters of the multi-message rows (Section 5's exactly tight ones)
+# --------------------------------------------------------------------------------------
+#
+# For a multi-message protocol the lower pair counts the marker outputs Y0 = {R(x0) > R(x1)},
+# Y1 = {R(x1) > R(x0)} among the victim's message and every message distributed like a blanket
+# message on Y0 and Y1. The marker counts of the shuffled output are a post-processing of it,
+# so the pair's epsilon is a lower bound. The other users (all holding x*) send their own
+# messages too: where those miss Y0 and Y1 they add nothing (balls-into-bins, pureDUMP), where
+# they are distributed on Y0, Y1 exactly like a blanket message they join the blanket (fake
+# users): :func:`lower_n_blanket`. docs/math.md section 16.4.
+
+#: Rows whose other users' own messages join the lower pair's blanket (see :func:`lower_n_blanket`).
+LOWER_OTHERS_JOIN_BLANKET = {"cheu-zhilyaev": True, "balls-into-bins": False, "pure-dump": False}
+
+
+def lower_n_blanket(name: str, n, blanket_per_user):
+    """Blanket messages of the lower pair of multi-message row ``name`` among ``n`` users.
+
+    ``n m`` blanket messages (``m = blanket_per_user``, every user's, the victim's included), plus
+    the ``n - 1`` other users' own messages where they are distributed like blanket messages on
+    the marker sets (``LOWER_OTHERS_JOIN_BLANKET``). The upper side counts ``n m``
+    (:meth:`VRParams.n_blanket`): adding the others' messages is a post-processing, so leaving
+    them out is safe there.
+    """
+    if name not in LOWER_OTHERS_JOIN_BLANKET:
+        raise ValueError(f"name: no multi-message lower parameters for {name!r}; "
+                         f"choose one of {sorted(LOWER_OTHERS_JOIN_BLANKET)}")
+    n, m = jnp.asarray(n, jnp.float64), jnp.asarray(blanket_per_user, jnp.float64)
+    return n * m + (n - 1.0 if LOWER_OTHERS_JOIN_BLANKET[name] else 0.0)
+
+
+def cheu_zhilyaev_lower(f, blanket_per_user) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`cheu_zhilyaev` (domain ``d >= 3``).
+
+    ``x0 = e_1``, ``x1 = e_2``, the others hold ``x* = e_3``. On coordinates (1, 2) the victim's
+    message shows ``10`` w.p. ``(1-f)^2`` under ``x0`` and ``f^2`` under ``x1`` (and the swap for
+    ``01``), so ``p0 = (1-f)^2/f^2`` and ``beta = (1-f)^2 - f^2 = 1 - 2f``. A fake message (the zero
+    vector flipped) and another user's message (``e_3`` flipped) both show ``10`` and ``01`` w.p.
+    ``f (1-f)`` each: ``q0 = q1 = (1-f)^2/(f(1-f)) = (1-f)/f``, and the others' messages join the
+    blanket (:func:`lower_n_blanket`). The parameters equal Table 4's upper ones; only the blanket
+    count differs (``n m + n - 1`` against ``n m``).
+    """
+    inp = Inputs((F_CZ, f), (BLANKET, blanket_per_user))
+    f, _ = inp.values
+    odds = (1.0 - f) / f
+    return inp.lower(odds * odds, 1.0 - 2.0 * f, odds, odds)
+
+
+def balls_into_bins_lower(d, s, blanket_per_user) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`balls_into_bins` (``d >= 3s``).
+
+    Inputs with disjoint special sets ``S_0, S_1`` and the others' value with a third, disjoint set
+    (``d >= 3s``): the victim's ball is in ``Y0 = S_0`` under ``x0`` and never in ``Y1 = S_1``
+    (``p0 = inf``, ``beta = 1``); a blanket ball is in each w.p. ``s/d`` (``q0 = q1 = d/s``); the
+    others' balls miss both. Equal to the upper pair: exactly tight.
+    """
+    inp = Inputs((D_BINS, d), (S_BINS, s), (BLANKET, blanket_per_user))
+    d, s, _ = inp.values
+    inp.require(d >= 3.0 * s, "d", "must be >= 3 s (a third value's special bins disjoint from both)")
+    return inp.lower(jnp.inf, 1.0, d / s, d / s)
+
+
+def pure_dump_lower(d, blanket_per_user) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`pure_dump` (``d >= 3``): ``x0, x1`` and the others' value
+    ``x*`` distinct, ``p0 = inf``, ``beta = 1``, ``q0 = q1 = d`` (a dummy hits ``{x0}`` w.p. ``1/d``);
+    the others' messages are ``x*``, in neither marker set. Equal to the upper pair: exactly tight."""
+    inp = Inputs((D_BINS, d), (BLANKET, blanket_per_user))
+    d, _ = inp.values
+    inp.require(d >= 3.0, "d", "must be >= 3 (a third value for the other users)")
+    return inp.lower(jnp.inf, 1.0, d, d)
