@@ -730,8 +730,10 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> Blanke
     has_z = kk >= 3
     plans = [plan_blanket(e[sel], kk[sel], nn[sel], d[sel], kind=kind, block=block, chunk=chunk)
              for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
+    # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
+    # probes) share one compiled program; a larger plan only costs time, never soundness
     return BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
-                       lines=max(p.lines for p in plans), max_step=max(p.max_step for p in plans),
+                       lines=_pow2(max(p.lines for p in plans)), max_step=_pow2(max(p.max_step for p in plans)),
                        chunk=min(p.chunk for p in plans))
 
 

@@ -201,7 +201,8 @@ def test_compose_json_brackets_and_beats_basic_composition(capsys):
     assert code == 0, err
     rows = json.loads(out)
     assert [r["rounds"] for r in rows] == [1, 20]
-    one = float(js.amplify(R.grr(1.0, 10), 10_000, 1e-6).upper)
+    # one round of the composed (worst-case) pair reproduces that pair's single-round bracket
+    one = float(js.amplify(R.grr(1.0, 10), 10_000, 1e-6, upper_from="worst-case").upper)
     assert rows[0]["lower"] <= one <= rows[0]["upper"] <= one + 3 * rows[0]["discretization"]
     assert rows[1]["lower"] <= rows[1]["upper"] < rows[1]["advanced"] <= rows[1]["basic"]
 
@@ -214,3 +215,20 @@ def test_compose_json_brackets_and_beats_basic_composition(capsys):
 def test_compose_bad_input_is_one_line(capsys, argv, pattern):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "100", *argv])
     assert code == 2 and out == "" and pattern in err and err.count("\n") == 1, err
+
+
+def test_epsilon_upper_from_picks_the_source(capsys):
+    """k-RR: the default takes the blanket pair (MATH.md section 7 cross-check: n = 2, k = 3, eps0 = 1,
+    delta = 0.01 gives 0.9694082); --upper-from worst-case the two-count pair (0.981112)."""
+    base = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "0.01", "--json"]
+    code, out, err = run(capsys, base)
+    assert code == 0, err
+    best = json.loads(out)[0]
+    assert best["upper_source"] == "blanket pair" and abs(best["upper"] - 0.9694082) < 2e-6
+    assert best["lower"] <= best["upper"] and abs(best["lower"] - 0.9694082) < 1e-6  # 7 printed digits
+    code, out, err = run(capsys, base + ["--upper-from", "worst-case"])
+    assert code == 0, err
+    wc = json.loads(out)[0]
+    assert wc["upper_source"] == "worst-case pair" and abs(wc["upper"] - 0.981112) < 1e-6
+    code, out, err = run(capsys, base + ["--upper-from", "clone"])
+    assert code == 2 and err.startswith("jaxshuffle: error:") and "upper-from" in err and "Traceback" not in err

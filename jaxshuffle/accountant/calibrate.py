@@ -83,7 +83,8 @@ def _check_target(target) -> None:
 
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
-                   engine_rtol: float = 1e-6, max_probes: int = 200, **options) -> Calibration:
+                   engine_rtol: float = 1e-6, max_probes: int = 200, upper_from: str = "best",
+                   **options) -> Calibration:
     """Largest local eps0 whose *certified* amplified epsilon is ``<= target_eps`` at ``(n, delta)``.
 
     Args:
@@ -93,6 +94,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
       target_eps, n, delta: broadcast together (and with array-valued options).
       rtol: relative width of the returned bracket ``[value, over]``.
       eps0_max: search limit (``CAPPED`` where still feasible there).
+      upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
+        default the smallest, e.g. the blanket pair for k-ary RR).
 
     Returns :class:`Calibration`: ``value`` is a probed eps0 with certified
     ``amplify(...).upper <= target_eps`` (never overshoots), ``over`` a probed eps0 with
@@ -117,7 +120,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
 
     def upper_at(x):
         return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
-                                  with_paper=False).upper)
+                                  with_paper=False, upper_from=upper_from).upper)
 
     def narrow(lo, hi):
         return ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi))
@@ -137,7 +140,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
 
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
                 max_window: int = 1 << 18, scaled_variant: bool = False, engine_rtol: float = 1e-6,
-                max_probes: int = 200, **options) -> Calibration:
+                max_probes: int = 200, upper_from: str = "best", **options) -> Calibration:
     """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
 
     Args:
@@ -149,6 +152,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         a window of at most this many counts (the default, 2^18, is what n ~ 1e8-1e9 needs at
         typical parameters; a probe then takes about a second on a CPU). Where the target is
         unattainable below that limit, ``over`` reports the limit probed.
+      upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``).
 
     Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
     and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
@@ -177,7 +181,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
 
     def upper_at(x):
         return np.asarray(amplify(params, jnp.asarray(x), d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
-                                  with_paper=False).upper)
+                                  with_paper=False, upper_from=upper_from).upper)
 
     def mid(lo, hi):
         m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
@@ -209,7 +213,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
 
         def upper_sub(x):
             return np.asarray(amplify(sub_params, jnp.asarray(x), sub_delta, rtol=engine_rtol,
-                                      scaled_variant=scaled_variant, with_paper=False).upper)
+                                      scaled_variant=scaled_variant, with_paper=False, upper_from=upper_from).upper)
 
         # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
         lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(

@@ -35,6 +35,7 @@ import numpy as np
 
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
 from jaxshuffle.accountant import CalibrationStatus, UpperSource
+from jaxshuffle.accountant.amplify import UPPER_FROM
 from jaxshuffle.search import Status
 from jaxshuffle.sweeps.grid import eval_rule, parse_delta, parse_grid
 
@@ -97,6 +98,13 @@ def _add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] 
                        help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
 
 
+def _add_upper_from(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--upper-from", dest="upper_from", choices=UPPER_FROM, default="best",
+                   help="certified upper bound: the smallest over every sound source (best, default), the "
+                        "two-count worst-case pair only (any eps0-LDP randomizer with this p, q), or the "
+                        "randomizer's own blanket pair (k-ary RR)")
+
+
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare", "compose") else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
@@ -115,6 +123,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pe.add_argument("--scaled", action="store_true",
                     help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
                          "inputs has total variation exactly beta, e.g. k-ary RR)")
+    _add_upper_from(pe)
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
     po = sub.add_parser("compose", help="certified epsilon of T shuffled rounds, composed (PLD + FFT)",
@@ -143,6 +152,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
+    _add_upper_from(pc)
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
     from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
@@ -260,7 +270,7 @@ def _cmd_epsilon(args) -> int:
     opts = {k: cols[k] for k in names if k not in ("n", "delta")}
     params = entry.fn(**opts)
     rep = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
-                  rtol=args.rtol, scaled_variant=args.scaled)
+                  rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from)
     rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
     p, beta, q = (np.broadcast_to(np.asarray(x), cols["n"].shape) for x in (params.p, params.beta, params.q))
     rows = []
@@ -279,6 +289,7 @@ def _cmd_epsilon(args) -> int:
             "paper_certified": bool(rep["paper_certified"][i]),
             "has_lower": bool(rep["has_lower"][i]),
             "worst_case": _num(rep["worst_case"][i]),
+            "blanket": _num(rep["blanket"][i]),
             "upper_source": UpperSource.DESCRIPTIONS[int(rep["upper_source"][i])],
             "status": Status(int(rep["status"][i])).label,
         })
@@ -298,7 +309,7 @@ def _cmd_epsilon(args) -> int:
         if r["has_lower"]:
             lo = r["lower"]
             print(f"    lower bound:           eps >= {_fmt(lo if lo is not None else math.inf)}  "
-                  "-- some dataset needs at least this (Theorem 5.1 pair)")
+                  "-- some dataset of the others needs at least this")
         else:
             print("    lower bound:           none for this randomizer (0)")
         pap = r["paper"]
@@ -379,12 +390,13 @@ def _cmd_calibrate(args) -> int:
     fixed = ("target", "n", "delta")
     opts = {k: cols[k] for k in names if k not in fixed}
     if solve_eps0:
-        cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol, **opts)
+        cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol,
+                             upper_from=args.upper_from, **opts)
         eps0 = np.asarray(cal.value)
         full = dict(opts, eps0=eps0)
         n = cols["n"]
     else:
-        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], **opts)
+        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], upper_from=args.upper_from, **opts)
         full = opts
         n = np.asarray(cal.value)
     status = np.asarray(cal.status)
@@ -392,7 +404,8 @@ def _cmd_calibrate(args) -> int:
     rep = None
     if ok.any():
         sel = {k: v[ok] for k, v in full.items()}
-        rep = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel))
+        rep = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel),
+                      upper_from=args.upper_from)
         rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
     rows, j = [], 0
     for i in range(cols["target"].size):
