@@ -342,3 +342,92 @@ def test_balls_into_bins_and_pure_dump_lower_meet_upper(d, s, m, n, delta):
     assert float(up.upper) == pytest.approx(float(low.upper), rel=1e-8)
     with pytest.raises(ValueError, match="^d: must be >= 3 s"):
         mm.balls_into_bins_lower(5, 2, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Theorem 5.1 lower bounds of single-message rows: PCKV-GRR
+# ---------------------------------------------------------------------------------------
+
+def _pckv_rows(eps1, eps2, d):
+    """PCKV-GRR on one key-value pair, from its definition: <k, v> kept w.p. a b, value flipped w.p.
+    a (1 - b), any other key with either value w.p. (1 - a)/(2(d - 1)) each."""
+    e1, e2 = math.exp(eps1), math.exp(eps2)
+    a, b = e1 / (e1 + d - 1), e2 / (e2 + 1)
+    c = (1 - a) / (2 * (d - 1))
+    outs = [(k, v) for k in range(d) for v in (1, -1)]
+    return np.array([[a * b if o == x else a * (1 - b) if o[0] == x[0] else c for o in outs] for x in outs])
+
+
+@pytest.mark.parametrize("eps1, eps2, d", [(1.0, 1.0, 3), (1.0, 1.0, 6), (0.2, 2.0, 3), (0.5, 3.0, 5),
+                                           (2.0, 0.3, 4)])
+def test_pckv_grr_lower_parameters_from_the_matrix(eps1, eps2, d):
+    from jaxshuffle import exact
+    from jaxshuffle.randomizers.ldp import pckv_grr_lower
+
+    M = _pckv_rows(eps1, eps2, d)
+    # x0 = <k0, +1> (row 0), x1 = <k1, +1> (row 2), others <k2, +1> (row 4)
+    p0, beta, q0, q1 = exact.lower_bound_parameters(M, 0, 2, 4)
+    low = pckv_grr_lower(eps1, eps2, d)
+    for got, want in zip((low.p0, low.beta, low.q0, low.q1), (p0, beta, q0, q1)):
+        assert float(got) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps1, eps2", [(1.0, 1.0), (0.2, 2.0)])
+def test_pckv_grr_lower_below_exact(eps1, eps2):
+    from jaxshuffle import exact
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.randomizers import pckv_grr
+    from jaxshuffle.randomizers.ldp import pckv_grr_lower
+
+    d, delta = 3, 0.01
+    M = _pckv_rows(eps1, eps2, d)
+    for n in (2, 3):
+        rep = amplify(pckv_grr(eps1, eps2, d), n, delta, lower_params=pckv_grr_lower(eps1, eps2, d))
+        ex = max(exact.worst_case_epsilon(M, 0, x1, n, delta, "mixtures").epsilon for x1 in (1, 2))
+        assert float(rep.lower) <= ex * (1 + 1e-9) <= float(rep.upper) * (1 + 2e-9)
+        assert float(rep.lower) > 0
+
+
+def _wheel_rows(eps0, d, s, arc):
+    """Wheel with every item's arc disjoint (d arc <= 1), from its definition: inputs are the s-subsets,
+    outputs the d arcs and the rest of the circle; density e^eps0/Omega on the input's arcs, 1/Omega elsewhere."""
+    import itertools
+
+    e = math.exp(eps0)
+    omega = s * arc * e + 1 - s * arc
+    sets = list(itertools.combinations(range(d), s))
+    M = np.array([[arc * (e if j in X else 1.0) / omega for j in range(d)] + [(1 - d * arc) / omega] for X in sets])
+    return M, sets
+
+
+@pytest.mark.parametrize("eps0, d, s, arc", [(1.0, 3, 1, 0.2), (2.0, 6, 2, 0.1), (0.5, 7, 2, 0.05)])
+def test_wheel_lower_parameters_from_the_matrix(eps0, d, s, arc):
+    from jaxshuffle import exact
+    from jaxshuffle.randomizers import wheel
+    from jaxshuffle.randomizers.ldp import wheel_lower
+
+    M, sets = _wheel_rows(eps0, d, s, arc)
+    np.testing.assert_allclose(M.sum(axis=1), 1.0, rtol=1e-12)
+    x0, x1, xs = 0, sets.index(tuple(range(s, 2 * s))), sets.index(tuple(range(2 * s, 3 * s)))
+    p0, beta, q0, q1 = exact.lower_bound_parameters(M, x0, x1, xs)
+    low, up = wheel_lower(eps0, d, s, arc), wheel(eps0, d, s, arc)
+    for got, want in zip((low.p0, low.beta, low.q0, low.q1), (p0, beta, q0, q1)):
+        assert float(got) == pytest.approx(want, rel=1e-12)
+    # exactly tight: the lower parameters are the upper ones
+    assert (float(low.p0), float(low.beta), float(low.q0)) == pytest.approx((float(up.p), float(up.beta), float(up.q)))
+
+
+@pytest.mark.slow
+def test_wheel_lower_below_exact():
+    from jaxshuffle import exact
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.randomizers import wheel
+    from jaxshuffle.randomizers.ldp import wheel_lower
+
+    eps0, d, s, arc, delta = 1.5, 3, 1, 0.25, 0.01
+    M, _ = _wheel_rows(eps0, d, s, arc)
+    for n in (2, 3, 5):
+        rep = amplify(wheel(eps0, d, s, arc), n, delta, lower_params=wheel_lower(eps0, d, s, arc))
+        ex = exact.worst_case_epsilon(M, 0, 1, n, delta, "mixtures").epsilon
+        assert 0 < float(rep.lower) <= ex * (1 + 1e-9) <= float(rep.upper) * (1 + 2e-9)

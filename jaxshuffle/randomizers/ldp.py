@@ -379,6 +379,23 @@ def wheel(eps0, d, s, arc) -> VRParams:
     return inp.params(p, j * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p)
 
 
+def wheel_lower(eps0, d, s, arc) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`wheel` (``d >= 3s`` and ``3 s arc <= 1``).
+
+    A hash realization where the arcs of three disjoint sets ``X0, X1, X*`` do not overlap (the
+    realization the upper bound's values assume): ``Y0, Y1`` are the arcs of ``X0, X1``,
+    ``P0(Y0) = s arc e^eps0/Omega``, ``P0(Y1) = s arc/Omega``, and ``X*`` puts ``s arc/Omega`` on
+    each: ``p0 = q0 = q1 = e^eps0``, ``beta = s arc (e^eps0 - 1)/Omega``, the upper parameters
+    (exactly tight, Section 5).
+    """
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc))
+    eps0, d, s, arc = inp.values
+    inp.require(d >= 3.0 * s, "d", "must be >= 3 s (three disjoint item sets)")
+    inp.require(3.0 * s * arc <= 1.0, "arc", "must satisfy 3 s arc <= 1 (three sets' arcs without overlap)")
+    p = jnp.exp(eps0)
+    return inp.lower(p, s * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p, p)
+
+
 K_EXP = Arg("k", "int", 1.0, help="output subset size, 1 <= k <= d - s")
 
 
@@ -437,6 +454,30 @@ def pckv_grr(eps1, eps2, d) -> VRParams:
     return inp.params(p, (a * b - c) + jnp.abs(a * (1.0 - b) - c), p)
 
 
+def pckv_grr_lower(eps1, eps2, d) -> LowerParams:
+    """Theorem 5.1 parameters of :func:`pckv_grr` (``d >= 3`` keys).
+
+    ``x0 = <k0, +1>``, ``x1 = <k1, +1>``, the others hold a third key ``k*``. With ``a, b, c`` of
+    :func:`pckv_grr`: if ``a (1-b) > c`` (``2 e^eps1 > e^eps2 + 1``), ``Y1 = {<k1, +1>, <k1, -1>}``:
+    ``P1(Y1) = a``, ``P0(Y1) = 2c``, so ``p0 = a/(2c) = e^eps1``, ``beta = a - 2c``; otherwise
+    ``Y1 = {<k1, +1>, <k0, -1>}``: ``P1(Y1) = a b + c``, ``P0(Y1) = c + a (1-b)``, ``beta = a (2b - 1)``.
+    The others' key ``k*`` puts ``c`` on each pair of ``Y0`` and ``Y1``: ``R*(Y1) = R*(Y0) = 2c``,
+    ``q0 = q1 = P1(Y1)/(2c)``. ``beta`` is the table's (two different keys); ``p0 < p`` in general.
+    """
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d))
+    eps1, eps2, d = inp.values
+    inp.require(d >= 3.0, "d", "must be >= 3 (a third key for the other users)")
+    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    a = e1 / (e1 + d - 1.0)
+    b = e2 / (e2 + 1.0)
+    c = (1.0 - a) / (2.0 * (d - 1.0))
+    hi = a * (1.0 - b) > c
+    p1y1 = jnp.where(hi, a, a * b + c)
+    p0y1 = jnp.where(hi, 2.0 * c, c + a * (1.0 - b))
+    q = p1y1 / (2.0 * c)
+    return inp.lower(p1y1 / p0y1, p1y1 - p0y1, q, q)
+
+
 def duchi(eps0) -> VRParams:
     """Duchi et al.'s mechanism for ``[-1, 1]^dim``. Table 6 row "Duchi et al.".
 
@@ -469,7 +510,8 @@ S_COL = Arg("s", "int", 1.0, help="items per user (padded), 1 <= s <= l - 1")
 
 
 def collision(eps0, s, l) -> VRParams:
-    """(d, s)-Collision with hash length ``l``. Table 2 row "(d,s)-Collision with length l".
+    """(d, s)-Collision with hash length ``l``. Not a row of the seed's Table 2: the row
+    "(d,s)-Collision with length l" of the paper authors' repository table (wangsw/PrivacyAmplification).
 
     Original: Wang, Li, Qian, Du, Lin, Yang, "Hiding numerical vectors in local private and
     shuffled messages", IJCAI 2021 (extended: arXiv 2304.04410). A user's set ``X`` of ``s``
