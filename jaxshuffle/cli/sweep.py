@@ -196,8 +196,9 @@ def add_plot_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "plot", help="plot sweep results (amplification ratio, privacy-utility surface)",
         description="Draw a figure from a sweep's results (results.csv, results.npz or the sweep directory). "
-                    "kind auto: the privacy-utility surface over (n, eps0) and the amplification ratio when the "
-                    "grid has several n and eps0, else the ratio only. Needs matplotlib (pip install "
+                    "kind auto: a row of panels per randomizer, delta rule and option value (e.g. k); a heat map "
+                    "and the amplification ratio for a grid with at least 3 n and 3 eps0, else the ratio, or eps "
+                    "against n. Needs matplotlib (pip install "
                     "'jaxshuffle[plot]').", allow_abbrev=False)
     p.add_argument("results", metavar="RESULTS", help="results.csv / results.npz / sweep directory")
     p.add_argument("-o", "--output", required=True, metavar="PNG", help="output image (png, pdf, svg)")
@@ -207,7 +208,9 @@ def add_plot_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--randomizer", default=None, help="use the points of this randomizer (default: the first)")
     p.add_argument("--targets", default="0.1,0.3,1", metavar="EPS[,EPS]", help="contour levels of amplified eps")
     p.add_argument("--utility-k", type=float, default=None, metavar="K",
-                   help="overlay the std of the k-ary RR frequency estimator (default: the grid's k, else 10; 0: none)")
+                   help="overlay the std of the k-ary RR frequency estimator (default: the panel's k on grr "
+                        "panels, none elsewhere; an explicit K is drawn on grr panels with that k and on "
+                        "general; 0: none)")
     p.add_argument("--dpi", type=int, default=150)
     p.set_defaults(func=_cmd_plot)
     return p

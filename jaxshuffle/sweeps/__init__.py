@@ -48,6 +48,9 @@ Files (``out=DIR``)
 * ``DIR/results.npz``     the same columns as arrays (written when complete).
 * ``DIR/results.json``    sidecar: library/JAX versions, methods, tolerances, devices,
   float64 flag, grid, layout, timing, ``complete``.
+* ``DIR/chunks/sweep.lock`` (``shard-i-of-N.lock`` per shard): a second writer is refused
+  (or waits with ``wait=True`` / ``--wait``). A torn last row of ``results.csv`` is warned
+  about by :func:`load` and repaired by a resumed sweep.
 
 Grid syntax (CLI and string arguments)
 --------------------------------------
@@ -82,7 +85,11 @@ shards of the same sweep (fingerprint), that every job is present exactly once (
 identical values), and writes ``results.csv/.npz/.json``. Inputs may be sweep directories
 (finished or not: ``--allow-partial`` writes the points finished so far) or shard files.
 
-Progress goes to stderr (``chunk i/N``, points done, points/s, ETA); ``quiet=True`` silences it.
+Progress: a one-line summary on stderr, then a tqdm bar when stderr is a terminal (a compile phase
+shown as such, rate and ETA from evaluation time); ``quiet=True`` silences both. Ctrl-C or SIGTERM
+keeps every finished chunk and its CSV rows (:class:`~jaxshuffle.sweeps.run.SweepInterrupted`);
+rerunning the same command resumes. The k-RR blanket bound of :func:`jaxshuffle.amplify` is not
+used here yet: a sweep reports the two-count rules (``amplify(..., upper_from="worst-case")``).
 """
 
 from jaxshuffle.sweeps.grid import default_grid, parse_delta, parse_grid
