@@ -431,3 +431,97 @@ def test_wheel_lower_below_exact():
         rep = amplify(wheel(eps0, d, s, arc), n, delta, lower_params=wheel_lower(eps0, d, s, arc))
         ex = exact.worst_case_epsilon(M, 0, 1, n, delta, "mixtures").epsilon
         assert 0 < float(rep.lower) <= ex * (1 + 1e-9) <= float(rep.upper) * (1 + 2e-9)
+
+
+# ---------------------------------------------------------------------------------------
+# Appendix I's last remark: the (q0, q1) pair as a "precise upper bound" for binary RR
+# ---------------------------------------------------------------------------------------
+
+def _rr2_exact_eps(eps0, n, m, delta):
+    """Exact epsilon of shuffled randomized response on {0, 1} (keep w.p. a = e^eps0/(e^eps0+1)), victim
+    0 vs 1, m of the n - 1 others holding 1: the count of ones is sufficient; both directions."""
+    from scipy.stats import binom
+
+    a = math.exp(eps0) / (math.exp(eps0) + 1)
+    S = np.convolve(binom.pmf(np.arange(m + 1), m, a), binom.pmf(np.arange(n - m), n - 1 - m, 1 - a))
+    P0, P1 = np.convolve(S, [a, 1 - a]), np.convolve(S, [1 - a, a])
+
+    def d(e):
+        t = math.exp(e)
+        return max(np.maximum(P0 - t * P1, 0).sum(), np.maximum(P1 - t * P0, 0).sum())
+
+    lo, hi = 0.0, 30.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if d(mid) <= delta else (mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("eps0, n, delta, m_worse", [(0.5, 10, 0.01, 1), (1.0, 30, 0.01, 1), (0.5, 30, 0.01, 2)])
+def test_q0_q1_pair_is_not_an_upper_bound_for_binary_rr(eps0, n, delta, m_worse):
+    """Appendix I calls the pair with q0 = 1, q1 = e^eps0 (others all x0) a precise upper bound for randomized
+    response on 2 options. It is exact for that dataset, but a dataset with m_worse others holding x1 has a
+    larger epsilon: the pair is not an upper bound. The certified bound (stronger clone) stays above."""
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.pair import vr_pair
+    from jaxshuffle.randomizers import general
+
+    p = math.exp(eps0)
+    pair_eps = epsilon(vr_pair(p, (p - 1) / (p + 1), q0=1.0, q1=p), n, delta, rtol=1e-9)
+    all_x0 = _rr2_exact_eps(eps0, n, 0, delta)
+    assert float(pair_eps.upper) == pytest.approx(all_x0, rel=1e-7)  # the pair is the all-x0 dataset exactly
+    worse = _rr2_exact_eps(eps0, n, m_worse, delta)
+    assert worse > float(pair_eps.upper) * 1.002  # ... and another dataset is worse
+    upper = float(amplify(general(eps0), n, delta).upper)
+    assert max(_rr2_exact_eps(eps0, n, m, delta) for m in range(n)) <= upper * (1 + 1e-9)
+
+
+def _em3_rows(ab, ac, bc):
+    """Exponential mechanism for metric LDP on 3 options (McSherry and Talwar): P(y | x) proportional to
+    exp(-D(x, y)/2); D-private since each factor changes by at most e^{D(x, x')/2}."""
+    D = np.array([[0.0, ab, ac], [ab, 0.0, bc], [ac, bc, 0.0]])
+    M = np.exp(-D / 2)
+    return M / M.sum(axis=1, keepdims=True)
+
+
+def _n2_exact_eps(M, x0, x1, other, delta):
+    """Exact epsilon of two shuffled messages (victim x0 vs x1, one other user), from the definition:
+    the output is the unordered pair of the two messages."""
+    k = M.shape[1]
+
+    def law(x):
+        out = np.zeros((k, k))
+        for y1 in range(k):
+            for y2 in range(k):
+                out[min(y1, y2), max(y1, y2)] += M[x, y1] * M[other, y2]
+        return out.ravel()
+
+    P, Q = law(x0), law(x1)
+
+    def d(e):
+        t = math.exp(e)
+        return max(np.maximum(P - t * Q, 0).sum(), np.maximum(Q - t * P, 0).sum())
+
+    lo, hi = 0.0, 30.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if d(mid) <= delta else (mid, hi)
+    return hi
+
+
+def test_q0_q1_pair_is_not_an_upper_bound_for_the_3_option_exponential_mechanism():
+    """Appendix I's third example: distances D(a,b) = 0.5, D(a,c) = D(b,c) = 2 (symmetric in a, b, so
+    Theorem 5.1's P0(Y0) = P1(Y1) holds), n = 2, delta = 0.01. The (q0, q1) pair (x* maximising
+    min(q0, q1)) gives 0.1997; the dataset whose other user holds a gives 0.2028."""
+    from jaxshuffle import exact
+    from jaxshuffle.randomizers import LowerParams
+
+    M = _em3_rows(0.5, 2.0, 2.0)
+    p0, beta, q0, q1 = exact.lower_bound_parameters(M, 0, 1)
+    pair_eps = float(epsilon(LowerParams(p0, beta, q0, q1).pair(), 2, 0.01, rtol=1e-9).upper)
+    worst = max(_n2_exact_eps(M, 0, 1, o, 0.01) for o in range(3))
+    assert worst == pytest.approx(_n2_exact_eps(M, 0, 1, 0, 0.01))
+    assert worst > pair_eps * 1.01
+    # for an asymmetric metric the pair is not even defined: P0(Y0) != P1(Y1)
+    with pytest.raises(ValueError, match="P\\[R\\(x0\\) in Y0\\] == P\\[R\\(x1\\) in Y1\\]"):
+        exact.lower_bound_parameters(_em3_rows(2.0, 3.0, 1.0), 0, 1)
