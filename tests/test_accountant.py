@@ -256,7 +256,8 @@ def test_amplify_is_jobs_then_combine():
     e, k = np.array([0.5, 1.0, 3.0]), np.array([2.0, 3.0, 3.0])
     params, lp = R.grr(e, k), R.grr_lower(e, k)
     n, delta = 12, np.array([0.2, 0.01, 1e-3])
-    rep = amplify(params, n, delta, lower_params=lp, scaled_variant=True)
+    # the two-count rules only: the k-RR blanket pair is folded in after combine (with_mechanism_bounds)
+    rep = amplify(params, n, delta, lower_params=lp, scaled_variant=True, upper_from="worst-case")
     info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=True)
     roles = [j.role for j in jobs]
     assert roles == ["worst_case", "scaled", "paper", "lower", "lower_x0"] and set(roles) <= set(JOB_ROLES)
