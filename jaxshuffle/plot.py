@@ -13,6 +13,9 @@ takes an ``ax`` (a new figure's axes when ``None``) and returns it.
   axes and a labelled colour bar, contour lines at target eps values, and, where it applies (the
   k-ary randomized response, ``grr``), a utility overlay: the standard deviation of the k-RR
   frequency estimator (:func:`grr_frequency_std`).
+* :func:`composition_curve` -- composed eps against the number of rounds T (what ``jaxshuffle
+  compose --plot`` draws): the certified PLD composition next to basic and advanced composition
+  of the one-round bound, one colour per delta.
 * :func:`summary_figure` -- small multiples, written to a file (what ``jaxshuffle sweep`` and
   ``jaxshuffle plot`` draw): one row of panels per randomizer, per delta rule and per value of
   every other option axis (e.g. ``k``); in each row a heat map for a dense ``(n, eps0)`` grid
@@ -39,8 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "grr_frequency_std",
-           "closed_form_bounds"]
+__all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
+           "grr_frequency_std", "closed_form_bounds"]
 
 _INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
 
@@ -841,3 +844,70 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
     if path is not None:
         fig.savefig(path, dpi=dpi)
     return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Composition over rounds
+
+
+_COMPOSITION_KEYS = ("rounds", "delta", "upper", "basic", "advanced")
+
+
+def composition_curve(rows, path=None, ax=None, *, dpi: int = 150):
+    """Composed epsilon against the number of rounds T, next to basic and advanced composition.
+
+    ``rows``: a list of mappings with ``rounds``, ``delta``, ``upper`` (the certified composed
+    epsilon), ``basic`` and ``advanced`` (``None`` or ``inf`` where no claim), e.g. the output of
+    ``jaxshuffle compose --json`` (where ``pld`` holds the PLD composition, drawn instead of
+    ``upper``); optionally ``lower`` (the composed pair from below, drawn thin).
+    One colour per delta (at most :data:`MAX_LINES`, log-spaced, the legend says which); solid:
+    certified PLD composition, dashed: advanced composition (Dwork, Rothblum and Vadhan 2010),
+    dotted: basic composition, all of the same certified one-round bound. Log-log axes.
+
+    Saves to ``path`` when given. Returns the axes. Raises ValueError naming the missing column or
+    saying that no row has a finite value.
+    """
+    _require_matplotlib()
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows: no rows to plot (expected jaxshuffle compose --json output)")
+    for key in _COMPOSITION_KEYS:
+        if any(not isinstance(r, dict) or key not in r for r in rows):
+            raise ValueError(f"rows: every row needs {key!r} (columns {', '.join(_COMPOSITION_KEYS)})")
+
+    def col(key):
+        return np.array([np.inf if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
+
+    certified = "pld" if "pld" in rows[0] else "upper"  # compose --json: "upper" is the smallest of the three
+    T, delta, upper = col("rounds"), col("delta"), col(certified)
+    if not np.isfinite(upper).any():
+        raise ValueError("rows: no finite certified epsilon to plot")
+    deltas = np.unique(delta)
+    shown = _representative(deltas, MAX_LINES)
+    colors = dict(zip(shown.tolist(), _line_colors(shown)))
+    if ax is None:
+        ax = _new_ax()
+    for d in shown:
+        m = delta == d
+        order = np.argsort(T[m])
+        t = T[m][order]
+        for key, style, width, label in ((certified, "-", 2.0, "certified (PLD)"), ("lower", "-", 0.8, None),
+                                         ("advanced", "--", 1.2, "advanced"), ("basic", ":", 1.2, "basic")):
+            if key == "lower" and "lower" not in rows[0]:
+                continue
+            y = col(key)[m][order]
+            ok = np.isfinite(y) & (y > 0)
+            if ok.any():
+                ax.plot(t[ok], y[ok], style, lw=width, color=colors[float(d)],
+                        label=f"{label}, delta={_fmt_num(d)}" if label else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("rounds T")
+    ax.set_ylabel("composed epsilon (nats)")
+    note = _shown_note("delta", shown, deltas)
+    ax.set_title("T rounds composed" + (f" ({note})" if note else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    _lines_legend(ax, 3 * len(shown))
+    if path is not None:
+        ax.figure.savefig(path, dpi=dpi)
+    return ax

@@ -203,11 +203,27 @@ def test_compose_json_brackets_and_beats_basic_composition(capsys):
     assert [r["rounds"] for r in rows] == [1, 20]
     # one round of the composed (worst-case) pair reproduces that pair's single-round bracket
     one = float(js.amplify(R.grr(1.0, 10), 10_000, 1e-6, upper_from="worst-case").upper)
-    assert rows[0]["lower"] <= one <= rows[0]["upper"] <= one + 3 * rows[0]["discretization"]
-    assert rows[1]["lower"] <= rows[1]["upper"] < rows[1]["advanced"] <= rows[1]["basic"]
+    assert rows[0]["lower"] <= one <= rows[0]["pld"] <= one + 3 * rows[0]["discretization"]
+    assert rows[1]["lower"] <= rows[1]["pld"] < rows[1]["advanced"] <= rows[1]["basic"]
+    # the reported bound is the smallest certified one: at T = 1 basic composition of the blanket pair
+    blanket = float(js.amplify(R.grr(1.0, 10), 10_000, 1e-6).upper)
+    assert rows[0]["upper_source"] == "basic" and rows[0]["upper"] == rows[0]["basic"] == pytest.approx(blanket, 1e-12)
+    assert rows[1]["upper_source"] == "PLD" and rows[1]["upper"] == rows[1]["pld"]
+
+
+def test_compose_plot_draws_the_rounds_curve(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "rounds.png"
+    code, out, err = run(capsys, ["compose", "--randomizer", "general", "--eps0", "1", "--n", "1e3",
+                                  "--rounds", "1,10,100", "--delta", "1e-6,1e-8", "--plot", str(png), "--json"])
+    assert code == 0, err
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(json.loads(out)) == 6
 
 
 @pytest.mark.parametrize("argv,pattern", [
+    (["--rounds", "10", "--delta", "1e-6", "--plot", "/no/such/folder/x.png"], "plot: the folder /no/such/folder"),
+    (["--rounds", "10", "--delta", "1e-6", "--plot", "."], "plot: . is a directory"),
     (["--rounds", "0", "--delta", "1e-6"], "rounds: must be integers >= 1"),
     (["--rounds", "10", "--delta", "2"], "delta: must lie in (0, 1)"),
     (["--rounds", "abc", "--delta", "1e-6"], "rounds"),

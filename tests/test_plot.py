@@ -383,3 +383,22 @@ def test_empty_results_objects_and_cli(tmp_path):
     args = parser.parse_args(["plot", str(path), "-o", str(tmp_path / "x.png")])
     with pytest.raises(ValueError, match=r"results\.csv.*no (result )?rows"):
         args.func(args)
+
+
+def test_composition_curve_lines_and_errors(tmp_path):
+    """One colour per delta, certified solid, advanced dashed, basic dotted; bad rows name what is missing."""
+    rows = [{"rounds": T, "delta": d, "upper": 0.05 * T ** 0.5, "lower": 0.049 * T ** 0.5,
+             "basic": 0.05 * T, "advanced": 0.3 * T ** 0.5 if T > 1 else None}
+            for T in (1, 10, 100) for d in (1e-6, 1e-8)]
+    ax = jplot.composition_curve(rows, tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    styles = sorted((line.get_linestyle(), len(line.get_xdata())) for line in ax.get_lines())
+    # per delta: certified and lower (3 points each), advanced (2 finite), basic (3)
+    assert styles == sorted([("-", 3)] * 4 + [("--", 2)] * 2 + [(":", 3)] * 2)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    with pytest.raises(ValueError, match="rows: every row needs 'basic'"):
+        jplot.composition_curve([{"rounds": 1, "delta": 1e-6, "upper": 0.1, "advanced": 0.1}])
+    with pytest.raises(ValueError, match="rows: no rows"):
+        jplot.composition_curve([])
+    with pytest.raises(ValueError, match="no finite certified epsilon"):
+        jplot.composition_curve([{"rounds": 1, "delta": 1e-6, "upper": None, "basic": None, "advanced": None}])
