@@ -525,3 +525,28 @@ def test_q0_q1_pair_is_not_an_upper_bound_for_the_3_option_exponential_mechanism
     # for an asymmetric metric the pair is not even defined: P0(Y0) != P1(Y1)
     with pytest.raises(ValueError, match="P\\[R\\(x0\\) in Y0\\] == P\\[R\\(x1\\) in Y1\\]"):
         exact.lower_bound_parameters(_em3_rows(2.0, 3.0, 1.0), 0, 1)
+
+
+@pytest.mark.parametrize("name, row, low, opts", [
+    ("cheu-zhilyaev", mm.cheu_zhilyaev, mm.cheu_zhilyaev_lower, dict(f=0.2, blanket_per_user=4)),
+    ("balls-into-bins", mm.balls_into_bins, mm.balls_into_bins_lower, dict(d=9, s=3, blanket_per_user=2)),
+    ("pure-dump", mm.pure_dump, mm.pure_dump_lower, dict(d=12, blanket_per_user=1)),
+])
+def test_amplify_takes_multi_message_lower_parameters(name, row, low, opts):
+    """amplify's lower for a multi-message row is its Theorem 5.1 pair with the row's own blanket count
+    (the same search as comparison.multi_message_lower, checked by enumeration above), below upper."""
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.comparison import multi_message_lower
+    from jaxshuffle.randomizers import LowerParams, grr
+
+    n, delta = np.array([50.0, 200.0]), 1e-3
+    rep = amplify(row(**opts), n, delta, lower_params=low(**opts), rtol=1e-9)
+    ref = multi_message_lower(name, n, delta, rtol=1e-9, **opts)
+    np.testing.assert_array_equal(np.asarray(rep.lower), np.asarray(ref.lower))
+    assert np.all(np.asarray(rep.has_lower)) and np.all(np.asarray(rep.lower) <= np.asarray(rep.upper))
+    assert float(low(**opts).n_blanket(50.0)) == float(mm.lower_n_blanket(name, 50.0, opts["blanket_per_user"]))
+    single = LowerParams(*(np.float64(x) for x in (2.0, 0.1, 2.0, 2.0)))
+    with pytest.raises(ValueError, match=r"^lower_params\[0\]: single-message lower parameters"):
+        amplify(row(**opts), 50, delta, lower_params=single)
+    with pytest.raises(ValueError, match=r"^lower_params\[0\]: multi-message lower parameters"):
+        amplify(grr(1.0, 3), 50, delta, lower_params=low(**opts))

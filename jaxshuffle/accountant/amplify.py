@@ -160,7 +160,8 @@ def amplify(randomizer: VRParams, n, delta, *,
       n: number of users (integer >= 1), broadcast against the randomizer and ``delta``.
       delta: target delta in (0, 1).
       lower_params: Theorem 5.1 parameters (``*_lower`` functions of the catalog), or a
-        sequence of candidates; single-message randomizers only.
+        sequence of candidates; for a multi-message row its own (``multi_message.*_lower``,
+        searched with their blanket count :meth:`LowerParams.n_blanket`).
       rtol: relative width of every epsilon bracket.
       scaled_variant: also use the (u+v)-scaled pair in ``upper`` (opt-in: proven only when
         every pair of inputs has total variation exactly beta; see the module docstring).
@@ -181,8 +182,8 @@ def amplify(randomizer: VRParams, n, delta, *,
 
     Raises:
       ValueError naming the parameter for invalid input (n not an integer >= 1, delta
-      outside (0, 1), parameters outside their ranges, lower bounds for a multi-message
-      randomizer).
+      outside (0, 1), parameters outside their ranges, single-message lower parameters for a
+      multi-message randomizer or the reverse).
     """
     if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
         randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)
@@ -259,19 +260,22 @@ class PairJob(NamedTuple):
       delta: the delta to search it at (``delta/(u+v)`` for the scaled pair where used).
       needed: bool array: :func:`combine_amplification` reads this search's result only where
         True (elsewhere any value will do, so a caller may skip those points).
+      n_engine: the engine's count for this search when it differs from the points'
+        ``PointInfo.n_engine`` (a multi-message lower pair's own blanket), else ``None``.
     """
 
     role: str
     pair: TwoCountPair
     delta: jax.Array
     needed: jax.Array
+    n_engine: jax.Array | None = None
 
 
 class PointInfo(NamedTuple):
     """Per-point quantities of :func:`amplification_jobs` that :func:`combine_amplification` needs.
 
     Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
-    ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job); ``uv``
+    ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job without its own); ``uv``
     (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
     ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist).
     """
@@ -312,15 +316,20 @@ def amplification_jobs(randomizer: VRParams, n, delta,
 def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_variant: bool,
           with_paper: bool) -> tuple[PointInfo, list[PairJob]]:
     _check_randomizer(randomizer)
-    if lowers and randomizer.blanket_per_user is not None:
-        raise ValueError("lower_params: Theorem 5.1 lower bounds are for single-message randomizers only")
+    multi = randomizer.blanket_per_user is not None
+    for i, lp in enumerate(lowers):
+        if (lp.blanket_per_user is not None) != multi:
+            raise ValueError(f"lower_params[{i}]: " + (
+                "single-message lower parameters for a multi-message randomizer; use the row's own "
+                "(randomizers.multi_message.*_lower, which count its blanket)" if multi else
+                "multi-message lower parameters for a single-message randomizer"))
     p, beta, q = f64(randomizer.p), f64(randomizer.beta), f64(randomizer.q)
     n, delta = f64(n), f64(delta)
     arrays = dict(p=p, beta=beta, q=q, n=n, delta=delta)
     if randomizer.blanket_per_user is not None:
         arrays["blanket_per_user"] = f64(randomizer.blanket_per_user)
     for i, lp in enumerate(lowers):
-        for name in ("p0", "beta", "q0", "q1"):
+        for name in ("p0", "beta", "q0", "q1") + (("blanket_per_user",) if multi else ()):
             arrays[f"lower_params[{i}].{name}"] = f64(getattr(lp, name))
     shape = broadcast_shapes_or_raise(**arrays)
     n_np, d_np = np.asarray(n), np.asarray(delta)
@@ -349,7 +358,11 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
         jobs.append(PairJob("paper", paper_pair, delta, everywhere))
     for lp in lowers:
         p0, lb = b(f64(lp.p0)), b(f64(lp.beta))
-        jobs.append(PairJob("lower", vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1))), delta, everywhere))
+        pair = vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1)))
+        if multi:  # its own blanket count; no x* = x^0 variant (the others' and the fake messages differ)
+            jobs.append(PairJob("lower", pair, delta, everywhere, b(lp.n_blanket(n) + 1.0)))
+            continue
+        jobs.append(PairJob("lower", pair, delta, everywhere))
         jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
     info = PointInfo(p=p, beta=beta, q=q, delta=delta, n_engine=n_engine, uv=uv, use_scaled=use_scaled,
                      paper_certified=b(paper_pair.certified), has_lower=jnp.full(shape, bool(lowers)))
@@ -418,6 +431,7 @@ def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: fl
     shape = jnp.shape(info.uv)
     stacked = TwoCountPair(*(jnp.stack([jnp.broadcast_to(getattr(j.pair, f), shape) for j in jobs])
                              for f in ("u", "v", "w", "r0", "r1")))
-    res = epsilon(stacked, jnp.broadcast_to(info.n_engine, (len(jobs), *shape)),
+    res = epsilon(stacked, jnp.stack([jnp.broadcast_to(info.n_engine if j.n_engine is None else j.n_engine, shape)
+                                      for j in jobs]),
                   jnp.stack([j.delta for j in jobs]), rtol=rtol)
     return combine_amplification(info, [j.role for j in jobs], res.lower, res.upper, res.status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 
 import jax.numpy as jnp
 
@@ -216,8 +217,15 @@ def lower_n_blanket(name: str, n, blanket_per_user):
     if name not in LOWER_OTHERS_JOIN_BLANKET:
         raise ValueError(f"name: no multi-message lower parameters for {name!r}; "
                          f"choose one of {sorted(LOWER_OTHERS_JOIN_BLANKET)}")
-    n, m = jnp.asarray(n, jnp.float64), jnp.asarray(blanket_per_user, jnp.float64)
-    return n * m + (n - 1.0 if LOWER_OTHERS_JOIN_BLANKET[name] else 0.0)
+    lp = LowerParams(*(jnp.zeros(()),) * 4, blanket_per_user=jnp.asarray(blanket_per_user, jnp.float64),
+                     others_join_blanket=LOWER_OTHERS_JOIN_BLANKET[name])
+    return lp.n_blanket(n)
+
+
+def _multi_message(name: str, lp: LowerParams, blanket_per_user) -> LowerParams:
+    """``lp`` marked as the lower parameters of multi-message row ``name`` (its blanket count)."""
+    return dataclasses.replace(lp, blanket_per_user=jnp.asarray(blanket_per_user, jnp.float64),
+                               others_join_blanket=LOWER_OTHERS_JOIN_BLANKET[name])
 
 
 def cheu_zhilyaev_lower(f, blanket_per_user) -> LowerParams:
@@ -232,9 +240,9 @@ def cheu_zhilyaev_lower(f, blanket_per_user) -> LowerParams:
     count differs (``n m + n - 1`` against ``n m``).
     """
     inp = Inputs((F_CZ, f), (BLANKET, blanket_per_user))
-    f, _ = inp.values
+    f, m = inp.values
     odds = (1.0 - f) / f
-    return inp.lower(odds * odds, 1.0 - 2.0 * f, odds, odds)
+    return _multi_message("cheu-zhilyaev", inp.lower(odds * odds, 1.0 - 2.0 * f, odds, odds), m)
 
 
 def balls_into_bins_lower(d, s, blanket_per_user) -> LowerParams:
@@ -246,9 +254,9 @@ def balls_into_bins_lower(d, s, blanket_per_user) -> LowerParams:
     others' balls miss both. Equal to the upper pair: exactly tight.
     """
     inp = Inputs((D_BINS, d), (S_BINS, s), (BLANKET, blanket_per_user))
-    d, s, _ = inp.values
+    d, s, m = inp.values
     inp.require(d >= 3.0 * s, "d", "must be >= 3 s (a third value's special bins disjoint from both)")
-    return inp.lower(jnp.inf, 1.0, d / s, d / s)
+    return _multi_message("balls-into-bins", inp.lower(jnp.inf, 1.0, d / s, d / s), m)
 
 
 def pure_dump_lower(d, blanket_per_user) -> LowerParams:
@@ -256,6 +264,6 @@ def pure_dump_lower(d, blanket_per_user) -> LowerParams:
     ``x*`` distinct, ``p0 = inf``, ``beta = 1``, ``q0 = q1 = d`` (a dummy hits ``{x0}`` w.p. ``1/d``);
     the others' messages are ``x*``, in neither marker set. Equal to the upper pair: exactly tight."""
     inp = Inputs((D_BINS, d), (BLANKET, blanket_per_user))
-    d, _ = inp.values
+    d, m = inp.values
     inp.require(d >= 3.0, "d", "must be >= 3 (a third value for the other users)")
-    return inp.lower(jnp.inf, 1.0, d, d)
+    return _multi_message("pure-dump", inp.lower(jnp.inf, 1.0, d, d), m)

@@ -86,15 +86,29 @@ class LowerParams:
     Their pair (:meth:`pair`) is dominated by the shuffled mechanism: its epsilon is a
     lower bound. ``p0`` is the expected ratio on the differing outputs, ``q0, q1`` the
     ratios between the victim's and the worst other input's mass on them.
+
+    For a multi-message protocol, ``blanket_per_user`` is its ``m`` and ``others_join_blanket``
+    says whether the other users' own messages are distributed like blanket messages on the
+    marker sets (then they count in the lower pair's blanket; docs/math.md section 16.4).
     """
 
     p0: jax.Array
     beta: jax.Array
     q0: jax.Array
     q1: jax.Array
+    blanket_per_user: jax.Array | None = None
+    others_join_blanket: bool = dataclasses.field(default=False, metadata=dict(static=True))
 
     def pair(self) -> TwoCountPair:
         return vr_pair(self.p0, self.beta, q0=self.q0, q1=self.q1)
+
+    def n_blanket(self, n) -> jax.Array:
+        """Blanket messages of the lower pair among ``n`` users: ``n - 1`` others (single message),
+        or ``n m`` plus, where they join it, the ``n - 1`` others' own messages (multi-message)."""
+        n = f64(n)
+        if self.blanket_per_user is None:
+            return n - 1.0
+        return n * self.blanket_per_user + ((n - 1.0) if self.others_join_blanket else 0.0)
 
 
 # --------------------------------------------------------------------------------------

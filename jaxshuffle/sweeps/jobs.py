@@ -43,7 +43,8 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
 
     out = {}
     for job in jobs:
-        rows = np.stack([col(x) for x in (*job.pair.arrays(), info.n_engine, job.delta)], axis=1)
+        rows = np.stack([col(x) for x in (*job.pair.arrays(), info.n_engine if job.n_engine is None
+                                         else job.n_engine, job.delta)], axis=1)
         out[job.role] = (rows, np.broadcast_to(np.asarray(job.needed), shape))
     return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out
 
