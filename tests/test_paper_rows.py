@@ -550,3 +550,48 @@ def test_amplify_takes_multi_message_lower_parameters(name, row, low, opts):
         amplify(row(**opts), 50, delta, lower_params=single)
     with pytest.raises(ValueError, match=r"^lower_params\[0\]: multi-message lower parameters"):
         amplify(grr(1.0, 3), 50, delta, lower_params=low(**opts))
+
+
+def _em3_vr_by_hand(M):
+    """(p, beta, q) of the victim pair (0, 1) read off a 3x3 matrix with plain loops."""
+    p = max(max(M[0, y] / M[1, y], M[1, y] / M[0, y]) for y in range(3))
+    beta = 0.5 * sum(abs(M[0, y] - M[1, y]) for y in range(3))
+    q = max(M[v, y] / M[x, y] for v in (0, 1) for x in range(3) for y in range(3))
+    return p, beta, q
+
+
+_EM3_DISTANCES = [(0.5, 2.0, 2.0), (1.0, 0.7, 0.4), (2.0, 3.0, 1.5), (0.1, 0.05, 0.08), (3.0, 1.5, 1.5)]
+
+
+@pytest.mark.parametrize("d01, d02, d12", _EM3_DISTANCES)
+def test_metric_exponential_row_matches_its_matrix(d01, d02, d12):
+    """The catalog row's (p, beta, q) are the matrix's (built from the definition in this file), and
+    within the metric-DP bounds p <= e^d01, q <= e^max(d) (Table 3's general row is looser)."""
+    from jaxshuffle.randomizers import build
+
+    v = build("metric-exponential", d01=d01, d02=d02, d12=d12)
+    p, beta, q = _em3_vr_by_hand(_em3_rows(d01, d02, d12))
+    assert float(v.p) == pytest.approx(p, rel=1e-13) and float(v.q) == pytest.approx(q, rel=1e-13)
+    assert float(v.beta) == pytest.approx(min(beta, (p - 1) / (p + 1)), rel=1e-12, abs=1e-15)
+    assert p <= math.exp(d01) * (1 + 1e-14) and q <= math.exp(max(d01, d02, d12)) * (1 + 1e-14)
+
+
+@pytest.mark.parametrize("d01, d02, d12", _EM3_DISTANCES)
+@pytest.mark.parametrize("n, delta", [(2, 0.01), (3, 0.01), (3, 0.1)])
+def test_metric_exponential_upper_above_every_dataset(d01, d02, d12, n, delta):
+    """Certified upper >= the exact epsilon of every dataset of the other n - 1 <= 2 users (all-equal and
+    two-value mixtures are all datasets there), by enumeration."""
+    from jaxshuffle import exact
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.randomizers import build
+
+    worst = exact.worst_case_epsilon(_em3_rows(d01, d02, d12), 0, 1, n, delta, candidates="mixtures").epsilon
+    upper = float(amplify(build("metric-exponential", d01=d01, d02=d02, d12=d12), n, delta).upper)
+    assert worst <= upper * (1 + 1e-9)
+
+
+def test_metric_exponential_rejects_non_metrics():
+    from jaxshuffle.randomizers import build
+
+    with pytest.raises(ValueError, match=r"^d12: must be at most the sum of the other two distances.*got 3"):
+        build("metric-exponential", d01=1.0, d02=1.0, d12=3.0)

@@ -15,7 +15,8 @@ from typing import Callable, Mapping
 from jaxshuffle.randomizers.ldp import *  # noqa: F401,F403  (the rows' functions and option specs)
 from jaxshuffle.randomizers.metric import *  # noqa: F401,F403
 from jaxshuffle.randomizers.multi_message import *  # noqa: F401,F403
-from jaxshuffle.randomizers.params import BLANKET, D01, DMAX, EPS0, EPS1, EPS2, Arg, LowerParams, VRParams
+from jaxshuffle.randomizers.params import (BLANKET, D01, D01_EXP, D02_EXP, D12_EXP, DMAX, EPS0, EPS1, EPS2, Arg,
+                                          LowerParams, VRParams)
 from jaxshuffle.randomizers.witchhat import B_ARG, F_ARG, M_ARG, witchhat_params
 
 
@@ -97,6 +98,10 @@ CATALOG: dict[str, Entry] = {
     "metric-laplace": Entry(metric_laplace, (D01, DMAX), "Laplace mechanism on R, l1 metric",
                             "Table 3 Laplace; Alvim et al. 2018", {"d01": 1.0, "dmax": 2.0}, None,
                             "dmax >= d01"),
+    "metric-exponential": Entry(metric_exponential, (D01_EXP, D02_EXP, D12_EXP),
+                                "exponential mechanism on 3 options (metric LDP)",
+                                "Appendix I; McSherry and Talwar 2007, Alvim et al. 2018",
+                                {"d01": 0.5, "d02": 2.0, "d12": 2.0}, None, "triangle inequality"),
     "planar-laplace": Entry(planar_laplace, (D01, DMAX), "planar Laplace on R^2, l2 metric",
                             "Table 3 planar Laplace; Andres et al. 2013", {"d01": 1.0, "dmax": 2.0}, None,
                             "dmax >= d01"),

@@ -6,11 +6,15 @@ import math
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.special  # noqa: F401  (logsumexp)
 import numpy as np
 
 from jaxshuffle._config import f64
 from jaxshuffle.randomizers.params import (
     D01,
+    D01_EXP,
+    D02_EXP,
+    D12_EXP,
     DMAX,
     Inputs,
     VRParams,
@@ -48,6 +52,43 @@ def metric_laplace(d01, dmax) -> VRParams:
     inp = _metric_inputs(d01, dmax)
     d01, dmax = inp.values
     return inp.params(jnp.exp(d01), -jnp.expm1(-0.5 * d01), jnp.exp(dmax))
+
+
+def metric_exponential_log_matrix(d01, d02, d12) -> jax.Array:
+    """``log P(y | x)`` of the 3-option exponential mechanism, shape ``(..., 3, 3)`` (rows x, columns y).
+
+    ``P(y | x) = exp(-D(x, y)/2) / Z_x`` with ``D`` the metric given by the three distances
+    (McSherry and Talwar 2007; for metric LDP, Alvim et al. 2018); computed in log space.
+    """
+    d01, d02, d12 = (f64(x) for x in (d01, d02, d12))
+    zero = jnp.zeros_like(d01 + d02 + d12)
+    D = jnp.stack([jnp.stack([zero, d01 + zero, d02 + zero], -1),
+                   jnp.stack([d01 + zero, zero, d12 + zero], -1),
+                   jnp.stack([d02 + zero, d12 + zero, zero], -1)], -2)
+    return -0.5 * D - jax.scipy.special.logsumexp(-0.5 * D, axis=-1, keepdims=True)
+
+
+def metric_exponential(d01, d02, d12) -> VRParams:
+    """The exponential mechanism for metric LDP on 3 options {0, 1, 2}; the victim's inputs are 0 and 1.
+
+    ``P(y | x) = exp(-D(x, y)/2) / Z_x`` (:func:`metric_exponential_log_matrix`), D-private: each
+    factor changes by at most ``e^{D(x, x')/2}``. Read off the matrix (docs/math.md section 16.7):
+    ``p = max_y max(P(y|0)/P(y|1), P(y|1)/P(y|0))`` (at most ``e^{d01}``),
+    ``beta = TV(P(.|0), P(.|1))`` and the blanket ratio
+    ``q = max over v in {0, 1}, x, y of P(y|v)/P(y|x)`` (another user may hold any option).
+    The distances must satisfy the triangle inequality.
+    """
+    inp = Inputs((D01_EXP, d01), (D02_EXP, d02), (D12_EXP, d12))
+    d01, d02, d12 = inp.values
+    for a, b, c, name in ((d01, d02, d12, "d01"), (d02, d01, d12, "d02"), (d12, d01, d02, "d12")):
+        inp.require(a <= b + c, name, "must be at most the sum of the other two distances (triangle inequality)",
+                    value=a)
+    logm = metric_exponential_log_matrix(d01, d02, d12)
+    log_p = jnp.max(jnp.abs(logm[..., 0, :] - logm[..., 1, :]), axis=-1)
+    m = jnp.exp(logm)
+    beta = 0.5 * jnp.sum(jnp.abs(m[..., 0, :] - m[..., 1, :]), axis=-1)
+    log_q = jnp.max(logm[..., :2, None, :] - logm[..., None, :, :], axis=(-3, -2, -1))
+    return inp.params(jnp.exp(log_p), beta, jnp.exp(log_q))
 
 
 # Composite Gauss-Legendre rule on [0, 1]: 48 panels of 16 nodes.
