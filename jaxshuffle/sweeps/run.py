@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +236,19 @@ def _devices(devices):
     return list(devices)
 
 
+def _ranges(points: np.ndarray) -> str:
+    """Sorted integers as ranges: ``0-3, 7, 9-10``."""
+    parts, p = [], [int(x) for x in points]
+    i = 0
+    while i < len(p):
+        j = i
+        while j + 1 < len(p) and p[j + 1] == p[j] + 1:
+            j += 1
+        parts.append(f"{p[i]}" if i == j else f"{p[i]}-{p[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
 def parse_shard(shard) -> tuple[int, int]:
     if shard is None:
         return 0, 1
@@ -258,7 +272,7 @@ def _fingerprint(spec: dict, settings: dict) -> str:
 def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
           scaled_variant: bool = False, merge_buckets: bool = True, shard=None, devices=None,
           chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
-          wait: bool = False, **options) -> SweepResult:
+          wait: bool = False, executor=None, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
     Args:
@@ -286,6 +300,16 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       overwrite: discard an existing sweep of a *different* grid in ``out`` (same grid: resume).
       wait: when another process is writing a sweep into ``out`` (the lock ``out/chunks/sweep.lock``,
         per shard with ``shard``), wait for it instead of raising.
+      executor: ``None`` (run the chunks here, on ``devices``), a ``dask.distributed.Client`` or any
+        ``concurrent.futures.Executor`` (``client.get_executor()``, a ``ProcessPoolExecutor`` with the
+        ``spawn`` start method): each chunk runs on a worker over the worker's own local devices
+        (:mod:`jaxshuffle.sweeps.distributed`) and this process alone writes ``out``, so resume,
+        the fingerprint and the values are those of a local run (bit-identical). Chunks are
+        planned as with ``shard`` (CPU cost model, one device per chunk), at most a bounded window
+        is in flight, a chunk whose task failed or whose worker was lost is retried once, and a
+        chunk that fails twice is left out: a warning names its grid points, they are missing
+        from ``results.csv`` (``complete`` is False, the sidecar's ``executor.failed`` lists
+        them) and running the same call again computes just them.
 
     Returns:
       :class:`SweepResult` with one row per grid point (``complete`` False for a shard).
@@ -300,14 +324,18 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
     return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
                 merge_buckets=merge_buckets, shard=shard,
                 devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite,
-                wait=wait)
+                wait=wait, executor=executor)
 
 
 def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet,
-         overwrite, wait=False):
+         overwrite, wait=False, executor=None):
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
+    if executor is not None:
+        from jaxshuffle.sweeps.distributed import check_executor
+
+        check_executor(executor)
     shard_i, shard_n = parse_shard(shard)
     locks: list = []
     try:
@@ -315,18 +343,20 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
             return _run_locked(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
                                merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
                                chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
-                               guard=guard, locks=locks)
+                               guard=guard, locks=locks, executor=executor)
     finally:
         for lock in locks:
             lock.release()
 
 
 def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_i, shard_n, devices, chunk_size,
-                memory, quiet, overwrite, wait, guard, locks):
+                memory, quiet, overwrite, wait, guard, locks, executor=None):
     devs = _devices(devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
     # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
-    platform_name = devs[0].platform if shard_n == 1 else "cpu"
+    # So with an executor: the workers' devices are not known here.
+    remote = executor is not None
+    platform_name = devs[0].platform if shard_n == 1 and not remote else "cpu"
     settings = {"rtol": float(rtol), "lower": bool(lower), "scaled_variant": bool(scaled_variant),
                 "merge_buckets": bool(merge_buckets),
                 "platform": platform_name if merge_buckets else "any"}
@@ -348,7 +378,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                 memory = 0.25 * float(devs[0].memory_stats()["bytes_limit"])
             except Exception:  # pragma: no cover - backends without memory_stats
                 memory = 2.0 ** 32
-    layout_settings = {"ndev": len(devs) if shard_n == 1 else 1, "memory": float(memory),
+    layout_settings = {"ndev": len(devs) if shard_n == 1 and not remote else 1, "memory": float(memory),
                        "chunk_size": chunk_size, "platform": platform_name}
 
     out_dir = Path(out) if out is not None else None
@@ -418,22 +448,36 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                   file=sys.stderr, flush=True)
 
     env = environment(devs)
-    runner = Runner(rtol, devs)
+    runner = Runner(rtol, devs) if not remote else None
+    pool = None
+    if remote:
+        from jaxshuffle.sweeps.distributed import ChunkPool, describe
+
+        pool = ChunkPool(executor, rtol)
+        is_compiled = lambda plan, size: bool(pool.plan_workers.get((plan, size)))  # noqa: E731
+    else:
+        is_compiled = runner.is_compiled
     work = lambda ci: chunks[ci]["size"] * buckets[chunks[ci]["bucket"]][0].window  # noqa: E731
     work_left = float(sum(work(ci) for ci in todo))
     remaining: dict = {}
     for ci in todo:
         kk = (buckets[chunks[ci]["bucket"]][0], chunks[ci]["size"])
         remaining[kk] = remaining.get(kk, 0) + 1
-    programs = sum(1 for kk in remaining if not runner.is_compiled(*kk))
+    programs = sum(1 for kk in remaining if not is_compiled(*kk))
     if not quiet:
+        where = f"{len(devs)} {devs[0].platform} device(s)"
+        if remote:
+            where, link = describe(executor)
+            if link:
+                where += f", dashboard {link}"
         print(f"[sweep] {grid.size} points, {J} distinct searches in {len(buckets)} window buckets, "
               f"{len(chunks)} chunks ({len(mine) - len(todo)} of this {'shard' if shard_n > 1 else 'sweep'}'s "
-              f"{len(mine)} already done), {len(devs)} {devs[0].platform} device(s)", file=sys.stderr, flush=True)
+              f"{len(mine)} already done), {where}", file=sys.stderr, flush=True)
     sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
     t0 = time.perf_counter()
     chunks_done = len(mine) - len(todo)
     progress = None
+    failed: list[dict] = []
 
     def stopped(exc: KeyboardInterrupt) -> SweepInterrupted:
         if csv_path is not None:
@@ -444,44 +488,84 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
             saved = "nothing saved (out=None keeps the results in memory)"
         return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
 
+    def record(ci, ids, lo, up, st, it):
+        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished."""
+        nonlocal pending, chunks_done
+        with guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
+            lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
+            fresh = ids[~job_done[ids]]
+            job_done[ids] = True
+            if out_dir is not None:
+                atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
+                             npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
+                                       fingerprint=np.asarray(fingerprint)))
+            touched = grid.points_of_jobs(fresh)
+            pending -= np.bincount(touched, minlength=grid.size)
+            touched = np.unique(touched)
+            fin = touched[pending[touched] == 0]
+            if csv_file is not None and fin.size:
+                cols = grid.combine(lower_j, upper_j, status_j, fin)
+                csv_file.write(csv_text(cols, csv_cols, False))
+                csv_file.flush()
+                os.fsync(csv_file.fileno())
+            chunks_done += 1
+        return fin
+
+    def chunk_jobs(ci):
+        ch = chunks[ci]
+        plan, ids_all, clo_all = buckets[ch["bucket"]]
+        return plan, ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]], ch["size"]
+
+    def advance(ci, fin_points, dt, compiled):
+        nonlocal work_left
+        plan, _, _, size = chunk_jobs(ci)
+        work_left -= work(ci)
+        remaining[(plan, size)] -= 1
+        programs_left = sum(1 for kk, cnt in remaining.items() if cnt > 0 and not is_compiled(*kk))
+        progress.update(int(fin_points), work(ci), dt, compiled, work_left, programs_left)
+
     try:
         if csv_path is not None:
             csv_file = open(csv_path, "a", newline="")
         progress = _Progress(quiet, grid.size, int((pending == 0).sum()), programs)
-        for ci in todo:
-            ch = chunks[ci]
-            plan, ids_all, clo_all = buckets[ch["bucket"]]
-            ids, clo = ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]]
-            compiled = not runner.is_compiled(plan, ch["size"])
-            progress.start_chunk(compiled)
-            t = time.perf_counter()
-            lo, up, st, it = runner.run(plan, grid.jobs[ids], clo, ch["size"])
-            dt = time.perf_counter() - t
-            with guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
-                lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
-                fresh = ids[~job_done[ids]]
-                job_done[ids] = True
-                if out_dir is not None:
-                    atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
-                                 npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
-                                           fingerprint=np.asarray(fingerprint)))
-                touched = grid.points_of_jobs(fresh)
-                pending -= np.bincount(touched, minlength=grid.size)
-                touched = np.unique(touched)
-                fin = touched[pending[touched] == 0]
-                if csv_file is not None and fin.size:
-                    cols = grid.combine(lower_j, upper_j, status_j, fin)
-                    csv_file.write(csv_text(cols, csv_cols, False))
-                    csv_file.flush()
-                    os.fsync(csv_file.fileno())
-                chunks_done += 1
-            work_left -= work(ci)
-            key = (plan, ch["size"])
-            remaining[key] -= 1
-            programs_left = sum(1 for kk, cnt in remaining.items() if cnt > 0 and not runner.is_compiled(*kk))
-            progress.update(int(fin.size), work(ci), dt, compiled, work_left, programs_left)
-            if sleep:
-                time.sleep(sleep)
+        if not remote:
+            for ci in todo:
+                plan, ids, clo, size = chunk_jobs(ci)
+                compiled = not runner.is_compiled(plan, size)
+                progress.start_chunk(compiled)
+                t = time.perf_counter()
+                lo, up, st, it = runner.run(plan, grid.jobs[ids], clo, size)
+                dt = time.perf_counter() - t
+                fin = record(ci, ids, lo, up, st, it)
+                advance(ci, fin.size, dt, compiled)
+                if sleep:
+                    time.sleep(sleep)
+        else:
+            from jaxshuffle.sweeps.distributed import Task
+
+            tasks = []
+            for ci in todo:
+                plan, ids, clo, size = chunk_jobs(ci)
+                tasks.append(Task(ci, plan, grid.jobs[ids], clo, size))
+            slots = max(1, pool.window // pool.cap)
+            try:
+                for task, arrays, info in pool.results(tasks):
+                    _, ids, _, _ = chunk_jobs(task.ci)
+                    if arrays is None:  # failed twice: reported, its points stay missing
+                        pts = np.unique(grid.points_of_jobs(ids))
+                        failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": info})
+                        warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
+                                      f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
+                                      "again to compute them", RuntimeWarning, stacklevel=4)
+                        work_left -= work(task.ci)
+                        continue
+                    fin = record(task.ci, ids, *arrays)
+                    # progress rates: a worker's evaluation time shared by the workers running at once
+                    advance(task.ci, fin.size, info["seconds"] / slots, bool(info["compiled"]))
+                    if sleep:
+                        time.sleep(sleep)
+            finally:
+                pool.close()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through a handler that raises (the CLI's)
         raise stopped(exc) from None
     finally:
@@ -505,8 +589,14 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                 "points": grid.size, "searches": J, "chunks": len(chunks),
                 "shard": [shard_i, shard_n], "complete": all_done,
                 "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
-                           "programs_compiled": len(runner.compiled)},
+                           "programs_compiled": (len(runner.compiled) if runner is not None
+                                                 else sum(pool.programs.values()))},
                 "written": utc_now()}
+        if remote:
+            meta["executor"] = {"kind": describe(executor)[0],
+                                "workers": {w: {"programs_compiled": pool.programs[w],
+                                                "chunks": pool.chunks_per_worker.get(w, 0)} for w in pool.programs},
+                                "failed": failed}
         if out_dir is not None and shard_n > 1:
             mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
                                        for ci in mine]) if mine else np.zeros(0, np.int64)

@@ -1,0 +1,212 @@
+"""Running a sweep's chunks on an executor: a Dask ``Client`` or any ``concurrent.futures.Executor``.
+
+The unit of work is the local sweep's chunk (one bucket's plan and a job range). A worker runs
+:func:`run_chunk`: it imports jaxshuffle (float64 checked), keeps one :class:`Runner` over its own
+local devices per process (its compiled programs stay between tasks, and jaxshuffle's persistent
+compilation cache is on as in every process that imports it) and returns the four result arrays.
+The driver (:func:`jaxshuffle.sweeps.run.sweep`) alone writes the store, so resume and the
+fingerprint work as for a local run, and the values are bit-identical to it (the same program on
+the same inputs; padding lanes are dropped).
+
+:class:`ChunkPool` submits the chunks with a bounded window of futures in flight, retries a chunk
+whose task failed or whose worker was lost once, and reports a chunk that failed twice to the
+driver (which leaves its points out of ``results.csv`` and warns; a later run retries them). With a
+Dask ``Client`` it places each chunk on a worker that already holds the chunk's program where one
+has room (``workers=[addr]`` with ``allow_other_workers=True``, so a lost worker's task still runs
+elsewhere), so every worker compiles few programs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_RUNNERS: dict = {}  # rtol -> Runner over this worker process's local devices (its programs stay compiled)
+
+
+def run_chunk(plan, jobs: np.ndarray, c_lo: np.ndarray, size: int, rtol: float):
+    """Worker side: evaluate one chunk; returns ``(lower, upper, status, iterations, info)``.
+
+    ``info`` names the worker (Dask address, else ``host:pid``), whether this task compiled the
+    program (first run of ``(plan, size)`` in this process), the evaluation seconds and the
+    programs this process has compiled so far. Raises RuntimeError when the worker's JAX runs
+    in 32-bit mode (jaxshuffle computes only in float64).
+    """
+    import jax
+
+    import jaxshuffle  # noqa: F401  (enables float64 and the compilation cache unless switched off)
+    from jaxshuffle._config import require_x64
+    from jaxshuffle.sweeps.schedule import Runner
+
+    require_x64()
+    runner = _RUNNERS.get(rtol)
+    if runner is None:
+        runner = _RUNNERS[rtol] = Runner(rtol, jax.local_devices())
+    compiled = not runner.is_compiled(plan, size)
+    t = time.perf_counter()
+    lo, up, st, it = runner.run(plan, jobs, c_lo, size)
+    dt = time.perf_counter() - t
+    return lo, up, st, it, {"worker": _worker_name(), "compiled": compiled, "seconds": dt,
+                            "programs": len(runner.compiled), "devices": len(runner.devices)}
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except Exception:  # not on a Dask worker (a process pool, a thread) or distributed not installed
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def is_dask_client(executor) -> bool:
+    """True for a ``dask.distributed.Client`` (not its ``get_executor()`` wrapper)."""
+    return type(executor).__name__ == "Client" and type(executor).__module__.startswith("distributed")
+
+
+def check_executor(executor) -> None:
+    """Raise ValueError naming ``executor`` unless it is a Dask Client or a concurrent.futures.Executor."""
+    import concurrent.futures as cf
+
+    if not (is_dask_client(executor) or isinstance(executor, cf.Executor)):
+        raise ValueError("executor: must be a dask.distributed.Client or a concurrent.futures.Executor "
+                         f"(e.g. ProcessPoolExecutor), got {type(executor).__name__}")
+
+
+def describe(executor) -> tuple[str, str | None]:
+    """A one-line description of the executor and its dashboard link (None when it has none)."""
+    if is_dask_client(executor):
+        info = executor.scheduler_info()
+        workers = info.get("workers", {})
+        threads = sum(int(w.get("nthreads", 1)) for w in workers.values())
+        link = getattr(executor, "dashboard_link", None)
+        return f"Dask scheduler {info.get('address', '?')} ({len(workers)} workers, {threads} threads)", link
+    slots = getattr(executor, "_max_workers", None)
+    return f"{type(executor).__name__}" + (f" ({slots} workers)" if slots else ""), None
+
+
+@dataclass
+class Task:
+    """One chunk to run: its index, plan, jobs, window starts and padded size."""
+    ci: int
+    plan: object
+    jobs: np.ndarray
+    c_lo: np.ndarray
+    size: int
+    attempts: int = 0
+    errors: list = field(default_factory=list)
+
+
+class ChunkPool:
+    """Submits chunks to an executor with at most ``window`` in flight; yields results as they complete.
+
+    ``results(tasks)`` yields ``(task, arrays, info)`` for every chunk that succeeded and
+    ``(task, None, error_text)`` for a chunk that failed twice (a raised task or a lost worker
+    each count once; Dask itself reschedules a task whose worker died, which does not count).
+    ``close()`` cancels what is still in flight (on Ctrl-C). ``programs`` maps each worker to the
+    programs it reported compiled.
+    """
+
+    ATTEMPTS = 2
+
+    def __init__(self, executor, rtol: float, window: int | None = None):
+        self.executor, self.rtol = executor, rtol
+        self.dask = is_dask_client(executor)
+        self.in_flight: dict = {}  # future -> (task, worker address or None)
+        self.programs: dict[str, int] = {}
+        self.chunks_per_worker: dict[str, int] = {}
+        self.plan_workers: dict = {}  # (plan, size) -> worker addresses that hold (or were sent) the program
+        self.load: dict[str, int] = {}
+        slots = self._slots()
+        self.cap = 2  # tasks in flight per worker thread (one running, one queued)
+        self.window = int(window) if window else max(2, self.cap * slots)
+
+    def _slots(self) -> int:
+        if self.dask:
+            workers = self.executor.scheduler_info().get("workers", {})
+            return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+        return max(1, int(getattr(self.executor, "_max_workers", None) or os.cpu_count() or 1))
+
+    def _workers(self) -> dict[str, int]:
+        return {a: int(w.get("nthreads", 1)) for a, w in self.executor.scheduler_info().get("workers", {}).items()}
+
+    def _pick(self, key) -> str | None:
+        """A worker for a chunk of program ``key``: one holding it with room, else the least loaded one."""
+        workers = self._workers()
+        if not workers:
+            return None
+        load = lambda a: self.load.get(a, 0) / workers[a]  # noqa: E731
+        holders = [a for a in self.plan_workers.get(key, ()) if a in workers and
+                   self.load.get(a, 0) < self.cap * workers[a]]
+        addr = min(holders, key=load) if holders else min(workers, key=load)
+        self.plan_workers.setdefault(key, set()).add(addr)
+        return addr
+
+    def _submit(self, task: Task) -> None:
+        task.attempts += 1
+        args = (run_chunk, task.plan, task.jobs, task.c_lo, task.size, self.rtol)
+        addr = None
+        if self.dask:
+            addr = self._pick((task.plan, task.size))
+            kw = {"workers": [addr], "allow_other_workers": True} if addr else {}
+            fut = self.executor.submit(*args, pure=False, **kw)
+            if addr:
+                self.load[addr] = self.load.get(addr, 0) + 1
+        else:
+            fut = self.executor.submit(*args)
+        self.in_flight[fut] = (task, addr)
+
+    def _wait(self) -> list:
+        futs = list(self.in_flight)
+        if self.dask:
+            from distributed import wait
+
+            try:
+                wait(futs, timeout=0.5, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+            return [f for f in futs if f.status in ("finished", "error", "cancelled")]
+        import concurrent.futures as cf
+
+        done, _ = cf.wait(futs, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+        return list(done)
+
+    def results(self, tasks):
+        queue = list(tasks)[::-1]
+        while queue or self.in_flight:
+            while queue and len(self.in_flight) < self.window:
+                self._submit(queue.pop())
+            for fut in self._wait():
+                task, addr = self.in_flight.pop(fut)
+                if addr:
+                    self.load[addr] -= 1
+                try:
+                    *arrays, info = fut.result()
+                except Exception as exc:  # the task raised, or its worker (or process pool) was lost
+                    task.errors.append(f"{type(exc).__name__}: {exc}".strip())
+                    if task.attempts < self.ATTEMPTS:
+                        queue.append(task)
+                    else:
+                        yield task, None, "; ".join(task.errors)
+                    continue
+                w = info["worker"]
+                self.programs[w] = max(self.programs.get(w, 0), int(info["programs"]))
+                self.chunks_per_worker[w] = self.chunks_per_worker.get(w, 0) + 1
+                self.plan_workers.setdefault((task.plan, task.size), set()).add(w)
+                yield task, tuple(arrays), info
+
+    def close(self) -> None:
+        futs = list(self.in_flight)
+        self.in_flight.clear()
+        if self.dask and futs:
+            try:
+                self.executor.cancel(futs)
+            except Exception:  # pragma: no cover - the client may already be closing
+                pass
+        else:
+            for f in futs:
+                f.cancel()
