@@ -50,6 +50,9 @@ def run_chunk(plan, jobs: np.ndarray, c_lo: np.ndarray, size: int, rtol: float):
     t = time.perf_counter()
     lo, up, st, it = runner.run(plan, jobs, c_lo, size)
     dt = time.perf_counter() - t
+    sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_WORKER_SLEEP", "0") or 0)  # test aid: slow tasks down
+    if sleep:
+        time.sleep(sleep)
     return lo, up, st, it, {"worker": _worker_name(), "compiled": compiled, "seconds": dt,
                             "programs": len(runner.compiled), "devices": len(runner.devices)}
 

@@ -1,0 +1,175 @@
+"""Sweeps on an executor (issue 20): a Dask LocalCluster (2 worker processes on loopback), Dask's
+``get_executor()``, a ProcessPoolExecutor; lost workers, chunks failing twice, driver stops and resumes.
+
+Every run is checked against a local run of the same tiny grid (12 points of the general
+randomizer at n = 12, 3 chunks of 4 points, one program): ``results.csv`` byte-identical.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from jaxshuffle import sweeps as sw  # noqa: E402
+from jaxshuffle.sweeps import distributed as dist_mod  # noqa: E402
+from jaxshuffle.sweeps.run import SweepInterrupted  # noqa: E402
+
+SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=4, quiet=True)
+LONGER = dict(SMALL, eps0="0.5:4:24")  # 6 chunks: room to kill a worker or stop the driver mid-sweep
+
+
+def _local(out: Path, grid: dict) -> bytes:
+    sw.sweep(**grid, devices=1, out=out)
+    return (out / "results.csv").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("dist-ref")
+    return {"small": _local(root / "small", SMALL), "longer": _local(root / "longer", LONGER)}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture
+def default_sigint():
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_dask_client_is_byte_identical_to_local(tmp_path, client, reference):
+    res = sw.sweep(**SMALL, out=tmp_path / "dask", executor=client)
+    assert (tmp_path / "dask" / "results.csv").read_bytes() == reference["small"]
+    assert res.complete and res.meta["timing"]["chunks_run"] == 3
+    ex = res.meta["executor"]
+    assert ex["failed"] == [] and sum(w["chunks"] for w in ex["workers"].values()) == 3
+    assert all(w["programs_compiled"] <= 1 for w in ex["workers"].values())  # one program per worker at most
+    assert set(ex["workers"]) <= set(client.scheduler_info()["workers"])
+    again = sw.sweep(**SMALL, out=tmp_path / "dask", executor=client)  # finished: nothing to run
+    assert again.meta["timing"]["chunks_run"] == 0
+
+
+def test_get_executor_and_process_pool_are_byte_identical(tmp_path, client, reference):
+    sw.sweep(**SMALL, out=tmp_path / "exec", executor=client.get_executor())
+    assert (tmp_path / "exec" / "results.csv").read_bytes() == reference["small"]
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        res = sw.sweep(**SMALL, out=tmp_path / "pool", executor=pool)
+    assert (tmp_path / "pool" / "results.csv").read_bytes() == reference["small"]
+    assert len(res.meta["executor"]["workers"]) <= 2
+
+
+def test_bad_executor_names_the_parameter():
+    with pytest.raises(ValueError, match="executor: must be a dask.distributed.Client or a concurrent"):
+        sw.sweep(**SMALL, executor=object())
+
+
+def test_chunk_failing_twice_is_reported_and_the_rest_finishes(tmp_path, monkeypatch, reference):
+    """In-process threads, so the worker function can be patched: the chunk holding job 0 always fails."""
+    real = dist_mod.run_chunk
+    calls = {"bad": 0}
+
+    def flaky(plan, jobs, c_lo, size, rtol):
+        if np.array_equal(jobs[0], first_job):
+            calls["bad"] += 1
+            raise RuntimeError("worker exploded")
+        return real(plan, jobs, c_lo, size, rtol)
+
+    from jaxshuffle.sweeps.grid import build_spec
+    from jaxshuffle.sweeps.jobs import SweepGrid
+
+    first_job = SweepGrid(build_spec("general", "12", "1e-3", {"eps0": "0.5:4:12"}), True, False).jobs[0]
+    monkeypatch.setattr(dist_mod, "run_chunk", flaky)
+    out = tmp_path / "flaky"
+    with ThreadPoolExecutor(2) as pool, pytest.warns(RuntimeWarning, match=r"chunk \d+ failed twice \(RuntimeError: "
+                                                     r"worker exploded; RuntimeError: worker exploded\)"):
+        res = sw.sweep(**SMALL, out=out, executor=pool)
+    assert calls["bad"] == 2 and not res.complete
+    failed = res.meta["executor"]["failed"]
+    assert len(failed) == 1 and failed[0]["points"]
+    assert set(res["index"].tolist()).isdisjoint(failed[0]["points"])
+    assert len(res) + len(failed[0]["points"]) == 12
+    monkeypatch.undo()  # the same call again computes only the missing points
+    with ThreadPoolExecutor(2) as pool:
+        again = sw.sweep(**SMALL, out=out, executor=pool)
+    assert again.complete and again.meta["timing"]["chunks_run"] == 1
+    assert (out / "results.csv").read_bytes() == reference["small"]
+
+
+@pytest.mark.slow
+def test_killed_worker_is_retried_and_rows_are_identical(tmp_path, client, reference):
+    """SIGKILL one worker process while it runs a chunk: Dask reruns its chunks elsewhere (the nanny restarts it)."""
+    client.run(os.environ.__setitem__, "JAXSHUFFLE_SWEEP_WORKER_SLEEP", "0.5")
+    pids = client.run(os.getpid)
+    out = tmp_path / "killed"
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 120
+        while not list((out / "chunks").glob("c*.npz")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        victim = sorted(pids.values())[0]
+        os.kill(victim, signal.SIGKILL)
+        killed.append(victim)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no chunk may be reported failed
+            res = sw.sweep(**LONGER, out=out, executor=client)
+    finally:
+        t.join()
+        client.run(os.environ.pop, "JAXSHUFFLE_SWEEP_WORKER_SLEEP", None)
+    assert killed and res.complete and res.meta["executor"]["failed"] == []
+    assert (out / "results.csv").read_bytes() == reference["longer"]
+
+
+def _interrupt_after_first_chunk(out: Path) -> threading.Thread:
+    def send():
+        deadline = time.monotonic() + 120
+        while not list((out / "chunks").glob("c*.npz")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=send)
+    t.start()
+    return t
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first, then", [("dask", "local"), ("local", "dask")])
+def test_driver_stopped_then_resumed_is_identical(tmp_path, client, reference, monkeypatch, default_sigint,
+                                                  first, then):
+    """Ctrl-C in the driver after its first chunk file; the same call (on the cluster or here) resumes."""
+    out = tmp_path / "stopped"
+    where = {"dask": dict(executor=client), "local": dict(devices=1)}
+    monkeypatch.setenv("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0.3")  # the driver pauses after each stored chunk
+    t = _interrupt_after_first_chunk(out)
+    try:
+        with pytest.raises(SweepInterrupted) as info:
+            sw.sweep(**LONGER, out=out, **where[first])
+    finally:
+        t.join()
+    assert "points saved in" in info.value.saved
+    done = len(list((out / "chunks").glob("c*.npz")))
+    assert 1 <= done < 6
+    monkeypatch.delenv("JAXSHUFFLE_SWEEP_CHUNK_SLEEP")
+    res = sw.sweep(**LONGER, out=out, **where[then])
+    assert res.complete and res.meta["timing"]["chunks_run"] == 6 - done
+    assert (out / "results.csv").read_bytes() == reference["longer"]
