@@ -173,3 +173,44 @@ def test_driver_stopped_then_resumed_is_identical(tmp_path, client, reference, m
     res = sw.sweep(**LONGER, out=out, **where[then])
     assert res.complete and res.meta["timing"]["chunks_run"] == 6 - done
     assert (out / "results.csv").read_bytes() == reference["longer"]
+
+
+def test_cli_scheduler_is_byte_identical(tmp_path, client, reference, capsys):
+    from jaxshuffle import cli
+
+    args = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
+            "--chunk-size", "4", "--no-plot"]
+    assert cli.main([*args, "--out", str(tmp_path / "cli"), "--scheduler", client.scheduler.address]) == 0
+    assert (tmp_path / "cli" / "results.csv").read_bytes() == reference["small"]
+    err = capsys.readouterr().err
+    assert "Dask scheduler" in err and "programs compiled per worker" in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1"],
+     "--scheduler tcp://127.0.0.1:1: cannot reach the Dask scheduler within 1 s"),
+    (["--scheduler", "bogus::"], "--scheduler bogus::: not a reachable scheduler address"),
+    (["--scheduler-file", "/nonexistent/scheduler.json"], "--scheduler-file /nonexistent/scheduler.json: no such file"),
+    (["--scheduler", "tcp://127.0.0.1:1", "--scheduler-file", "x"], "give --scheduler or --scheduler-file, not both"),
+])
+def test_cli_scheduler_errors_are_one_line(tmp_path, capsys, extra, message):
+    from jaxshuffle import cli
+
+    t = time.monotonic()
+    status = cli.main(["sweep", "--randomizer", "general", "--eps0", "1", "--n", "12", "--delta", "1e-3",
+                       "--out", str(tmp_path / "x"), *extra])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and message in err, err
+    assert time.monotonic() - t < 30
+
+
+def test_cli_without_dask_says_how_to_install(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from jaxshuffle import cli
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
+    status = cli.main(["sweep", "--randomizer", "general", "--eps0", "1", "--n", "12", "--delta", "1e-3",
+                       "--out", str(tmp_path / "x"), "--scheduler", "tcp://127.0.0.1:8786"])
+    err = capsys.readouterr().err
+    assert status == 2 and "needs dask.distributed (pip install 'jaxshuffle[distributed]')" in err

@@ -35,6 +35,8 @@ concurrency:  one sweep writes to an --out directory at a time (lock file OUT/ch
               one stops with an error, or waits with --wait.
 multi-host:   host i runs the same command with --shard i/N --out run-i; then
               jaxshuffle sweep merge run-0 ... run-(N-1) --out merged
+cluster:      --scheduler tcp://host:8786 (or --scheduler-file FILE) runs the chunks on a Dask cluster;
+              this process alone writes --out (resume as above); needs pip install 'jaxshuffle[distributed]'
 """
 
 
@@ -97,6 +99,12 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-merge-buckets", action="store_true",
                    help="one program per natural window size (exactly amplify's windows; more compiles)")
     p.add_argument("--shard", default=None, metavar="i/N", help="run only shard i of N (multi-host); merge later")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="run the chunks on the Dask scheduler at ADDR (tcp://host:8786); --out stays on this host")
+    p.add_argument("--scheduler-file", default=None, metavar="FILE",
+                   help="run the chunks on the Dask scheduler described by FILE (dask scheduler --scheduler-file)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to reach the scheduler before giving up (default 10)")
     p.add_argument("--devices", type=int, default=None, metavar="K", help="use the first K local devices (default all)")
     p.add_argument("--chunk-size", type=int, default=None, metavar="C", help="searches per chunk (default: automatic)")
     p.add_argument("--memory", type=float, default=None, metavar="BYTES", help="working memory per device for a chunk")
@@ -135,16 +143,53 @@ def _cmd_sweep(args) -> int:
         if delta is None:
             raise ValueError("delta: required (e.g. --delta 1e-6 or --delta 0.01/n)")
     out = args.out or "jaxshuffle-sweep"
-    with _sigterm_raises():
+    client = _connect(args)
+    with _sigterm_raises(), (client if client is not None else contextlib.nullcontext()):
         try:
             res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower,
                         scaled_variant=args.scaled, merge_buckets=not args.no_merge_buckets, shard=args.shard,
                         devices=args.devices, chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet,
-                        overwrite=args.overwrite, wait=args.wait, **opts)
+                        overwrite=args.overwrite, wait=args.wait, executor=client, **opts)
         except SweepLocked as exc:
             raise ValueError(f"--out {exc.out}: another sweep is writing there (lock file {exc.lock_path}); "
                              "wait for it or pass --wait") from None
         return _finish_sweep(args, res, out)
+
+
+def _connect(args):
+    """A ``distributed.Client`` for ``--scheduler`` / ``--scheduler-file`` (None without either).
+
+    Raises ValueError (one line from the CLI) when both are given, dask.distributed is not
+    installed, the scheduler file is missing or the scheduler cannot be reached within
+    ``--connect-timeout`` seconds.
+    """
+    if args.scheduler is None and args.scheduler_file is None:
+        return None
+    if args.scheduler is not None and args.scheduler_file is not None:
+        raise ValueError("scheduler: give --scheduler or --scheduler-file, not both")
+    if not args.connect_timeout > 0:
+        raise ValueError(f"connect-timeout: must be > 0 seconds, got {args.connect_timeout:g}")
+    flag = f"--scheduler {args.scheduler}" if args.scheduler else f"--scheduler-file {args.scheduler_file}"
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError(f"{flag}: needs dask.distributed (pip install 'jaxshuffle[distributed]')") from None
+    if args.scheduler_file is not None and not Path(args.scheduler_file).is_file():
+        raise ValueError(f"{flag}: no such file")
+    if args.scheduler is not None:  # a malformed or unknown address: say so before a Client is made
+        from distributed.comm import resolve_address
+
+        try:
+            resolve_address(args.scheduler)
+        except Exception as exc:
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            raise ValueError(f"{flag}: not a reachable scheduler address, e.g. tcp://host:8786 ({why})") from None
+    kw = {"address": args.scheduler} if args.scheduler else {"scheduler_file": args.scheduler_file}
+    try:
+        return Client(**kw, timeout=f"{args.connect_timeout}s", set_as_default=False)
+    except Exception as exc:  # OSError / TimeoutError / a malformed address
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{flag}: cannot reach the Dask scheduler within {args.connect_timeout:g} s ({why})") from None
 
 
 @contextlib.contextmanager

@@ -592,6 +592,10 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                            "programs_compiled": (len(runner.compiled) if runner is not None
                                                  else sum(pool.programs.values()))},
                 "written": utc_now()}
+        if remote and not quiet and pool.programs:
+            per = ", ".join(f"{w}: {pool.programs[w]} ({pool.chunks_per_worker.get(w, 0)} chunks)"
+                            for w in sorted(pool.programs))
+            print(f"[sweep] programs compiled per worker: {per}", file=sys.stderr, flush=True)
         if remote:
             meta["executor"] = {"kind": describe(executor)[0],
                                 "workers": {w: {"programs_compiled": pool.programs[w],
