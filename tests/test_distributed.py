@@ -135,8 +135,10 @@ def test_killed_worker_is_retried_and_rows_are_identical(tmp_path, client, refer
             res = sw.sweep(**LONGER, out=out, executor=client)
     finally:
         t.join()
-        client.run(os.environ.pop, "JAXSHUFFLE_SWEEP_WORKER_SLEEP", None)
-    assert killed and res.complete and res.meta["executor"]["failed"] == []
+        client.wait_for_workers(2, timeout=120)  # the nanny restarts the killed worker (without the variable)
+        client.run(os.environ.pop, "JAXSHUFFLE_SWEEP_WORKER_SLEEP", None, on_error="ignore")
+    assert killed and killed[0] not in client.run(os.getpid).values()  # the worker really died
+    assert res.complete and res.meta["executor"]["failed"] == []
     assert (out / "results.csv").read_bytes() == reference["longer"]
 
 

@@ -83,13 +83,21 @@ def check_executor(executor) -> None:
 def describe(executor) -> tuple[str, str | None]:
     """A one-line description of the executor and its dashboard link (None when it has none)."""
     if is_dask_client(executor):
-        info = executor.scheduler_info()
+        info = _scheduler_info(executor)
         workers = info.get("workers", {})
         threads = sum(int(w.get("nthreads", 1)) for w in workers.values())
         link = getattr(executor, "dashboard_link", None)
         return f"Dask scheduler {info.get('address', '?')} ({len(workers)} workers, {threads} threads)", link
     slots = getattr(executor, "_max_workers", None)
     return f"{type(executor).__name__}" + (f" ({slots} workers)" if slots else ""), None
+
+
+def _scheduler_info(client) -> dict:
+    """The scheduler's identity with every worker (some Dask versions list only 5 by default)."""
+    try:
+        return client.scheduler_info(n_workers=-1)
+    except TypeError:  # older Dask: no n_workers argument, all workers listed
+        return client.scheduler_info()
 
 
 @dataclass
@@ -124,18 +132,22 @@ class ChunkPool:
         self.chunks_per_worker: dict[str, int] = {}
         self.plan_workers: dict = {}  # (plan, size) -> worker addresses that hold (or were sent) the program
         self.load: dict[str, int] = {}
+        self._known: tuple[float, dict] = (-1.0, {})  # (time, {worker address: threads}), refreshed each second
         slots = self._slots()
         self.cap = 2  # tasks in flight per worker thread (one running, one queued)
         self.window = int(window) if window else max(2, self.cap * slots)
 
     def _slots(self) -> int:
         if self.dask:
-            workers = self.executor.scheduler_info().get("workers", {})
-            return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+            return max(1, sum(self._workers().values()))
         return max(1, int(getattr(self.executor, "_max_workers", None) or os.cpu_count() or 1))
 
     def _workers(self) -> dict[str, int]:
-        return {a: int(w.get("nthreads", 1)) for a, w in self.executor.scheduler_info().get("workers", {}).items()}
+        t, known = self._known
+        if time.monotonic() - t > 1.0:
+            known = {a: int(w.get("nthreads", 1)) for a, w in _scheduler_info(self.executor).get("workers", {}).items()}
+            self._known = (time.monotonic(), known)
+        return known
 
     def _pick(self, key) -> str | None:
         """A worker for a chunk of program ``key``: one holding it with room, else the least loaded one."""
@@ -179,10 +191,22 @@ class ChunkPool:
         return list(done)
 
     def results(self, tasks):
-        queue = list(tasks)[::-1]
-        while queue or self.in_flight:
-            while queue and len(self.in_flight) < self.window:
-                self._submit(queue.pop())
+        """Yield ``(task, arrays, info)`` / ``(task, None, errors)`` as chunks complete (``tasks`` is read lazily)."""
+        tasks = iter(tasks)
+        retry: list[Task] = []
+        exhausted = False
+        while retry or self.in_flight or not exhausted:
+            while len(self.in_flight) < self.window:
+                if retry:
+                    self._submit(retry.pop())
+                    continue
+                task = None if exhausted else next(tasks, None)
+                if task is None:
+                    exhausted = True
+                    break
+                self._submit(task)
+            if not self.in_flight:
+                continue
             for fut in self._wait():
                 task, addr = self.in_flight.pop(fut)
                 if addr:
@@ -192,7 +216,7 @@ class ChunkPool:
                 except Exception as exc:  # the task raised, or its worker (or process pool) was lost
                     task.errors.append(f"{type(exc).__name__}: {exc}".strip())
                     if task.attempts < self.ATTEMPTS:
-                        queue.append(task)
+                        retry.append(task)
                     else:
                         yield task, None, "; ".join(task.errors)
                     continue

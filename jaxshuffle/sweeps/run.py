@@ -543,13 +543,14 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
         else:
             from jaxshuffle.sweeps.distributed import Task
 
-            tasks = []
-            for ci in todo:
-                plan, ids, clo, size = chunk_jobs(ci)
-                tasks.append(Task(ci, plan, grid.jobs[ids], clo, size))
+            def tasks():  # made as the window of futures in flight advances (memory bounded)
+                for ci in todo:
+                    plan, ids, clo, size = chunk_jobs(ci)
+                    yield Task(ci, plan, grid.jobs[ids], clo, size)
+
             slots = max(1, pool.window // pool.cap)
             try:
-                for task, arrays, info in pool.results(tasks):
+                for task, arrays, info in pool.results(tasks()):
                     _, ids, _, _ = chunk_jobs(task.ci)
                     if arrays is None:  # failed twice: reported, its points stay missing
                         pts = np.unique(grid.points_of_jobs(ids))
