@@ -130,6 +130,8 @@ class ChunkPool:
         self.in_flight: dict = {}  # future -> (task, worker address or None)
         self.programs: dict[str, int] = {}
         self.chunks_per_worker: dict[str, int] = {}
+        self.seconds_per_worker: dict[str, float] = {}  # evaluation seconds the workers reported
+        self.wait_s = 0.0  # time the driver spent waiting for futures (the rest of its loop is its own work)
         self.plan_workers: dict = {}  # (plan, size) -> worker addresses that hold (or were sent) the program
         self.load: dict[str, int] = {}
         self._known: tuple[float, dict] = (-1.0, {})  # (time, {worker address: threads}), refreshed each second
@@ -176,6 +178,13 @@ class ChunkPool:
         self.in_flight[fut] = (task, addr)
 
     def _wait(self) -> list:
+        t = time.perf_counter()
+        try:
+            return self._wait_some()
+        finally:
+            self.wait_s += time.perf_counter() - t
+
+    def _wait_some(self) -> list:
         futs = list(self.in_flight)
         if self.dask:
             from distributed import wait
@@ -223,6 +232,7 @@ class ChunkPool:
                 w = info["worker"]
                 self.programs[w] = max(self.programs.get(w, 0), int(info["programs"]))
                 self.chunks_per_worker[w] = self.chunks_per_worker.get(w, 0) + 1
+                self.seconds_per_worker[w] = self.seconds_per_worker.get(w, 0.0) + float(info["seconds"])
                 self.plan_workers.setdefault((task.plan, task.size), set()).add(w)
                 yield task, tuple(arrays), info
 

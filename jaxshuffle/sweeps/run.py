@@ -600,7 +600,9 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
         if remote:
             meta["executor"] = {"kind": describe(executor)[0],
                                 "workers": {w: {"programs_compiled": pool.programs[w],
-                                                "chunks": pool.chunks_per_worker.get(w, 0)} for w in pool.programs},
+                                                "chunks": pool.chunks_per_worker.get(w, 0),
+                                                "eval_s": pool.seconds_per_worker.get(w, 0.0)} for w in pool.programs},
+                                "driver_busy_s": max(elapsed - pool.wait_s, 0.0),
                                 "failed": failed}
         if out_dir is not None and shard_n > 1:
             mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
