@@ -3,7 +3,8 @@
 Modules: :mod:`~jaxshuffle.sweeps.grid` (the grid syntax: the only parser), :mod:`~jaxshuffle.sweeps.jobs`
 (the searches behind each point), :mod:`~jaxshuffle.sweeps.schedule` (buckets, chunks, the runner),
 :mod:`~jaxshuffle.sweeps.store` (files, load), :mod:`~jaxshuffle.sweeps.merge` (shards),
-:mod:`~jaxshuffle.sweeps.run` (the driver :func:`sweep`). The command line is in
+:mod:`~jaxshuffle.sweeps.run` (the driver :func:`sweep`), :mod:`~jaxshuffle.sweeps.distributed` (chunks on a
+Dask cluster or any executor). The command line is in
 :mod:`jaxshuffle.cli.sweep`.
 
 :func:`sweep` evaluates every combination of a randomizer's options (``eps0``, ``k``, ...),
@@ -84,6 +85,19 @@ process that completes the last chunk also writes ``results.*``. ``merge`` check
 shards of the same sweep (fingerprint), that every job is present exactly once (or with
 identical values), and writes ``results.csv/.npz/.json``. Inputs may be sweep directories
 (finished or not: ``--allow-partial`` writes the points finished so far) or shard files.
+
+On a Dask cluster (or any executor)
+-----------------------------------
+``sweep(..., executor=client)`` (a ``dask.distributed.Client`` or any
+``concurrent.futures.Executor``; CLI: ``--scheduler tcp://host:8786`` or ``--scheduler-file FILE``,
+``pip install "jaxshuffle[distributed]"``) sends each chunk to a worker, which runs it on its own
+local devices and returns the arrays; this process alone writes the files above, so resume, the
+fingerprint and the values are those of a local run. Chunks are cut as with ``--shard`` (a CPU
+cost model); a bounded window of futures is in flight; chunks of one program go to a worker that
+already compiled it where it has room; a chunk that failed (task error or lost worker) runs once
+more, and one that fails twice is left out with a warning naming its points (rerun to compute
+them). Both routes combine: ``--shard i/N --scheduler ...`` sends one shard's chunks to a cluster.
+See the README's "Sweeps on a cluster" for the commands (local, SLURM, GPUs).
 
 Progress: a one-line summary on stderr, then a tqdm bar when stderr is a terminal (a compile phase
 shown as such, rate and ETA from evaluation time); ``quiet=True`` silences both. Ctrl-C or SIGTERM

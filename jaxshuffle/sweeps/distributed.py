@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _RUNNERS: dict = {}  # rtol -> Runner over this worker process's local devices (its programs stay compiled)
+# Driver side: (scheduler address, plan, size, rtol) -> Dask workers known to hold that program
+# (kept across sweeps in this process, so a second sweep on the same cluster reuses the placement).
+_HOLDERS: dict = {}
 _MALLOC = {"tuned": False}
 
 
@@ -161,6 +164,9 @@ class ChunkPool:
         self.seconds_per_worker: dict[str, float] = {}  # evaluation seconds the workers reported
         self.wait_s = 0.0  # time the driver spent waiting for futures (the rest of its loop is its own work)
         self.plan_workers: dict = {}  # (plan, size) -> worker addresses that hold (or were sent) the program
+        if self.dask:
+            address = getattr(getattr(executor, "scheduler", None), "address", None)
+            self.plan_workers = _HOLDERS.setdefault((address, rtol), {})
         self.load: dict[str, int] = {}
         self._known: tuple[float, dict] = (-1.0, {})  # (time, {worker address: threads}), refreshed each second
         slots = self._slots()
