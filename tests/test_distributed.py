@@ -216,3 +216,52 @@ def test_cli_without_dask_says_how_to_install(tmp_path, capsys, monkeypatch):
                        "--out", str(tmp_path / "x"), "--scheduler", "tcp://127.0.0.1:8786"])
     err = capsys.readouterr().err
     assert status == 2 and "needs dask.distributed (pip install 'jaxshuffle[distributed]')" in err
+
+
+class _FakeTTY:
+    def __init__(self):
+        import io
+
+        self.buf = io.StringIO()
+
+    def write(self, s):
+        return self.buf.write(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_is_fed_by_completed_futures(monkeypatch):
+    import sys
+
+    tty = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with ThreadPoolExecutor(2) as pool:
+        sw.sweep(**{**SMALL, "quiet": False}, executor=pool)
+    text = tty.buf.getvalue()
+    assert "ThreadPoolExecutor (2 workers)" in text and "12/12 points" in text
+    assert "programs compiled per worker" in text
+
+
+def test_shard_on_an_executor_merges_to_the_local_run(tmp_path, reference):
+    with ThreadPoolExecutor(2) as pool:
+        sw.sweep(**SMALL, shard="0/2", out=tmp_path / "run-0", executor=pool)
+    sw.sweep(**SMALL, shard="1/2", out=tmp_path / "run-1", devices=1)
+    sw.merge([tmp_path / "run-0", tmp_path / "run-1"], tmp_path / "merged", quiet=True)
+    assert (tmp_path / "merged" / "results.csv").read_bytes() == reference["small"]
+
+
+def test_broken_process_pool_stops_with_finished_chunks_saved(tmp_path, reference):
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises(BrokenProcessPool):  # the pool's process dies: concurrent.futures breaks the pool for good
+        pool.submit(os._exit, 1).result(timeout=120)
+    with pytest.raises(RuntimeError, match="executor: takes no more chunks .*run the same sweep again"):
+        sw.sweep(**SMALL, out=tmp_path / "broken", executor=pool)
+    pool.shutdown()
+    sw.sweep(**SMALL, out=tmp_path / "broken", devices=1)  # resumes locally
+    assert (tmp_path / "broken" / "results.csv").read_bytes() == reference["small"]

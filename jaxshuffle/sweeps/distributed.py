@@ -117,7 +117,10 @@ def describe(executor) -> tuple[str, str | None]:
         info = _scheduler_info(executor)
         workers = info.get("workers", {})
         threads = sum(int(w.get("nthreads", 1)) for w in workers.values())
-        link = getattr(executor, "dashboard_link", None)
+        try:
+            link = executor.dashboard_link
+        except Exception:  # no dashboard (bokeh not installed, dashboard_address=None)
+            link = None
         return f"Dask scheduler {info.get('address', '?')} ({len(workers)} workers, {threads} threads)", link
     slots = getattr(executor, "_max_workers", None)
     return f"{type(executor).__name__}" + (f" ({slots} workers)" if slots else ""), None
@@ -198,6 +201,14 @@ class ChunkPool:
         return addr
 
     def _submit(self, task: Task) -> None:
+        """Submit one chunk; RuntimeError when the executor takes no more work (a broken pool, a closed client)."""
+        try:
+            self._submit_one(task)
+        except Exception as exc:
+            raise RuntimeError(f"executor: takes no more chunks ({type(exc).__name__}: {exc}); the finished chunks "
+                               "are saved: run the same sweep again with a working executor to resume") from exc
+
+    def _submit_one(self, task: Task) -> None:
         task.attempts += 1
         args = (run_chunk, task.plan, task.jobs, task.c_lo, task.size, self.rtol)
         addr = None

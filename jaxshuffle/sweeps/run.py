@@ -309,7 +309,9 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
         is in flight, a chunk whose task failed or whose worker was lost is retried once, and a
         chunk that fails twice is left out: a warning names its grid points, they are missing
         from ``results.csv`` (``complete`` is False, the sidecar's ``executor.failed`` lists
-        them) and running the same call again computes just them.
+        them) and running the same call again computes just them. An executor that takes no more
+        work (a ``ProcessPoolExecutor`` whose process died is broken for good) stops the sweep with
+        RuntimeError, the finished chunks saved. ``devices`` is then not used.
 
     Returns:
       :class:`SweepResult` with one row per grid point (``complete`` False for a shard).
