@@ -265,3 +265,18 @@ def test_broken_process_pool_stops_with_finished_chunks_saved(tmp_path, referenc
     pool.shutdown()
     sw.sweep(**SMALL, out=tmp_path / "broken", devices=1)  # resumes locally
     assert (tmp_path / "broken" / "results.csv").read_bytes() == reference["small"]
+
+
+def test_worker_without_float64_stops_the_sweep(tmp_path, monkeypatch):
+    def worker_in_32_bit_mode(*args):
+        from jaxshuffle._config import require_x64
+
+        with jax.enable_x64(False):
+            require_x64()  # what run_chunk checks first in a worker
+
+    import jax
+
+    monkeypatch.setattr(dist_mod, "run_chunk", worker_in_32_bit_mode)
+    with ThreadPoolExecutor(1) as pool, pytest.raises(RuntimeError, match="executor: a worker cannot run jaxshuffle: "
+                                                                          "jaxshuffle needs float64"):
+        sw.sweep(**SMALL, out=tmp_path / "x32", executor=pool)

@@ -268,6 +268,8 @@ class ChunkPool:
                 try:
                     *arrays, info = fut.result()
                 except Exception as exc:  # the task raised, or its worker (or process pool) was lost
+                    if "jaxshuffle needs float64" in str(exc):  # a worker set up wrongly: no retry helps
+                        raise RuntimeError(f"executor: a worker cannot run jaxshuffle: {exc}") from None
                     task.errors.append(f"{type(exc).__name__}: {exc}".strip())
                     if task.attempts < self.ATTEMPTS:
                         retry.append(task)
