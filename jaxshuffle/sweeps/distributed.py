@@ -235,7 +235,8 @@ class ChunkPool:
             from distributed import wait
 
             try:
-                wait(futs, timeout=0.5, return_when="FIRST_COMPLETED")
+                with self.executor.as_current():  # wait() uses the current client: this one, even if not the default
+                    wait(futs, timeout=0.5, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 pass
             return [f for f in futs if f.status in ("finished", "error", "cancelled")]
