@@ -14,8 +14,9 @@ points/s there show the cost of contention, not of Dask.
    what a chunk costs beyond its evaluation (serialisation, scheduler round trip, the driver's
    store); the driver's own part (``driver_busy_s``: its loop minus the time it waited on futures)
    is the serial cost that no number of workers removes.
-3. Simulated scaling to 100 workers: each worker does one chunk per (evaluation + overhead)
-   seconds, the driver handles one per ``driver`` seconds, so throughput is
+3. Simulated scaling to 100 workers and beyond (:func:`simulate`, a discrete-event model of the
+   driver and its window of futures): each worker does one chunk per (evaluation + overhead)
+   seconds, the driver handles one per ``driver`` seconds, so throughput approaches
    ``min(W / (eval + overhead), 1 / driver)`` chunks/s, and the driver becomes the bottleneck at
    ``W* = (eval + overhead) / driver`` workers.
 
@@ -39,6 +40,35 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 import jaxshuffle as js  # noqa: E402
+
+
+def simulate(workers: int, cycle_s: float, driver_s: float, chunks: int = 5000, per_worker: int = 2) -> float:
+    """Discrete-event simulation of a sweep on ``workers`` workers; returns chunks per second.
+
+    Each worker runs its chunks one after another (``cycle_s`` each: evaluation + overhead) and
+    holds at most ``per_worker`` (ChunkPool's window); the driver handles completions one at a
+    time in finishing order (``driver_s`` each: store the chunk, submit the next one to that worker).
+    """
+    import heapq
+
+    free = [0.0] * workers  # when each worker's queue runs dry
+    finish = []  # (finish time, worker)
+    submitted = 0
+    for w in range(workers):
+        for _ in range(per_worker):
+            if submitted < chunks:
+                free[w] += cycle_s
+                heapq.heappush(finish, (free[w], w))
+                submitted += 1
+    driver_free = 0.0
+    while finish:
+        t, w = heapq.heappop(finish)
+        driver_free = max(driver_free, t) + driver_s
+        if submitted < chunks:
+            free[w] = max(free[w], driver_free) + cycle_s
+            heapq.heappush(finish, (free[w], w))
+            submitted += 1
+    return chunks / driver_free
 
 
 def timed_sweep(out: Path, **kw):
@@ -102,10 +132,12 @@ def main() -> None:
     print(f"simulated scaling (chunk of {args.chunk_size} at n = {args.n:g}: {eval_per_chunk * 1e3:.1f} ms evaluation "
           f"+ {overhead * 1e3:.1f} ms overhead per worker, driver {driver * 1e3:.1f} ms per chunk):")
     sim = []
-    for w in (1, 2, 4, 8, 16, 32, 64, 100):
-        rate = min(w / cycle, 1.0 / driver) * args.chunk_size
-        sim.append({"workers": w, "points_per_s": rate})
-        print(f"  {w:4d} workers: {rate:9.1f} points/s" + ("  (driver-bound)" if w > w_star else ""))
+    for w in (1, 2, 4, 8, 16, 32, 64, 100, 128, 200):
+        rate = simulate(w, cycle, driver) * args.chunk_size
+        bound = min(w / cycle, 1.0 / driver) * args.chunk_size
+        sim.append({"workers": w, "points_per_s": rate, "model_points_per_s": bound})
+        print(f"  {w:4d} workers: {rate:9.1f} points/s simulated, {bound:9.1f} by min(W / cycle, 1 / driver)"
+              + ("  (driver-bound)" if w > w_star else ""))
     print(f"the driver becomes the bottleneck at about {w_star:.0f} workers with chunks of {args.chunk_size}; "
           f"chunks of 1024 searches would move it to about {w_star * 1024 / args.chunk_size:.0f} workers "
           "(if the driver's cost per chunk stays about the same)")
