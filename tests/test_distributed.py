@@ -67,8 +67,9 @@ def test_dask_client_is_byte_identical_to_local(tmp_path, client, reference):
 
 
 def test_get_executor_and_process_pool_are_byte_identical(tmp_path, client, reference):
-    sw.sweep(**SMALL, out=tmp_path / "exec", executor=client.get_executor())
+    res = sw.sweep(**SMALL, out=tmp_path / "exec", executor=client.get_executor())
     assert (tmp_path / "exec" / "results.csv").read_bytes() == reference["small"]
+    assert res.meta["executor"]["kind"].startswith("ClientExecutor of Dask scheduler")  # sized by the cluster
     with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
         res = sw.sweep(**SMALL, out=tmp_path / "pool", executor=pool)
     assert (tmp_path / "pool" / "results.csv").read_bytes() == reference["small"]

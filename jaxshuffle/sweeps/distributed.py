@@ -123,6 +123,9 @@ def describe(executor) -> tuple[str, str | None]:
             link = None
         return f"Dask scheduler {info.get('address', '?')} ({len(workers)} workers, {threads} threads)", link
     slots = getattr(executor, "_max_workers", None)
+    client = getattr(executor, "_client", None)
+    if client is not None and is_dask_client(client):
+        return f"{type(executor).__name__} of {describe(client)[0]}", describe(client)[1]
     return f"{type(executor).__name__}" + (f" ({slots} workers)" if slots else ""), None
 
 
@@ -179,6 +182,10 @@ class ChunkPool:
     def _slots(self) -> int:
         if self.dask:
             return max(1, sum(self._workers().values()))
+        client = getattr(self.executor, "_client", None)  # Dask's client.get_executor(): the cluster's threads
+        if client is not None and is_dask_client(client):
+            workers = _scheduler_info(client).get("workers", {})
+            return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
         return max(1, int(getattr(self.executor, "_max_workers", None) or os.cpu_count() or 1))
 
     def _workers(self) -> dict[str, int]:
