@@ -282,3 +282,16 @@ def test_worker_without_float64_stops_the_sweep(tmp_path, monkeypatch):
     with ThreadPoolExecutor(1) as pool, pytest.raises(RuntimeError, match="executor: a worker cannot run jaxshuffle: "
                                                                           "jaxshuffle needs float64"):
         sw.sweep(**SMALL, out=tmp_path / "x32", executor=pool)
+
+
+def test_cli_exit_status_says_when_chunks_failed(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from jaxshuffle.cli.sweep import _finish_sweep
+
+    args = SimpleNamespace(no_plot=True, plot=None, shard=None)
+    meta = {"executor": {"failed": [{"chunk": 1, "points": [4, 5, 6, 7], "error": "KilledWorker"}]}}
+    res = type("Result", (), {"complete": False, "meta": meta, "__len__": lambda self: 8})()  # 8 of 12 points
+    assert _finish_sweep(args, res, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "1 chunk(s) failed twice; their 4 points are missing" in err and "rerun the same command" in err

@@ -223,6 +223,12 @@ def _finish_sweep(args, res, out) -> int:
                 raise ValueError(f"plot: {exc}") from None
             print(f"[sweep] no figure: {exc}", file=sys.stderr)
     print(msg)
+    failed = (res.meta.get("executor") or {}).get("failed") or []
+    if failed:  # chunks that failed twice on the cluster (each already warned about with its points)
+        points = sum(len(f["points"]) for f in failed)
+        print(f"jaxshuffle: {len(failed)} chunk(s) failed twice; their {points} points are missing from "
+              f"{Path(out) / 'results.csv'}: rerun the same command to compute them", file=sys.stderr)
+        return 1
     return 0
 
 
