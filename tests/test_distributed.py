@@ -295,3 +295,22 @@ def test_cli_exit_status_says_when_chunks_failed(tmp_path, capsys):
     assert _finish_sweep(args, res, tmp_path) == 1
     err = capsys.readouterr().err
     assert "1 chunk(s) failed twice; their 4 points are missing" in err and "rerun the same command" in err
+
+
+def test_chunks_of_one_program_go_to_the_worker_that_holds_it():
+    """ChunkPool._pick: a worker already holding the program while it has room, else the least loaded one."""
+    pool = dist_mod.ChunkPool.__new__(dist_mod.ChunkPool)
+    pool.cap, pool.load, pool.plan_workers = 2, {}, {}
+    pool._known = (float("inf"), {"w1": 1, "w2": 1})  # two single-threaded workers, never refreshed
+
+    def place(key):
+        addr = pool._pick(key)
+        pool.load[addr] = pool.load.get(addr, 0) + 1
+        return addr
+
+    assert [place("A"), place("A")] == ["w1", "w1"]  # the second chunk of A queues behind the first on w1
+    assert place("A") == "w2"  # w1 is full (2 per thread): A is compiled on w2 too
+    assert place("B") in ("w1", "w2") and pool.plan_workers["A"] == {"w1", "w2"}
+    pool.load = {"w1": 0, "w2": 0}
+    pool.plan_workers = {"C": {"w2"}}
+    assert place("C") == "w2" and place("C") == "w2" and place("D") == "w1"

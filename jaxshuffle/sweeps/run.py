@@ -561,6 +561,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                                       f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
                                       "again to compute them", RuntimeWarning, stacklevel=4)
                         work_left -= work(task.ci)
+                        remaining[(task.plan, task.size)] -= 1
                         continue
                     fin = record(task.ci, ids, *arrays)
                     # progress rates: a worker's evaluation time shared by the workers running at once
