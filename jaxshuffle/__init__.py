@@ -17,7 +17,9 @@ Public API:
   randomizer from :mod:`jaxshuffle.randomizers`; :class:`UpperSource` names the bound that
   gave ``upper``; for k-ary RR the blanket pair, :func:`krr_bounds`), :func:`calibrate_eps0`,
   :func:`calibrate_n`; :func:`shuffled_round` + :func:`compose` (T rounds composed through
-  their privacy-loss distributions, :class:`CompositionBound`); :func:`compare` (every bound side by side); :func:`sandwich`
+  their privacy-loss distributions, :class:`CompositionBound`); :func:`tune` (split a certified
+  composed budget across queries, :func:`query`, :class:`TuneResult`); :func:`compare` (every
+  bound side by side); :func:`sandwich`
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
   amplification over a parameter grid, resumable and sharded).
 
@@ -49,8 +51,12 @@ from jaxshuffle.accountant import (  # noqa: E402
     amplify,
     calibrate_eps0,
     calibrate_n,
+    Query,
+    TuneResult,
     compose,
+    query,
     shuffled_round,
+    tune,
 )
 from jaxshuffle.comparison import compare  # noqa: E402
 from jaxshuffle.exact import sandwich  # noqa: E402
@@ -90,6 +96,10 @@ __all__ = [
     "standard_clone_pair",
     "stronger_clone_pair",
     "sweep",
+    "Query",
+    "TuneResult",
+    "query",
+    "tune",
     "two_count_pair",
     "vr_pair",
 ]

@@ -1,0 +1,206 @@
+"""Budget tuning (jaxshuffle/accountant/tune.py): certified at the end, better than equal split,
+near a brute-force grid, first-order optimal, surrogate gradients vs finite differences.
+
+Expected values come from independent computations: the certified composition is rebuilt here
+from :func:`shuffled_round` + :func:`compose` (not through ``tune``'s cache), the grid search runs
+its own bisection, and the GDP curve is checked against scipy.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+import jaxshuffle as js
+from jaxshuffle import randomizers as R
+from jaxshuffle.accountant import compose, shuffled_round
+from jaxshuffle.accountant.tune import (certified_epsilon, default_utility, gdp_epsilon, query,
+                                        surrogate_epsilon, tune)
+from jaxshuffle.utility import grr_frequency_mse_total, weighted_sum
+
+N = 100_000
+DELTA = 1e-6
+
+
+def _three():
+    return [query("grr", n=N, k=k) for k in (2, 10, 100)]
+
+
+@pytest.fixture(scope="module")
+def tuned3():
+    return tune(_three(), None, 1.0, DELTA, steps=400)
+
+
+def _independent_upper(ks, n, eps0, delta, disc):
+    rounds = [(shuffled_round(R.grr(float(e), k), n, discretization=disc), 1) for e, k in zip(eps0, ks)]
+    b = compose(rounds, delta)
+    return float(b.lower), float(b.upper)
+
+
+def test_three_query_example_is_certified_and_recomputed(tuned3):
+    r = tuned3
+    assert r.upper <= 1.0 and r.baseline_upper <= 1.0
+    lo, up = _independent_upper((2, 10, 100), N, r.eps0, DELTA, r.discretization)
+    assert up == r.upper and lo == r.lower
+    assert lo <= up
+    # the bisection is tight: within a few grid steps of the target
+    assert r.upper >= 1.0 - 0.03
+
+
+def test_three_query_example_beats_equal_split(tuned3):
+    r = tuned3
+    # measured: tuned total MSE 1.55e-6 vs equal split 2.53e-6 (ratio 0.61, gain 1.63)
+    assert r.utility < r.baseline_utility
+    assert r.gain > 1.5
+    u = default_utility(_three())
+    assert r.utility == pytest.approx(float(u(jnp.asarray(r.eps0))), rel=1e-12)
+    # larger domains get more budget (their MSE falls fastest with eps0)
+    assert r.eps0[0] < r.eps0[1] < r.eps0[2]
+    # the loss curve went down
+    assert r.history[-1] < r.history[0]
+
+
+def test_first_order_optimality(tuned3):
+    """lambda_i = -dU/deps0_i / dE/deps0_i equal across queries (KKT) at the returned eps0.
+
+    With E the surrogate: within 2 % (measured 0.6 %, after the re-aiming pass; the common scale
+    factor is 0.9988). With E the certified upper (central differences, step 0.1, grid 2e-4): the
+    spread is 36 %, a known limitation: the surrogate (a CLT) underestimates the certified marginal
+    cost at the largest eps0 (7.5, about 180 blanket messages) by about 20 %, so the allocation is
+    KKT for the surrogate, not exactly for the certified bound (the 2-query grid test bounds what
+    that costs in utility)."""
+    r, qs = tuned3, _three()
+    gu = np.asarray(jax.grad(default_utility(qs))(jnp.asarray(r.eps0)))
+    gs = np.asarray(jax.grad(lambda e: surrogate_epsilon(qs, e, DELTA))(jnp.asarray(r.eps0)))
+    lam = -gu / gs
+    assert lam.max() / lam.min() - 1 < 0.02  # measured 0.6 %
+    h, d = 0.1, 2e-4
+    fd = []
+    for i in range(3):
+        ep, em = r.eps0.copy(), r.eps0.copy()
+        ep[i] += h
+        em[i] -= h
+        fd.append((certified_epsilon(qs, ep, DELTA, discretization=d)[1]
+                   - certified_epsilon(qs, em, DELTA, discretization=d)[1]) / (2 * h))
+    lam_c = -gu / np.array(fd)
+    assert lam_c.max() / lam_c.min() - 1 < 0.45  # measured 36 %: see the docstring
+
+
+@pytest.mark.slow
+def test_two_queries_within_one_percent_of_grid():
+    """Brute force: for each ratio eps0_2/eps0_1 on a grid, the largest certified common scale (own
+    bisection on compose), the best total MSE over the grid; tune must be within 1 % of it."""
+    n = 10_000
+    ks = (2, 100)
+    qs = [query("grr", n=n, k=k) for k in ks]
+    u = weighted_sum([grr_frequency_mse_total(k, n) for k in ks])
+    r = tune(qs, u, 1.0, DELTA, steps=400)
+    disc = r.discretization
+
+    def best_scale(direction):
+        lo, hi = 0.0, None
+        c = float(r.eps0[0] / direction[0])
+        for _ in range(30):
+            ok = _independent_upper(ks, n, c * direction, DELTA, disc)[1] <= 1.0
+            lo, hi = (c, hi) if ok else (lo, c)
+            if hi is not None and hi - lo <= 2e-3 * hi:
+                break
+            c = c * 1.2 if hi is None else (0.5 * (lo + hi) if lo > 0 else c / 1.2)
+        return lo
+
+    best = math.inf
+    for ratio in np.linspace(1.2, 2.0, 9):
+        direction = np.array([1.0, ratio])
+        c = best_scale(direction)
+        best = min(best, float(u(jnp.asarray(c * direction))))
+    assert r.upper <= 1.0
+    assert r.utility <= 1.01 * best
+
+
+def test_gdp_epsilon_matches_scipy_and_its_gradient():
+    for mu, delta in ((0.3, 1e-6), (1.0, 1e-5), (2.0, 1e-3)):
+        ref = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 60)
+        assert float(gdp_epsilon(jnp.float64(mu), jnp.float64(delta))) == pytest.approx(ref, rel=1e-9)
+        g = jax.grad(gdp_epsilon, argnums=(0, 1))(jnp.float64(mu), jnp.float64(delta))
+        h = 1e-6 * mu
+        fd_mu = (float(gdp_epsilon(mu + h, delta)) - float(gdp_epsilon(mu - h, delta))) / (2 * h)
+        fd_d = (float(gdp_epsilon(mu, delta * (1 + 1e-5)))
+                - float(gdp_epsilon(mu, delta * (1 - 1e-5)))) / (2e-5 * delta)
+        assert float(g[0]) == pytest.approx(fd_mu, rel=1e-6)
+        assert float(g[1]) == pytest.approx(fd_d, rel=1e-5)
+
+
+def test_surrogate_gradients_vs_finite_differences_of_certified():
+    """d surrogate/d eps0 vs central differences (step 0.1) of the certified upper on a 2e-4 grid.
+    One round at eps0 = 3, 5: within 3 % (measured 1 %); composed (eps0 = 4, 5, 6): within 15 %.
+    d/d delta of the composed bound: within 20 % (measured 13 %)."""
+    qs = _three()
+    h, d = 0.1, 2e-4
+    one = qs[1:2]
+    for e0 in (3.0, 5.0):
+        gs = float(jax.grad(lambda e: surrogate_epsilon(one, e, DELTA))(jnp.array([e0]))[0])
+        fd = (certified_epsilon(one, [e0 + h], DELTA, discretization=d)[1]
+              - certified_epsilon(one, [e0 - h], DELTA, discretization=d)[1]) / (2 * h)
+        assert gs == pytest.approx(fd, rel=0.03)
+    eps0 = np.array([4.0, 5.0, 6.0])
+    gs = np.asarray(jax.grad(lambda e: surrogate_epsilon(qs, e, DELTA))(jnp.asarray(eps0)))
+    for i in range(3):
+        ep, em = eps0.copy(), eps0.copy()
+        ep[i] += h
+        em[i] -= h
+        fd = (certified_epsilon(qs, ep, DELTA, discretization=d)[1]
+              - certified_epsilon(qs, em, DELTA, discretization=d)[1]) / (2 * h)
+        assert gs[i] == pytest.approx(fd, rel=0.15)
+    gd = float(jax.grad(lambda dd: surrogate_epsilon(qs, jnp.asarray(eps0), dd))(DELTA))
+    fdd = (certified_epsilon(qs, eps0, 1.2 * DELTA, discretization=d)[1]
+           - certified_epsilon(qs, eps0, 0.8 * DELTA, discretization=d)[1]) / (0.4 * DELTA)
+    assert gd == pytest.approx(fdd, rel=0.2)
+
+
+def test_custom_utility_and_optimizer():
+    import optax
+
+    qs = _three()[:2]
+    u = weighted_sum([grr_frequency_mse_total(k, N) for k in (2, 10)], weights=[1.0, 3.0])
+    r = tune(qs, u, 0.8, DELTA, optimizer=optax.sgd(1e5), steps=20)
+    assert r.upper <= 0.8
+    assert r.history.shape == (20,)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(target_eps=0.0), "target_eps"),
+    (dict(target_eps=float("nan")), "target_eps"),
+    (dict(delta=1.5), "delta"),
+    (dict(steps=-1), "steps"),
+    (dict(queries=[]), "queries"),
+    (dict(queries=[("grr", 10)]), "queries[0]"),
+    (dict(utility=3), "utility"),
+])
+def test_bad_inputs_name_the_parameter(kwargs, name):
+    args = dict(queries=_three(), utility=None, target_eps=1.0, delta=DELTA, steps=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match="^" + re.escape(name)):
+        tune(args.pop("queries"), args.pop("utility"), args.pop("target_eps"), args.pop("delta"), **args)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: query("nope", n=10), "randomizer"),
+    (lambda: query("grr", n=1.5, k=3), "n"),
+    (lambda: query("grr", n=100, k=3, count=0), "count"),
+    (lambda: query("grr", n=100, k=3, eps0=1.0), "eps0"),
+    (lambda: query("grr", n=100, k=1), "k"),
+])
+def test_bad_query_names_the_parameter(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}"):
+        call()
+
+
+def test_exported():
+    assert js.tune is tune
+    assert "tune" in js.__all__ and "TuneResult" in js.__all__
