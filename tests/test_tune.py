@@ -204,3 +204,22 @@ def test_bad_query_names_the_parameter(call, name):
 def test_exported():
     assert js.tune is tune
     assert "tune" in js.__all__ and "TuneResult" in js.__all__
+
+
+def test_cli_tune_json_and_errors(capsys):
+    from jaxshuffle.cli import main
+
+    assert main(["tune", "--query", "grr:k=2", "--query", "grr:k=50,n=5e4", "--n", "1e5", "--target", "1",
+                 "--delta", "1e-6", "--steps", "50", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["certified"] and out["upper"] <= 1.0 and out["gain"] > 1.0
+    assert [q["n"] for q in out["queries"]] == [1e5, 5e4]
+    for argv, name in ((["--target", "0"], "target"), (["--delta", "2"], "delta"),
+                       (["--query", "grr:k"], "query"), (["--query", "grr:k=1"], "k")):
+        base = {"--query": "grr:k=2", "--n": "1e5", "--target": "1", "--delta": "1e-6"}
+        base[argv[0]] = argv[1]
+        assert main(["tune"] + [x for kv in base.items() for x in kv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"jaxshuffle: error: {name}") and "\n" not in err

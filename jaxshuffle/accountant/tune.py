@@ -255,16 +255,16 @@ def _certify_scale(queries, direction, target, delta, discretization, rtol, max_
 def default_utility(queries: Sequence[Query]) -> Callable[[jax.Array], jax.Array]:
     """Sum over queries of each family's ready utility (:mod:`jaxshuffle.utility`), times ``count``:
     ``grr``: the k-RR frequency MSE summed over the domain (:func:`grr_frequency_mse_total`);
-    ``binary_rr``/``rr``: the binary-RR mean MSE; ``laplace``: the Laplace mean MSE on [0, 1]."""
+    ``binary-rr``: the binary-RR mean MSE; ``laplace``: the Laplace mean MSE on [0, 1]."""
     from jaxshuffle import utility as U
 
     queries = _check_queries(queries)
     parts = []
     for i, q in enumerate(queries):
         opts = dict(q.options)
-        if q.family in ("grr", "krr", "kary_rr"):
+        if q.family == "grr":
             parts.append(U.grr_frequency_mse_total(opts.get("k", 2.0), q.n))
-        elif q.family in ("binary_rr", "rr", "brr"):
+        elif q.family == "binary-rr":
             parts.append(U.binary_rr_mean_mse(q.n))
         elif q.family == "laplace":
             parts.append(U.laplace_mean_mse(q.n))

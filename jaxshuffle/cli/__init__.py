@@ -6,6 +6,7 @@ Subcommands::
     jaxshuffle calibrate --randomizer grr --k 10 --target 0.5 --n 1e6 --delta 1e-8   # largest eps0
     jaxshuffle calibrate --randomizer grr --k 10 --eps0 2 --target 0.5 --delta 1e-8  # smallest n
     jaxshuffle randomizers [--json]
+    jaxshuffle tune --query grr:k=2 --query grr:k=100 --n 1e5 --target 1 --delta 1e-6  # budget split
 
 Numbers accept comma-separated grids (``--n 1e4,1e6,1e8 --eps0 1,2``): every combination
 (cartesian grid) is evaluated in one batched call. ``--json`` prints a list with one object
@@ -162,6 +163,10 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
     add_sweep_parser(sub)
     add_plot_parser(sub)
+
+    from jaxshuffle.cli.tune import add_tune_parser
+
+    add_tune_parser(sub)
 
     pi = sub.add_parser("info", help="versions, devices, float64 and the compilation cache (where, how big)")
     pi.add_argument("--json", action="store_true", help="print JSON")
@@ -621,13 +626,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in ("epsilon", "calibrate", "compose", "sandwich", "compare", "sweep", "plot", "info",
-                                "cache"):
+                                "cache", "tune"):
             enable_compilation_cache()  # before anything compiles: JAX decides once per process
         if argv and argv[0] == "sweep":
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
-        if args.command in ("sweep", "plot"):
+        if args.command in ("sweep", "plot", "tune"):
             return args.func(args)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "compose": _cmd_compose,
                     "randomizers": _cmd_randomizers,
