@@ -34,15 +34,29 @@ def test_readme_has_examples_with_outputs():
     assert len(_examples()) >= 2
 
 
+# One namespace per test process, as a reader runs the examples: in order, each once. A test
+# whose earlier examples ran in this process continues from there; an out-of-order one starts
+# again from the first example (under xdist a process may see any subset of the indices).
+_SESSION: dict = {"namespace": None, "ran": 0}
+
+
+def _namespace_before(index: int) -> dict:
+    if _SESSION["namespace"] is None or _SESSION["ran"] > index:
+        _SESSION.update(namespace={"__name__": "__readme__"}, ran=0)
+    for code, _ in _examples()[_SESSION["ran"]:index]:  # earlier examples may define names later ones use
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(code, "README.md", "exec"), _SESSION["namespace"])  # noqa: S102
+        _SESSION["ran"] += 1
+    return _SESSION["namespace"]
+
+
 @pytest.mark.parametrize("index", range(len(_examples())))
 def test_python_example_prints_its_output(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__readme__"}
-    for code, _ in _examples()[:index]:  # earlier examples may define names later ones use
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    namespace = _namespace_before(index)
     code, expected = _examples()[index]
     buf = io.StringIO()
+    _SESSION["ran"] = index + 1
     with contextlib.redirect_stdout(buf):
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
     assert buf.getvalue().strip().splitlines() == expected.strip().splitlines()
