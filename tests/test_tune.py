@@ -223,3 +223,24 @@ def test_cli_tune_json_and_errors(capsys):
         assert main(["tune"] + [x for kv in base.items() for x in kv]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"jaxshuffle: error: {name}") and "\n" not in err
+
+
+@pytest.mark.slow
+def test_calibrate_eps0_under_composition():
+    """rounds=T: the returned eps0's T-fold composition is certified <= target (independent
+    shuffled_round + compose), the reported infeasible neighbour's is not, and T rounds need a
+    smaller eps0 than one."""
+    from jaxshuffle.accountant import calibrate_eps0
+
+    c = calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rounds=5, rtol=1e-2)
+    assert int(c.status) == 0
+    v, o = float(c.value), float(c.over)
+    assert o - v <= 1e-2 * o
+    up_v = float(compose([(shuffled_round(R.grr(v, 10), 10_000, rounds=5), 5)], DELTA).upper)
+    up_o = float(compose([(shuffled_round(R.grr(o, 10), 10_000, rounds=5), 5)], DELTA).upper)
+    assert up_v <= 1.0 < up_o
+    assert float(c.upper) == up_v
+    one = calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rtol=1e-2, upper_from="worst-case")
+    assert v < float(one.value)
+    with pytest.raises(ValueError, match="^rounds"):
+        calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rounds=0)

@@ -84,8 +84,17 @@ def _check_target(target) -> None:
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
                    engine_rtol: float = 1e-6, max_probes: int = 200, upper_from: str = "best",
-                   **options) -> Calibration:
+                   rounds: int = 1, discretization: float | None = None, **options) -> Calibration:
     """Largest local eps0 whose *certified* amplified epsilon is ``<= target_eps`` at ``(n, delta)``.
+
+    With ``rounds = T > 1``: the largest common eps0 whose **T-fold composition** is certified
+    ``<= target_eps`` at ``delta`` (the same users in every round): each probe composes ``T``
+    copies of the round's certified PLD (:func:`~jaxshuffle.accountant.pld.shuffled_round` of the
+    worst-case variation-ratio pair, grid ``discretization``, default
+    :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds) with
+    :func:`~jaxshuffle.accountant.compose.compose`, upper side (``upper_from`` and
+    ``scaled_variant`` do not apply). Points are probed one by one (numpy + FFT), so keep the
+    batch small. ``upper`` is then the certified composed epsilon at ``value``.
 
     Args:
       randomizer: a catalog name with an ``eps0`` option (other options as keyword
@@ -118,7 +127,14 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     target_np = np.broadcast_to(np.asarray(target), shape)
     n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
 
+    if isinstance(rounds, bool) or not float(rounds) == int(rounds) or int(rounds) < 1:
+        raise ValueError(f"rounds: must be an integer >= 1, got {rounds!r}")
+    rounds = int(rounds)
+
     def upper_at(x):
+        if rounds > 1:
+            return _composed_upper(family, np.asarray(x, np.float64), np.asarray(n_b), np.asarray(d_b), rounds,
+                                   discretization)
         return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
                                   with_paper=False, upper_from=upper_from).upper)
 
@@ -136,6 +152,20 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
                        jnp.asarray(status), probes)
+
+
+def _composed_upper(family, eps0, n, delta, rounds: int, discretization) -> np.ndarray:
+    """Certified epsilon of ``rounds`` compositions of the shuffled round at each point (upper side)."""
+    from jaxshuffle.accountant.compose import compose
+    from jaxshuffle.accountant.pld import shuffled_round
+
+    out = np.empty(eps0.shape)
+    for idx in np.ndindex(eps0.shape):
+        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx] if jnp.ndim(a) else a,
+                                        family(jnp.asarray(eps0[idx])))
+        r = shuffled_round(params, float(n[idx]), discretization=discretization, rounds=rounds)
+        out[idx] = float(compose([(r, rounds)], float(delta[idx])).upper)
+    return out
 
 
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
