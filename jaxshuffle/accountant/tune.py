@@ -195,17 +195,19 @@ def _round(family: str, options: tuple, n: float, eps0: float, discretization: f
     return shuffled_round(Query(family, n, 1, options).randomizer(eps0), n, discretization=discretization)
 
 
-def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: float):
+def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: float, cached: bool = True):
     """Certified composed ``(lower, upper)`` of the queries at ``eps0`` (:func:`compose`, from scratch).
 
     ``upper`` is an upper bound on the composed release's epsilon at ``delta``; ``lower`` the
-    composed pairs' epsilon from below (how tight ``upper`` is numerically).
+    composed pairs' epsilon from below (how tight ``upper`` is numerically). ``cached=False``
+    rebuilds every round PLD (no reuse of earlier probes).
     """
     from jaxshuffle.accountant.compose import compose
 
     queries = _check_queries(queries)
     eps0 = np.asarray(eps0, np.float64).reshape(-1)
-    rounds = [(_round(q.family, q.options, q.n, float(e), float(discretization)), q.count)
+    build = _round if cached else _round.__wrapped__
+    rounds = [(build(q.family, q.options, q.n, float(e), float(discretization)), q.count)
               for q, e in zip(queries, eps0)]
     b = compose(rounds, delta)
     return float(b.lower), float(b.upper)
@@ -430,8 +432,9 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
         direction = np.asarray(alloc[j])
         c, lower, upper, _ = _certify_scale(queries, direction, target, delta, disc, r)
         eps0 = c * direction
-        lower, upper = certified_epsilon(queries, eps0, delta, discretization=disc)  # from scratch
-        assert upper <= target, (upper, target)
+        lower, upper = certified_epsilon(queries, eps0, delta, discretization=disc, cached=False)  # from scratch
+        if not upper <= target:  # the probe at c was feasible: the same computation again must be
+            raise RuntimeError(f"recomputed certified upper {upper} exceeds the target {target} (a bug)")
         equal = np.full(m, float(np.mean(direction)))
         cb, blo, bup, _ = _certify_scale(queries, equal, target, delta, disc, r)
         out.append(TuneResult(
