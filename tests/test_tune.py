@@ -71,26 +71,16 @@ def _check_first_order_optimality(r):
     """lambda_i = -dU/deps0_i / dE/deps0_i equal across queries (KKT) at the returned eps0.
 
     With E the surrogate: within 2 % (measured 0.6 %, after the re-aiming pass; the common scale
-    factor is 0.9988). With E the certified upper (central differences, step 0.1, grid 2e-4): the
-    spread is 36 %, a known limitation: the surrogate (a CLT) underestimates the certified marginal
-    cost at the largest eps0 (7.5, about 180 blanket messages) by about 20 %, so the allocation is
-    KKT for the surrogate, not exactly for the certified bound (the 2-query grid test bounds what
-    that costs in utility)."""
+    factor is 0.9988). With E the certified upper (central differences, step 0.1, grid 2e-4) the
+    spread was measured once at 36 % and is NOT asserted (a limitation, not a property): the
+    surrogate (a CLT) underestimates the certified marginal cost at the largest eps0 (7.5, about
+    180 blanket messages) by about 20 %, so the allocation is KKT for the surrogate, not exactly
+    for the certified bound (the 2-query grid test bounds what that costs in utility)."""
     qs = _three()
     gu = np.asarray(jax.grad(default_utility(qs))(jnp.asarray(r.eps0)))
     gs = np.asarray(jax.grad(lambda e: surrogate_epsilon(qs, e, DELTA))(jnp.asarray(r.eps0)))
     lam = -gu / gs
     assert lam.max() / lam.min() - 1 < 0.02  # measured 0.6 %
-    h, d = 0.1, 2e-4
-    fd = []
-    for i in range(3):
-        ep, em = r.eps0.copy(), r.eps0.copy()
-        ep[i] += h
-        em[i] -= h
-        fd.append((certified_epsilon(qs, ep, DELTA, discretization=d)[1]
-                   - certified_epsilon(qs, em, DELTA, discretization=d)[1]) / (2 * h))
-    lam_c = -gu / np.array(fd)
-    assert lam_c.max() / lam_c.min() - 1 < 0.45  # measured 36 %: see the docstring
 
 
 @pytest.mark.slow
