@@ -71,6 +71,8 @@ def metric_exponential_log_matrix(d01, d02, d12) -> jax.Array:
 def metric_exponential(d01, d02, d12) -> VRParams:
     """The exponential mechanism for metric LDP on 3 options {0, 1, 2}; the victim's inputs are 0 and 1.
 
+    Not a row of the seed tables: the paper's Appendix I example, in the metric framework of Table 3.
+
     ``P(y | x) = exp(-D(x, y)/2) / Z_x`` (:func:`metric_exponential_log_matrix`), D-private: each
     factor changes by at most ``e^{D(x, x')/2}``. Read off the matrix (docs/math.md section 16.7):
     ``p = max_y max(P(y|0)/P(y|1), P(y|1)/P(y|0))`` (at most ``e^{d01}``),
