@@ -6,6 +6,7 @@ run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally
 """
 import gc
 import os
+import signal
 
 # The test process runs without the persistent caches: one run of the full suite aborted inside
 # JAX's compilation-cache write (jax 0.10.2, a large CPU executable); tests of the caches set
@@ -47,3 +48,11 @@ def _float64_and_no_cache_guard():
     # A test that turned JAX's persistent cache on in this process would expose every later test to
     # the cache-write abort; in-process CLI calls must keep JAXSHUFFLE_CACHE=off.
     assert not jax.config.jax_compilation_cache_dir, "a test enabled the persistent compilation cache"
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt), whatever the test runner installed."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

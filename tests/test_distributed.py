@@ -47,12 +47,6 @@ def client():
         yield c
 
 
-@pytest.fixture
-def default_sigint():
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, old)
-
 
 def test_dask_client_is_byte_identical_to_local(tmp_path, client, reference):
     res = sw.sweep(**SMALL, out=tmp_path / "dask", executor=client)

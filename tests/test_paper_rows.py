@@ -444,13 +444,17 @@ def _rr2_exact_eps(eps0, n, m, delta):
 
     a = math.exp(eps0) / (math.exp(eps0) + 1)
     S = np.convolve(binom.pmf(np.arange(m + 1), m, a), binom.pmf(np.arange(n - m), n - 1 - m, 1 - a))
-    P0, P1 = np.convolve(S, [a, 1 - a]), np.convolve(S, [1 - a, a])
+    return _laws_eps(np.convolve(S, [a, 1 - a]), np.convolve(S, [1 - a, a]), delta)
 
+
+def _laws_eps(P, Q, delta, hi=30.0):
+    """Smallest eps (bisection, upper end) with max(D_{e^eps}(P||Q), D_{e^eps}(Q||P)) <= delta, from the
+    definition of the hockey-stick divergence on two enumerated output laws."""
     def d(e):
         t = math.exp(e)
-        return max(np.maximum(P0 - t * P1, 0).sum(), np.maximum(P1 - t * P0, 0).sum())
+        return max(np.maximum(P - t * Q, 0).sum(), np.maximum(Q - t * P, 0).sum())
 
-    lo, hi = 0.0, 30.0
+    lo = 0.0
     for _ in range(100):
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if d(mid) <= delta else (mid, hi)
@@ -496,17 +500,7 @@ def _n2_exact_eps(M, x0, x1, other, delta):
                 out[min(y1, y2), max(y1, y2)] += M[x, y1] * M[other, y2]
         return out.ravel()
 
-    P, Q = law(x0), law(x1)
-
-    def d(e):
-        t = math.exp(e)
-        return max(np.maximum(P - t * Q, 0).sum(), np.maximum(Q - t * P, 0).sum())
-
-    lo, hi = 0.0, 30.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if d(mid) <= delta else (mid, hi)
-    return hi
+    return _laws_eps(law(x0), law(x1), delta)
 
 
 def test_q0_q1_pair_is_not_an_upper_bound_for_the_3_option_exponential_mechanism():

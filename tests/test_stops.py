@@ -147,13 +147,6 @@ def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | 
 SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=4, devices=1, quiet=True)
 
 
-@pytest.fixture
-def default_sigint():
-    """Python's own SIGINT handler (KeyboardInterrupt), whatever the test runner installed."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, old)
-
 
 def test_api_keyboard_interrupt_leaves_a_consistent_store(tmp_path, monkeypatch, default_sigint):
     out = tmp_path / "api"
