@@ -6,12 +6,14 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from jaxshuffle._config import f64
 from jaxshuffle.randomizers.params import (
     BLANKET,
     Arg,
     Inputs,
     LowerParams,
     VRParams,
+    blanket_messages,
 )
 
 
@@ -217,9 +219,7 @@ def lower_n_blanket(name: str, n, blanket_per_user):
     if name not in LOWER_OTHERS_JOIN_BLANKET:
         raise ValueError(f"name: no multi-message lower parameters for {name!r}; "
                          f"choose one of {sorted(LOWER_OTHERS_JOIN_BLANKET)}")
-    lp = LowerParams(*(jnp.zeros(()),) * 4, blanket_per_user=jnp.asarray(blanket_per_user, jnp.float64),
-                     others_join_blanket=LOWER_OTHERS_JOIN_BLANKET[name])
-    return lp.n_blanket(n)
+    return blanket_messages(n, f64(blanket_per_user), LOWER_OTHERS_JOIN_BLANKET[name])
 
 
 def _multi_message(name: str, lp: LowerParams, blanket_per_user) -> LowerParams:

@@ -23,6 +23,20 @@ from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
 # Parameter containers
 # --------------------------------------------------------------------------------------
 
+def blanket_messages(n, blanket_per_user=None, others_join: bool = False) -> jax.Array:
+    """Blanket messages ("other users" of a two-count pair) among ``n`` users.
+
+    ``n - 1`` other users' messages for a single-message randomizer (``blanket_per_user`` None);
+    for a multi-message protocol ``n m`` (every user, the victim included, sends ``m``), plus the
+    ``n - 1`` others' own messages where they join the blanket (``others_join``: a lower pair whose
+    others' messages are distributed like blanket messages on its marker sets).
+    """
+    n = f64(n)
+    if blanket_per_user is None:
+        return n - 1.0
+    return n * blanket_per_user + ((n - 1.0) if others_join else 0.0)
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class KaryRR:
@@ -68,10 +82,7 @@ class VRParams:
         ``n - 1`` for a single-message randomizer, ``n * blanket_per_user`` for a
         multi-message protocol (every user, the victim included, sends blanket messages).
         """
-        n = f64(n)
-        if self.blanket_per_user is None:
-            return n - 1.0
-        return n * self.blanket_per_user
+        return blanket_messages(n, self.blanket_per_user)
 
     def pair(self) -> TwoCountPair:
         """The paper's Theorem 4.7 pair ``vr_pair(p, beta, q)`` (certified only at worst-case beta)."""
@@ -105,10 +116,7 @@ class LowerParams:
     def n_blanket(self, n) -> jax.Array:
         """Blanket messages of the lower pair among ``n`` users: ``n - 1`` others (single message),
         or ``n m`` plus, where they join it, the ``n - 1`` others' own messages (multi-message)."""
-        n = f64(n)
-        if self.blanket_per_user is None:
-            return n - 1.0
-        return n * self.blanket_per_user + ((n - 1.0) if self.others_join_blanket else 0.0)
+        return blanket_messages(n, self.blanket_per_user, self.others_join_blanket)
 
 
 # --------------------------------------------------------------------------------------
