@@ -154,6 +154,22 @@ def test_surrogate_gradients_vs_finite_differences_of_certified():
     assert gd == pytest.approx(fdd, rel=0.2)
 
 
+def test_surrogate_n_gradient_vs_finite_differences_of_certified():
+    """d surrogate/d n_i (three queries, eps0 = 4, 5, 6) vs central differences (n +- 10 %) of the
+    certified composed upper. Allowed error: the FD's grid resolution (each certified value is on a
+    grid of ``d``: ``d/h``) plus 5 % for the surrogate's CLT approximation (measured 0.3-4 %)."""
+    ks, eps0, d, h = (2, 10, 100), np.array([4.0, 5.0, 6.0]), 2e-4, 10_000
+    qs = [query("grr", n=N, k=k) for k in ks]
+    g = np.asarray(jax.grad(lambda n: surrogate_epsilon(qs, jnp.asarray(eps0), DELTA, n=n))(jnp.full(3, float(N))))
+    for i in range(3):
+        up = [query("grr", n=N + h * (j == i), k=k) for j, k in enumerate(ks)]
+        dn = [query("grr", n=N - h * (j == i), k=k) for j, k in enumerate(ks)]
+        fd = (certified_epsilon(up, eps0, DELTA, discretization=d)[1]
+              - certified_epsilon(dn, eps0, DELTA, discretization=d)[1]) / (2 * h)
+        assert fd < 0
+        assert abs(g[i] - fd) <= d / h + 0.05 * abs(fd)
+
+
 def test_custom_utility_and_optimizer():
     import optax
 

@@ -115,9 +115,12 @@ def _check_queries(queries) -> tuple[Query, ...]:
 # Surrogate (smooth, JAX)
 # ----------------------------------------------------------------------------------------------
 
-def round_mu(queries: Sequence[Query], eps0: jax.Array) -> jax.Array:
-    """Per-query GDP parameter ``mu_i`` of one round (module docstring, step 1); differentiable."""
+def round_mu(queries: Sequence[Query], eps0: jax.Array, n: jax.Array | None = None) -> jax.Array:
+    """Per-query GDP parameter ``mu_i`` of one round (module docstring, step 1); differentiable
+    in ``eps0`` and in ``n`` (a vector of user counts replacing the queries' own ``n``; a
+    continuous extension of the integer count, for ``d/dn``)."""
     eps0 = jnp.reshape(f64(eps0), (-1,))
+    users = [q.n for q in queries] if n is None else jnp.reshape(f64(n), (-1,))
     mus = []
     for i, q in enumerate(queries):
         params = q.randomizer(eps0[i])
@@ -126,7 +129,7 @@ def round_mu(queries: Sequence[Query], eps0: jax.Array) -> jax.Array:
         u, v = p * alpha, alpha
         r = alpha * p / qq  # r0 = r1 (symmetric pair): h = 1/2
         s = 2.0 * r
-        others = f64(params.n_blanket(q.n))
+        others = f64(params.n_blanket(users[i]))
         cp = (u - v) / (u + v)
         mus.append(cp / jnp.sqrt(others * s * 0.25))
     return jnp.stack(mus)
@@ -156,14 +159,15 @@ def _gdp_epsilon_jvp(primals, tangents):
     return eps, (jax.scipy.stats.norm.pdf(a) * dmu - ddelta) / denom
 
 
-def surrogate_epsilon(queries: Sequence[Query], eps0, delta) -> jax.Array:
+def surrogate_epsilon(queries: Sequence[Query], eps0, delta, n=None) -> jax.Array:
     """Smooth surrogate of the composed epsilon: ``gdp_epsilon(sqrt(sum count_i mu_i^2), delta)``.
 
-    An approximation, not a bound (module docstring); differentiable in ``eps0`` and ``delta``.
+    An approximation, not a bound (module docstring); differentiable in ``eps0``, ``delta`` and
+    ``n`` (optional per-query user counts replacing the queries' own, see :func:`round_mu`).
     """
     queries = _check_queries(queries)
     counts = jnp.asarray([q.count for q in queries], jnp.float64)
-    mu = jnp.sqrt(jnp.sum(counts * round_mu(queries, eps0) ** 2))
+    mu = jnp.sqrt(jnp.sum(counts * round_mu(queries, eps0, n) ** 2))
     return gdp_epsilon(mu, f64(delta))
 
 
