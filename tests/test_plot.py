@@ -402,3 +402,18 @@ def test_composition_curve_lines_and_errors(tmp_path):
         jplot.composition_curve([])
     with pytest.raises(ValueError, match="no finite certified epsilon"):
         jplot.composition_curve([{"rounds": 1, "delta": 1e-6, "upper": None, "basic": None, "advanced": None}])
+
+
+def test_tuning_front_draws_tuned_and_equal_split(tmp_path):
+    from jaxshuffle.accountant.tune import ParetoFront
+
+    front = ParetoFront(targets=np.array([0.5, 1.0]), upper=np.array([0.49, 0.99]), utility=np.array([4e-6, 1.5e-6]),
+                        baseline_upper=np.array([0.495, 0.992]), baseline_utility=np.array([7e-6, 2.5e-6]),
+                        eps0=np.ones((2, 3)), results=())
+    out = tmp_path / "front.png"
+    ax = jplot.tuning_front(front, out)
+    lines = ax.get_lines()
+    assert [ln.get_label() for ln in lines] == ["tuned (certified)", "equal split (certified)"]
+    assert np.array_equal(lines[0].get_xdata(), front.upper) and np.array_equal(lines[1].get_ydata(),
+                                                                                front.baseline_utility)
+    assert out.stat().st_size > 0

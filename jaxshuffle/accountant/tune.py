@@ -474,28 +474,3 @@ def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer
     return ParetoFront(targets, np.array([r.upper for r in res]), np.array([r.utility for r in res]),
                        np.array([r.baseline_upper for r in res]), np.array([r.baseline_utility for r in res]),
                        np.stack([r.eps0 for r in res]), tuple(res))
-
-
-def plot_pareto(front: ParetoFront, path=None, ax=None):
-    """Utility (log scale) against certified composed epsilon: tuned vs equal split (matplotlib)."""
-    import matplotlib
-
-    if ax is None:
-        if path is not None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-    else:
-        fig = ax.figure
-    ax.plot(front.upper, front.utility, "o-", label="tuned (certified)")
-    ax.plot(front.baseline_upper, front.baseline_utility, "s--", label="equal split (certified)")
-    ax.set_xlabel("certified composed epsilon")
-    ax.set_ylabel("total MSE")
-    ax.set_yscale("log")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    if path is not None:
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-    return ax
