@@ -375,3 +375,46 @@ def test_progress_is_silent_without_a_terminal_or_when_quiet():
         p.update(5, work=1.0, dt=1.0, compiled=True, work_left=1.0, programs_left=0)
         p.close()
         assert p.bar is None and stream.getvalue() == ""
+
+
+# ------------------------------------------------------------------------------ Ctrl-C while starting
+
+_SLOW_IMPORT = """
+import sys, time
+import jaxshuffle_launcher
+
+class SlowImport:  # holds the import of jaxshuffle.cli, as a slow start of JAX would
+    def find_spec(self, name, path=None, target=None):
+        if name == "jaxshuffle.cli":
+            print("importing", flush=True)
+            time.sleep(60)
+        return None
+
+sys.meta_path.insert(0, SlowImport())
+sys.argv[1:] = ["info"]
+sys.exit(jaxshuffle_launcher.main())
+"""
+
+
+def test_ctrl_c_while_the_console_script_imports_prints_one_line():
+    """The console script (pyproject: jaxshuffle_launcher:main) stops cleanly during its imports."""
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT], env=_env(), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "importing\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err == "jaxshuffle: interrupted (SIGINT) while starting\n"
+
+
+def test_console_script_runs_the_cli():
+    launch = "import sys, jaxshuffle_launcher; sys.exit(jaxshuffle_launcher.main())"
+    argv = ["epsilon", "--randomizer", "general", "--eps0", "-1", "--n", "10", "--delta", "1e-6"]
+    done = subprocess.run([sys.executable, "-c", launch, *argv], env=_env(), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("jaxshuffle: error: eps0")
