@@ -271,3 +271,29 @@ def test_discrete_pld_fields():
     assert isinstance(r.upper_forward, DiscretePLD) and r.upper_forward.pessimistic
     assert not r.lower_forward.pessimistic and r.lower_forward.infinity_mass == 0.0
     assert r.certified and r.max_loss == pytest.approx(1.0)
+
+
+def test_composed_epsilon_is_the_smallest_certified_bound():
+    """docs/math.md 13.8: basic, advanced (DRV 2010 Thm III.3) and the PLD, each recomputed here."""
+    from jaxshuffle.accountant import composed_epsilon
+
+    rand, n = R.general(1.0), 5_000  # no blanket engine: keeps the test fast
+    c = composed_epsilon(rand, n, [1, 30], [1e-5, 1e-7])
+    assert c.upper.shape == c.upper_source.shape == (2, 2)
+    Ts, ds = np.array([1, 30, 1, 30]), np.array([1e-5, 1e-5, 1e-7, 1e-7])
+    one = np.asarray(js.amplify(rand, n, np.concatenate([ds / Ts, ds / (2 * Ts)])).upper)
+    for i, T in enumerate((1, 30)):
+        for j, d in enumerate((1e-5, 1e-7)):
+            basic = T * one[2 * j + i]
+            e = one[4 + 2 * j + i]
+            advanced = min(math.sqrt(2 * T * math.log(2 / d)) * e + T * e * math.expm1(e), basic)
+            assert c.basic[i, j] == pytest.approx(basic, rel=1e-12)
+            assert c.advanced[i, j] == pytest.approx(advanced, rel=1e-12)
+            values = {"basic": basic, "advanced": advanced, "PLD": c.pld[i, j]}
+            assert c.upper[i, j] == pytest.approx(min(values.values()), rel=1e-12)
+            assert values[str(c.upper_source[i, j])] == pytest.approx(c.upper[i, j], rel=1e-12)
+    assert c.upper_source[1, 0] == "PLD" and c.lower[1, 0] <= c.pld[1, 0]
+    with pytest.raises(ValueError, match="rounds: must be integers >= 1"):
+        composed_epsilon(rand, n, [0], 1e-6)
+    with pytest.raises(ValueError, match="delta: must lie in"):
+        composed_epsilon(rand, n, [2], 1.0)

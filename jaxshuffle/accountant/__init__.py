@@ -18,6 +18,8 @@ Modules (one concept each):
   (:func:`shuffled_round`, :func:`round_pld`, pessimistic and optimistic), and its RDP (:func:`rdp`);
 * :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
   :func:`epsilon_over_rounds`), every error on the safe side;
+* :mod:`~jaxshuffle.accountant.rounds`: :func:`composed_epsilon` (T rounds of one randomizer: the
+  smallest certified bound of PLD, basic and advanced composition);
 * :mod:`~jaxshuffle.accountant.tune`: :func:`tune` (per-query eps0 under one certified composed
   budget, optax on a smooth surrogate, certified at the end), :func:`pareto_front`;
 * :mod:`~jaxshuffle.accountant.interop`: :func:`to_dp_accounting`, :func:`from_dp_accounting`
@@ -38,11 +40,12 @@ from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, cali
 from jaxshuffle.accountant.compose import CompositionBound, compose, epsilon_over_rounds
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
+from jaxshuffle.accountant.rounds import ComposedEpsilon, composed_epsilon
 from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_front, query, tune
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
-           "CompositionBound", "compose", "epsilon_over_rounds", "DiscretePLD", "RoundPLD", "rdp", "round_pld",
-           "shuffled_round", "from_dp_accounting", "to_dp_accounting",
+           "CompositionBound", "compose", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
+           "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]

@@ -128,22 +128,9 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     _add_upper_from(pe)
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
-    po = sub.add_parser("compose", help="certified epsilon of T shuffled rounds, composed (PLD + FFT)",
-                        description="Composed (eps, delta) of T rounds of n users' shuffled messages: the "
-                                    "certified pair's privacy-loss distribution, composed by FFT with every error "
-                                    "on the safe side (docs/math.md section 13), next to basic and advanced "
-                                    "composition of the one-round bound.", **common)
-    po.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
-    _add_entry_options(po, entry)
-    po.add_argument("--n", type=float, required=True, help="number of users (integer >= 1)")
-    po.add_argument("--rounds", type=_grid, required=True, metavar="T[,T...]",
-                    help="numbers of rounds (integers >= 1; a grid such as 1..1000:20 is rounded to integers)")
-    po.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
-    po.add_argument("--discretization", type=float, default=None,
-                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
-    po.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
-    po.add_argument("--plot", default=None, metavar="PNG",
-                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
+    from jaxshuffle.cli.compose import add_compose_parser
+
+    add_compose_parser(sub, entry)
 
     pc = sub.add_parser("calibrate", help="largest eps0 (given --n) or smallest n (given --eps0) meeting a target",
                         description="Certified inverse calibration: with --n, the largest eps0 whose certified "
@@ -330,10 +317,6 @@ def _cmd_epsilon(args) -> int:
     return 0
 
 
-def _or_inf(x):
-    return math.inf if x is None else x
-
-
 def _check_output_path(param: str, path: str) -> None:
     """Refuse an output file that cannot be written, before any computation (and matplotlib present)."""
     target = Path(path)
@@ -350,70 +333,6 @@ def _check_output_path(param: str, path: str) -> None:
         jplot._require_matplotlib()
     except ImportError as exc:
         raise UsageError(f"{param}: {exc}") from None
-
-
-def _cmd_compose(args) -> int:
-    from jaxshuffle.accountant import amplify
-    from jaxshuffle.accountant.compose import epsilon_over_rounds
-    from jaxshuffle.accountant.pld import shuffled_round
-
-    entry = _entry(args.randomizer)
-    opts = _entry_options(args, entry)
-    for k, v in opts.items():
-        if len(v) != 1:
-            raise UsageError(f"{k}: compose takes one value per randomizer option, got {len(v)}")
-    params = entry.fn(**{k: v[0] for k, v in opts.items()})
-    rounds = np.asarray(args.rounds, np.float64)
-    if not np.all(np.isfinite(rounds) & (rounds >= 1)):
-        raise UsageError("rounds: must be integers >= 1")
-    rounds = np.unique(np.round(rounds)).astype(np.int64)
-    delta = np.asarray(args.delta, np.float64)
-    if not np.all((delta > 0) & (delta < 1)):
-        raise UsageError("delta: must lie in (0, 1)")
-    if args.plot is not None:
-        _check_output_path("plot", args.plot)
-    r = shuffled_round(params, args.n, discretization=args.discretization, rounds=int(rounds.max()))
-    comp = epsilon_over_rounds(r, rounds, delta)
-    # Basic composition: T rounds of (eps1, delta/T). Advanced (Dwork, Rothblum, Vadhan 2010):
-    # T rounds of (eps1, delta/(2T)) with delta' = delta/2.
-    T_col, d_col = rounds[:, None] * np.ones_like(delta)[None, :], np.ones_like(rounds)[:, None] * delta[None, :]
-    one = amplify(params, args.n, np.concatenate([(d_col / T_col).ravel(), (d_col / (2 * T_col)).ravel()]))
-    e_basic, e_adv1 = np.split(np.asarray(one.upper), 2)
-    e_basic, e_adv1 = e_basic.reshape(T_col.shape), e_adv1.reshape(T_col.shape)
-    basic = T_col * e_basic
-    advanced = np.sqrt(2 * T_col * np.log(2 / d_col)) * e_adv1 + T_col * e_adv1 * np.expm1(e_adv1)
-    advanced = np.minimum(advanced, basic)
-    # Each of the three is a certified bound on the T-fold composition; the smallest final bound is
-    # reported (never a pointwise minimum of privacy curves, which is not a dominating pair).
-    candidates = np.stack([basic, advanced, np.asarray(comp.upper)])  # ties go to the simpler rule
-    pick = np.argmin(np.where(np.isfinite(candidates), candidates, np.inf), axis=0)
-    sources = ("basic", "advanced", "PLD")
-    rows = []
-    for i, T in enumerate(rounds):
-        for j, d in enumerate(delta):
-            rows.append({"randomizer": args.randomizer, "options": {k: float(v[0]) for k, v in opts.items()},
-                         "n": float(args.n), "rounds": int(T), "delta": float(d),
-                         "upper": _num(candidates[pick[i, j], i, j]), "upper_source": sources[pick[i, j]],
-                         "pld": _num(comp.upper[i, j]), "lower": _num(comp.lower[i, j]),
-                         "basic": _num(basic[i, j]), "advanced": _num(advanced[i, j]),
-                         "discretization": r.upper_forward.discretization})
-    if args.plot is not None:
-        from jaxshuffle import plot as jplot
-
-        jplot.composition_curve(rows, args.plot)
-    if args.json:
-        print(json.dumps(rows, indent=1, allow_nan=False))
-        return 0
-    print(_assumptions(entry, args.randomizer) + " The same users take part in every round.")
-    print("  certified eps: the smallest of three certified bounds on the T rounds: the PLD composition of the "
-          "worst-case pair, and basic and advanced composition of the one-round bound (for k-RR the blanket pair).")
-    print(f"  {'T':>7} {'delta':>9} {'certified eps':>14} {'from':>8} {'PLD':>10} {'(pair, from below)':>19} "
-          f"{'basic':>10} {'advanced':>10}")
-    for row in rows:
-        print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {_fmt(_or_inf(row['upper'])):>14} {row['upper_source']:>8} "
-              f"{_fmt(_or_inf(row['pld'])):>10} {_fmt(row['lower']):>19} {_fmt(_or_inf(row['basic'])):>10} "
-              f"{_fmt(_or_inf(row['advanced'])):>10}")
-    return 0
 
 
 def _cmd_calibrate(args) -> int:
@@ -632,9 +551,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
-        if args.command in ("sweep", "plot", "tune"):
+        if args.command in ("sweep", "plot", "tune", "compose"):
             return args.func(args)
-        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate, "compose": _cmd_compose,
+        commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate,
                     "randomizers": _cmd_randomizers,
                     "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
         return commands[args.command](args)

@@ -1,0 +1,108 @@
+"""Certified epsilon of T rounds of one shuffled randomizer: the smallest of several certified bounds.
+
+For each number of rounds ``T`` and each total ``delta`` (docs/math.md section 13.8), each of these
+is by itself a certified upper bound on the epsilon of the T-fold composition:
+
+* ``pld``: the PLD composition (:mod:`~jaxshuffle.accountant.compose`) of the worst-case two-count
+  pair, a dominating pair of every round at every eps;
+* ``basic``: ``T eps_1(delta/T)``, where ``eps_1(d)`` is the certified one-round bound of
+  :func:`~jaxshuffle.accountant.amplify` (for k-ary RR the blanket pair's);
+* ``advanced`` (Dwork, Rothblum and Vadhan 2010, Thm III.3): with ``e = eps_1(delta/(2T))``,
+  ``sqrt(2 T log(2/delta)) e + T e (e^e - 1)`` (capped by ``basic``).
+
+``upper`` is the smallest of these *final* numbers (ties go to the simpler rule); a pointwise
+minimum of two privacy curves is never composed (it need not be any dominating pair's curve).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxshuffle._config import check
+
+#: ``upper_source`` values, in order of preference on ties.
+SOURCES = ("basic", "advanced", "PLD")
+
+
+class ComposedEpsilon(NamedTuple):
+    """Certified epsilon of ``T`` rounds at total ``delta``; every array has shape ``(len(rounds), len(delta))``.
+
+    rounds: the numbers of rounds (int64, shape ``(R,)``); delta: the total deltas (shape ``(D,)``).
+    upper: the smallest of ``pld``, ``basic`` and ``advanced`` (an upper bound on the composed
+      mechanism's epsilon; ``inf`` where none is finite).
+    upper_source: which of :data:`SOURCES` gave ``upper`` (a str array).
+    pld: PLD composition of the worst-case pair (upper bound).
+    lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
+      not a lower bound on the mechanism).
+    basic, advanced: basic and advanced composition of the certified one-round bound (upper bounds).
+    discretization: the loss grid of the PLD composition.
+    """
+
+    rounds: np.ndarray
+    delta: np.ndarray
+    upper: np.ndarray
+    upper_source: np.ndarray
+    pld: np.ndarray
+    lower: np.ndarray
+    basic: np.ndarray
+    advanced: np.ndarray
+    discretization: float
+
+
+def basic_composition(eps1, rounds):
+    """``T eps_1``: T rounds that are each ``(eps_1, delta/T)``-DP are ``(T eps_1, delta)``-DP (upper bound)."""
+    return np.asarray(rounds, np.float64) * np.asarray(eps1, np.float64)
+
+
+def advanced_composition(eps1, rounds, delta):
+    """``sqrt(2 T log(2/delta)) eps_1 + T eps_1 (e^{eps_1} - 1)``: T rounds that are each
+    ``(eps_1, delta/(2T))``-DP are ``(that, delta)``-DP (Dwork, Rothblum and Vadhan 2010, Thm III.3,
+    with ``delta' = delta/2``; an upper bound)."""
+    eps1, T, delta = (np.asarray(x, np.float64) for x in (eps1, rounds, delta))
+    return np.sqrt(2.0 * T * np.log(2.0 / delta)) * eps1 + T * eps1 * np.expm1(eps1)
+
+
+def _check_rounds_delta(rounds, delta) -> tuple[np.ndarray, np.ndarray]:
+    rounds = np.atleast_1d(np.asarray(rounds, np.float64))
+    delta = np.atleast_1d(np.asarray(delta, np.float64))
+    check((rounds.ndim == 1) & (delta.ndim == 1), "rounds, delta", "must be scalars or 1-d arrays")
+    check(np.isfinite(rounds) & (rounds >= 1) & (rounds == np.floor(rounds)), "rounds",
+          "must be integers >= 1", value=rounds)
+    check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
+    return rounds.astype(np.int64), delta
+
+
+def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | None = None) -> ComposedEpsilon:
+    """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
+
+    Args:
+      randomizer: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``).
+      n: number of users (an integer >= 2); the same users take part in every round.
+      rounds: numbers of rounds ``T`` (integers >= 1, scalar or 1-d).
+      delta: total deltas of the ``T`` rounds, in (0, 1) (scalar or 1-d).
+      discretization: loss grid of the PLD composition (default: about 1e-3 relative accuracy at
+        ``max(rounds)``, :func:`~jaxshuffle.accountant.pld.default_discretization`).
+
+    Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of three certified
+    bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
+    """
+    from jaxshuffle.accountant.amplify import amplify
+    from jaxshuffle.accountant.compose import epsilon_over_rounds
+    from jaxshuffle.accountant.pld import shuffled_round
+
+    rounds, delta = _check_rounds_delta(rounds, delta)
+    r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+    comp = epsilon_over_rounds(r, rounds, delta)
+    T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
+    one = np.asarray(amplify(randomizer, n, np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])).upper)
+    e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
+    basic = basic_composition(e_basic, T)
+    advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
+    pld = np.asarray(comp.upper)
+    candidates = np.stack([basic, advanced, pld])
+    pick = np.argmin(np.where(np.isfinite(candidates), candidates, np.inf), axis=0)
+    upper = np.take_along_axis(candidates, pick[None], axis=0)[0]
+    return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], pld, np.asarray(comp.lower),
+                           basic, advanced, float(r.upper_forward.discretization))
