@@ -484,6 +484,28 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
 # Planning (eager numpy) and the search.
 
 
+def plan_geometry(f: SumForm, n, t, block: int):
+    """Lines and largest line move per step that the kernel needs for sum form ``f`` at ``t`` (numpy).
+
+    ``f`` holds numpy arrays; used by every planner of :func:`point_divergence` (k-RR here, general
+    matrices in :mod:`jaxshuffle.blanket_matrix`). Returns ``(lines, max_step)`` arrays.
+    """
+    cA, cB, cC, cD = (np.asarray(x) for x in coefficients(f, t))
+    g = np.maximum(cA - cB, 1e-300)
+    hc = np.abs(cC - cD) / g
+    swap = (cC - cD) > 0
+    pC = np.where(swap, f.qC, f.pC)
+    cDs = np.where(swap, cC, cD)
+    hs = -(cB - cDs) / g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        de = np.where(hc > 0, np.abs(1.0 - 2.0 * hs) / np.where(hc > 0, hc, 1.0), 0.0)
+    half = 9.0 * np.sqrt(n * np.clip(pC * (1 - pC), 0.0, None)) + 10.0
+    need = hc * (2.0 * half + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0
+    lines = np.minimum(need, hc * (n + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0)
+    step = np.maximum(np.ceil(de) + 3.0, np.ceil(2.0 * np.abs(hs)) + 3.0)
+    return lines, step
+
+
 def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     """Per point: s-window length, lines and max step needed up to the planned eps (numpy)."""
     f = krr_sum_form(np.asarray(eps0, np.float64), np.asarray(k, np.float64), kind)
@@ -503,20 +525,8 @@ def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     lines = np.zeros(np.shape(n))
     step = np.zeros(np.shape(n))
     for frac in np.linspace(0.0, 1.0, 17):
-        t = np.exp(frac * eps_hi)
-        cA, cB, cC, cD = (np.asarray(x) for x in coefficients(f, t))
-        g = np.maximum(cA - cB, 1e-300)
-        hc = np.abs(cC - cD) / g
-        swap = (cC - cD) > 0
-        pC = np.where(swap, f.qC, f.pC)
-        cDs = np.where(swap, cC, cD)
-        hs = -(cB - cDs) / g
-        with np.errstate(divide="ignore", invalid="ignore"):
-            de = np.where(hc > 0, np.abs(1.0 - 2.0 * hs) / np.where(hc > 0, hc, 1.0), 0.0)
-        half = 9.0 * np.sqrt(n * np.clip(pC * (1 - pC), 0.0, None)) + 10.0
-        need = hc * (2.0 * half + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0
-        lines = np.maximum(lines, np.minimum(need, hc * (n + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0))
-        step = np.maximum(step, np.maximum(np.ceil(de) + 3.0, np.ceil(2.0 * np.abs(hs)) + 3.0))
+        ln, st = plan_geometry(f, n, np.exp(frac * eps_hi), block)
+        lines, step = np.maximum(lines, ln), np.maximum(step, st)
     return L, np.ceil(lines), np.minimum(step, n + 3.0), hi
 
 

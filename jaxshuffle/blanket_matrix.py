@@ -1,0 +1,430 @@
+"""Certified blanket bounds for a general finite mechanism (a ``K x K'`` row-stochastic matrix).
+
+docs/math.md section 18. ``R[x, y]`` is the probability that input ``x`` emits message ``y``;
+``n`` users, the victim's input changes from ``x0`` to ``x1`` (replace-one), ``t = e^eps``.
+
+Sum form of an ordered pair against a *reference* law ``w`` on the messages::
+
+    delta_w(t) = (1/n) E[(G_1 + ... + G_n)_+] + sum_{y: w(y) = 0} (R(x0,y) - t R(x1,y))_+,       (18.1)
+    G = g_y = (R(x0,y) - t R(x1,y)) / w(y)  with probability w(y),  G = 0 with probability 1 - sum w.
+
+* ``w = omega``, ``omega(y) = min_x R(x, y)`` (the blanket): ``max`` over ordered pairs of (18.1) is a
+  certified **upper** bound on the hockey-stick divergence of the shuffled mechanism, for every
+  dataset of the other ``n - 1`` users (:func:`matrix_bounds`, ``upper``).
+* ``w = R(x*, .)`` (every other user holds ``x*``): (18.1) is the **exact** divergence of that
+  dataset, so its epsilon is a **lower** bound on the mechanism's (``lower``).
+
+Columns with equal coefficients ``(R(x0,y)/w(y), R(x1,y)/w(y))`` merge into one category
+(:func:`pair_forms`). Evaluation at each ``t`` (:func:`form_divergence`), every step on its side:
+
+1. Coefficients ``c_j = a0_j + a1_j t`` are moved by their rounding bound (up for an upper bound,
+   down for a lower bound).
+2. At most four categories (the null one included) are the grouped exact kernel
+   (:func:`jaxshuffle.blanket.point_divergence`) as they are. More categories are *coarsened*:
+   the largest (A) and smallest (B) stay, the others are split into two runs of consecutive
+   values, each run takes its largest value (upper) or smallest (lower). ``E[(sum)_+]`` is
+   nondecreasing in every ``g``, so rounding up keeps an upper bound and rounding down a lower
+   bound (docs/math.md 18.3). The run split is the one with the least probability-weighted move.
+3. ``max_j c_j <= 0`` gives 0 and ``min_j c_j >= 0`` gives the mean ``sum_j w_j c_j``, exactly.
+4. The victim-only term is added with its rounding bound.
+
+Alternatively (:mod:`jaxshuffle.blanket_lattice`), every ``g`` rounded up (or down) to a lattice and
+the ``n``-fold convolution by FFT, at moderate ``n``; :func:`matrix_bounds` takes the smaller
+certified upper value of the two where the lattice applies.
+
+Public API: :class:`MatrixMechanism` (the pytree a :class:`~jaxshuffle.randomizers.VRParams` carries),
+:func:`pair_forms`, :func:`matrix_bounds` (certified ``[lower, upper]`` on the shuffled mechanism's
+epsilon), :func:`form_divergence` (one form's certified band at one ``t``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle import blanket as bl
+from jaxshuffle._config import check, require_x64
+
+_ULP = 2.3e-16
+#: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
+KERNEL_CATEGORIES = 4
+#: largest number of input rows / message columns a mechanism matrix may have
+MAX_INPUTS = 4096
+MAX_OUTPUTS = 1 << 20
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class MatrixMechanism:
+    """A finite local randomizer given by its matrix: ``matrix[..., x, y] = P(R(x) = y)``.
+
+    A :class:`~jaxshuffle.randomizers.VRParams` carrying one (``mechanism``) describes exactly this
+    mechanism; :func:`jaxshuffle.amplify` then adds the certified blanket bound and the exact
+    datasets' lower bound of :func:`matrix_bounds` (docs/math.md section 18). Leading batch axes
+    are allowed (one matrix per point).
+    """
+
+    matrix: jax.Array
+
+
+class PairForms(NamedTuple):
+    """Sum forms (18.1), one row per form (numpy, eager), categories padded with zero probability.
+
+    w, a0, a1: (F, C) category probabilities (the null one included) and coefficients
+      ``c = a0 + a1 t`` (``a0 >= 0 >= a1``); v0, v1: (F, V) victim-only masses
+      ``R(x0, y), R(x1, y)`` on messages the reference cannot produce; eps_max: (F,)
+      ``max log R(x0,y)/R(x1,y)`` over messages both inputs emit: for a blanket form every ``g <= 0``
+      there, so its divergence is exactly ``v_inf``; v_inf: (F,) ``sum v0`` over ``v1 = 0`` (a
+      lower bound on the divergence at every ``t``, equal to it at ``eps_max`` for blanket forms);
+      pair: (F, 2) ``(x0, x1)``; reference: (F,) ``-1`` for the blanket ``omega``, else the others' common input ``x*``.
+    """
+
+    w: np.ndarray
+    a0: np.ndarray
+    a1: np.ndarray
+    v0: np.ndarray
+    v1: np.ndarray
+    eps_max: np.ndarray
+    v_inf: np.ndarray
+    pair: np.ndarray
+    reference: np.ndarray
+
+
+def validate_matrix(matrix, name: str = "matrix") -> np.ndarray:
+    """A float64 ``K x K'`` row-stochastic matrix (rows within 1e-9 of 1, entries >= 0, K >= 2)."""
+    require_x64()
+    R = np.asarray(matrix, dtype=np.float64)
+    if R.ndim != 2:
+        raise ValueError(f"{name}: must be a 2-D array (inputs x messages), got shape {R.shape}")
+    check(np.array(2 <= R.shape[0] <= MAX_INPUTS), name, f"must have 2 to {MAX_INPUTS} rows (inputs)",
+          value=R.shape[0])
+    check(np.array(1 <= R.shape[1] <= MAX_OUTPUTS), name, f"must have 1 to {MAX_OUTPUTS} columns (messages)",
+          value=R.shape[1])
+    check(np.isfinite(R) & (R >= 0), name, "entries must be finite probabilities >= 0", value=R)
+    sums = R.sum(axis=1)
+    check(np.abs(sums - 1.0) <= 1e-9, name, "rows must sum to 1 (within 1e-9)", value=sums)
+    return R
+
+
+def _one_form(R, x0: int, x1: int, ref: np.ndarray):
+    """Categories and victim-only masses of (18.1) for ``(x0, x1)`` against reference ``ref`` (numpy)."""
+    live = ref > 0
+    r0, r1, wl = R[x0, live], R[x1, live], ref[live]
+    a0, a1 = r0 / wl, -(r1 / wl)
+    # merge equal coefficient pairs; the null category (prob 1 - sum w, coefficient 0) joins a (0, 0) one
+    keys = np.stack([a0, a1], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    w = np.bincount(inv.ravel(), weights=wl, minlength=len(uniq))
+    null = max(0.0, 1.0 - float(np.sum(wl)))
+    cats = [(float(p), float(u[0]), float(u[1])) for p, u in zip(w, uniq)]
+    if null > 0:
+        cats.append((null, 0.0, 0.0))
+    v0, v1 = R[x0, ~live], R[x1, ~live]
+    keep = v0 > 0
+    v0, v1 = v0[keep], v1[keep]
+    both = (R[x0] > 0) & (R[x1] > 0)
+    eps_max = float(np.max(np.log(R[x0, both] / R[x1, both]), initial=0.0))
+    v_inf = float(np.sum(v0[v1 == 0]))  # the victim-only term for every t: delta_w(t) >= v_inf
+    return cats, v0, v1, max(eps_max, 0.0), v_inf
+
+
+def pair_forms(matrix, reference: str = "blanket") -> PairForms:
+    """The distinct sum forms (18.1) of every ordered pair of inputs (eager numpy).
+
+    ``reference="blanket"``: ``w = omega`` (column minima), one form per ordered pair; the
+    largest epsilon among them is a certified upper bound (docs/math.md 18.1).
+    ``reference="datasets"``: ``w = R(x*, .)`` for every ``x*`` (the others all hold ``x*``), one form
+    per ordered pair and ``x*``: each is the exact divergence of that dataset (lower bounds, 18.4).
+    Identical forms (after sorting categories) appear once.
+    """
+    R = validate_matrix(matrix)
+    K = R.shape[0]
+    if reference == "blanket":
+        refs = [(-1, R.min(axis=0))]
+    elif reference == "datasets":
+        refs = [(x, R[x]) for x in range(K)]
+    else:
+        raise ValueError(f"reference: must be 'blanket' or 'datasets', got {reference!r}")
+    rows, seen = [], set()
+    for xs, ref in refs:
+        for x0 in range(K):
+            for x1 in range(K):
+                if x0 == x1:
+                    continue
+                cats, v0, v1, eps_max, v_inf = _one_form(R, x0, x1, ref)
+                cats = sorted(cats)
+                vv = sorted(zip(v0.tolist(), v1.tolist()))
+                key = (tuple(cats), tuple(vv))
+                if key in seen:
+                    continue
+                seen.add(key)
+                rows.append((cats, vv, eps_max, v_inf, (x0, x1), xs))
+    C = max(len(r[0]) for r in rows)
+    V = max(1, max(len(r[1]) for r in rows))
+    F = len(rows)
+    w, a0, a1 = np.zeros((F, C)), np.zeros((F, C)), np.zeros((F, C))
+    v0, v1 = np.zeros((F, V)), np.zeros((F, V))
+    for i, (cats, vv, *_rest) in enumerate(rows):
+        for j, (p, c0, c1) in enumerate(cats):
+            w[i, j], a0[i, j], a1[i, j] = p, c0, c1
+        for j, (u0, u1) in enumerate(vv):
+            v0[i, j], v1[i, j] = u0, u1
+    return PairForms(w, a0, a1, v0, v1, np.array([r[2] for r in rows]), np.array([r[3] for r in rows]),
+                     np.array([r[4] for r in rows], dtype=np.int64), np.array([r[5] for r in rows], dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------------------
+# One form at one t: coefficients on the safe side, coarsened to the kernel's four categories.
+
+
+def coefficient_values(a0, a1, t, upper):
+    """``a0 + a1 t`` moved by its rounding bound: up where ``upper`` (bool, may be traced) or down."""
+    xp = jnp if any(isinstance(x, jax.Array) for x in (t, a0, upper)) else np
+    c = a0 + a1 * t
+    err = 4.0 * _ULP * (xp.abs(a0) + xp.abs(a1 * t))
+    return xp.where(upper, c + err, c - err)
+
+
+def coarsen(w, c, upper):
+    """Four-category :class:`jaxshuffle.blanket.SumForm` (coefficients at one ``t``, ``x1 = 0``) from
+    categories ``(w, c)`` (1-D, jnp; zero-probability entries are padding; ``upper`` may be traced).
+
+    A = the largest coefficient, B = the smallest; the rest, sorted, is split into two runs of
+    consecutive values; each run's coefficient is its largest (``upper``) or smallest value.
+    Since ``E[(sum)_+]`` is nondecreasing in each coefficient, the result is ``>=`` (``upper``) or
+    ``<=`` the form's ``E[(sum)_+]``; exact when at most four categories have positive probability.
+    The split minimises ``sum_j w_j |c_run - c_j|`` over the ``C - 3`` choices.
+    """
+    C = w.shape[-1]
+    live = w > 0
+    iA = jnp.argmax(jnp.where(live, c, -jnp.inf))
+    iB = jnp.argmin(jnp.where(live, c, jnp.inf))
+    iB = jnp.where(iB == iA, (iA + 1) % C, iB)
+    idx = jnp.arange(C)
+    rest = (idx != iA) & (idx != iB) & live
+    big = jnp.finfo(jnp.float64).max
+    key = jnp.where(rest, c, big)
+    order = jnp.argsort(key)[: C - 2]  # the rest first (sorted), padding last
+    wr = jnp.where(rest[order], w[order], 0.0)
+    cr = jnp.where(rest[order], c[order], 0.0)
+    m = C - 2
+    if m >= 2:
+        # run 1 = first s sorted entries (s = 1..m-1), run 2 = the others
+        s = jnp.arange(1, m)[:, None]
+        pos = jnp.arange(m)[None, :]
+        in1 = (pos < s) & (wr[None, :] > 0)
+        in2 = (pos >= s) & (wr[None, :] > 0)
+        v1 = jnp.where(upper, jnp.max(jnp.where(in1, cr[None, :], -big), axis=1),
+                       jnp.min(jnp.where(in1, cr[None, :], big), axis=1))
+        v2 = jnp.where(upper, jnp.max(jnp.where(in2, cr[None, :], -big), axis=1),
+                       jnp.min(jnp.where(in2, cr[None, :], big), axis=1))
+        cost = (jnp.sum(jnp.where(in1, wr[None, :] * jnp.abs(v1[:, None] - cr[None, :]), 0.0), axis=1)
+                + jnp.sum(jnp.where(in2, wr[None, :] * jnp.abs(v2[:, None] - cr[None, :]), 0.0), axis=1))
+        b = jnp.argmin(cost)
+        wC = jnp.sum(jnp.where(in1[b], wr, 0.0))
+        wD = jnp.sum(jnp.where(in2[b], wr, 0.0))
+        # an empty run takes the other's coefficient (no threshold lines: the kernel's hc = 0)
+        cC = jnp.where(wC > 0, v1[b], jnp.where(wD > 0, v2[b], 0.0))
+        cD = jnp.where(wD > 0, v2[b], cC)
+    elif m == 1:
+        wC, wD, cC, cD = wr[0], jnp.zeros(()), cr[0], cr[0]
+    else:
+        wC, wD, cC, cD = jnp.zeros(()), jnp.zeros(()), jnp.zeros(()), jnp.zeros(())
+    wA, wB = w[iA], jnp.where(live[iB], w[iB], 0.0)
+    pS = wA + wB
+    qS = wC + wD
+    pSs, qSs = jnp.where(pS > 0, pS, 1.0), jnp.where(qS > 0, qS, 1.0)
+    zero = jnp.zeros(())
+    return bl.SumForm(pS, qS, wA / pSs, wB / pSs, jnp.where(qS > 0, wC / qSs, 0.0), jnp.where(qS > 0, wD / qSs, 1.0),
+                      c[iA], zero, jnp.where(live[iB], c[iB], 0.0), zero, cC, zero, cD, zero)
+
+
+_coarsen_batch = jax.jit(jax.vmap(coarsen, in_axes=(0, 0, None)))
+
+
+def victim_term(v0, v1, t, upper):
+    """``sum (v0 - t v1)_+`` moved by its rounding bound (up where ``upper``, which may be traced)."""
+    xp = jnp if any(isinstance(x, jax.Array) for x in (t, v0, upper)) else np
+    d = v0 - t * v1
+    err = 4.0 * _ULP * (v0 + t * v1)
+    total = xp.sum(xp.maximum(xp.where(upper, d + err, d - err), 0.0), axis=-1)
+    n_terms = v0.shape[-1]
+    return xp.where(upper, total * (1.0 + n_terms * _ULP), total * (1.0 - n_terms * _ULP))
+
+
+def form_divergence(w, a0, a1, v0, v1, n, eps, plan: bl.BlanketPlan, upper):
+    """Certified value of (18.1) for one form at ``eps`` (jnp scalars/1-D rows; jittable).
+
+    ``upper`` True (bool, may be traced: one program serves both sides): a value ``>=`` the form's
+    divergence (coefficients rounded up, coarsened up, the kernel's band upper end); False: ``<=`` it.
+    A point the plan does not cover gives ``inf`` (upper) or ``0`` (lower).
+    """
+    t = jnp.exp(eps)
+    c = coefficient_values(a0, a1, t, upper)
+    live = w > 0
+    cmax = jnp.max(jnp.where(live, c, -jnp.inf))
+    cmin = jnp.min(jnp.where(live, c, jnp.inf))
+    f = coarsen(w, c, upper)
+    s_lo = bl.window_start(n, f.pS, plan.window)
+    d = bl.point_divergence(f, n, eps, s_lo, plan)
+    mean = jnp.sum(w * c)
+    m_err = (w.shape[-1] + 2) * _ULP * jnp.sum(w * jnp.abs(c))
+    kern = jnp.where(cmax <= 0, 0.0, jnp.where(
+        cmin >= 0, jnp.where(upper, mean + m_err, jnp.maximum(mean - m_err, 0.0)), jnp.where(upper, d.upper, d.lower)))
+    return kern + victim_term(v0, v1, t, upper)
+
+
+# ----------------------------------------------------------------------------------------
+# Planning (eager numpy) and the search.
+
+
+def _gaussian_eps(forms: PairForms, n, delta, hi) -> np.ndarray:
+    """Root of the Gaussian model of each form's divergence on ``[0, hi]`` (heuristic: planning only)."""
+    from scipy.special import ndtr
+    lo, up = np.zeros(len(forms.w)), np.asarray(hi, np.float64).copy()
+    for _ in range(60):
+        mid = 0.5 * (lo + up)
+        t = np.exp(mid)[:, None]
+        c = forms.a0 + forms.a1 * t
+        mu = np.sum(forms.w * c, axis=1)
+        sd = np.sqrt(np.maximum(np.sum(forms.w * c * c, axis=1) - mu * mu, 1e-300))
+        z = np.sqrt(n) * mu / sd
+        gd = mu * ndtr(z) + sd / np.sqrt(n) * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+        gd = gd + victim_term(forms.v0, forms.v1, t, True)
+        above = gd > delta
+        lo, up = np.where(above, mid, lo), np.where(above, up, mid)
+    return up
+
+
+def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk: int = 8):
+    """One :class:`jaxshuffle.blanket.BlanketPlan` covering every form up to the eps the search visits,
+    and the per-form top of that range ``eps_top`` (numpy). Never affects soundness (docs/math.md 18.5)."""
+    from jaxshuffle.plan import plan_windows
+    n = float(n)
+    b = bl._pow2(min(block, max(8, bl._pow2(n + 1) // 4)))
+    g = _gaussian_eps(forms, n, delta, forms.eps_max)
+    eps_top = np.minimum(forms.eps_max, (1.3 + 20.0 / np.sqrt(n)) * g + 1e-4)
+    L, lines, step = 2 * b, 4.0, 3.0
+    live = forms.w > 0
+    for frac in np.linspace(0.0, 1.0, 17):
+        t = np.exp(frac * eps_top)[:, None]
+        for up in (True, False):
+            c = coefficient_values(forms.a0, forms.a1, t, up)
+            f = bl.SumForm(*(np.asarray(x) for x in _coarsen_batch(jnp.asarray(forms.w), jnp.asarray(c), up)))
+            mixed = (np.max(np.where(live, c, -np.inf), axis=1) > 0) & (np.min(np.where(live, c, np.inf), axis=1) < 0)
+            if not mixed.any():
+                continue
+            f = bl.SumForm(*(x[mixed] for x in f))
+            gmax = np.maximum(np.max(np.abs(c[mixed]), axis=1), 1e-300)
+            Li, _ = plan_windows(np.full(mixed.sum(), n + 1.0), f.pS, np.maximum(1e-6 * delta / gmax, 1e-300))
+            ln, st = bl.plan_geometry(f, n, t[mixed, 0], b)
+            L, lines, step = max(L, int(np.max(Li))), max(lines, float(np.max(ln))), max(step, float(np.max(st)))
+    window = max(bl._pow2(L), 2 * b)
+    plan = bl.BlanketPlan(window=window, block=b, lines=bl._pow2(max(4.0, np.ceil(lines))),
+                          max_step=bl._pow2(min(step, n + 3.0)), chunk=int(max(1, min(chunk, window // (2 * b)))))
+    return plan, eps_top
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "iters"))
+def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan, iters: int = 32):
+    """Per form (lane): bisection of ``[lo, hi]`` in eps on the certified value of the lane's side.
+
+    ``upper`` lanes: ``hi`` only moves to probes whose certified upper value is ``<= delta`` (at
+    ``eps_max`` a blanket form is exactly ``v_inf``, which the caller compares with delta), so ``hi``
+    is a certified upper bound on the form's epsilon. Otherwise ``lo`` only moves to probes whose
+    certified lower value exceeds ``delta``: a certified lower bound.
+    """
+
+    def lane(w, a0, a1, v0, v1, emax, etop, upper):
+        def at_or_above(e):  # lower lanes: False only where "e is below the form's eps" is certified
+            v = form_divergence(w, a0, a1, v0, v1, n, e, plan, upper)
+            return jnp.where(upper, v <= delta, ~(v > delta))
+
+        top = at_or_above(etop)
+        lo, hi = jnp.where(top, 0.0, etop), jnp.where(top, etop, emax)
+        hi = jnp.where(at_or_above(jnp.zeros(())), 0.0, hi)
+
+        def body(_, st):
+            lo, hi = st
+            mid = 0.5 * (lo + hi)
+            good = at_or_above(mid)
+            return jnp.where(good, lo, mid), jnp.where(good, mid, hi)
+
+        return jax.lax.fori_loop(0, iters, body, (lo, hi))
+
+    return jax.vmap(lane)(w, a0, a1, v0, v1, eps_max, eps_top, upper)
+
+
+class MatrixBounds(NamedTuple):
+    """Result of :func:`matrix_bounds` (Python floats and the forms behind them).
+
+    upper: certified upper bound on the shuffled mechanism's epsilon at ``delta`` (every dataset of
+      the others): the largest certified epsilon over the ordered pairs' blanket forms.
+    lower: certified lower bound: the largest certified lower epsilon over the exact datasets
+      "every other user holds x*" (every ordered pair, every ``x*``).
+    exact_kernel: True when every blanket form had at most four categories (no coarsening).
+    worst_pair: ``(x0, x1)`` of the form giving ``upper``.
+    """
+
+    upper: float
+    lower: float
+    exact_kernel: bool
+    worst_pair: tuple
+
+
+def _pad(x: np.ndarray, width: int) -> np.ndarray:
+    return np.pad(x, ((0, 0), (0, width - x.shape[1])))
+
+
+def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: float,
+                  plan: bl.BlanketPlan | None = None):
+    """Certified epsilons of every form: ``(upper ends of up_forms, lower ends of low_forms)`` (numpy).
+
+    One compiled program runs both sides as lanes of one batch; lanes, categories and victim-only
+    columns are padded to powers of two so that similar mechanisms share it. ``plan`` (default:
+    :func:`plan_forms`) never affects soundness, only tightness.
+    """
+    C = bl._pow2(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
+    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1]))
+    width = dict(w=C, a0=C, a1=C, v0=V, v1=V)
+    both = PairForms(*(np.concatenate([_pad(a, width[k]), _pad(b, width[k])]) if k in width else np.concatenate([a, b])
+                       for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
+    own_plan, eps_top = plan_forms(both, n, delta)
+    F, total = len(up_forms.w), len(both.w)
+    side = np.arange(total) < F
+    lanes = bl._pow2(total)
+    fill = np.arange(lanes) % total  # padding lanes repeat real ones (their results are not read)
+    args = [jnp.asarray(np.asarray(x)[fill]) for x in (both.w, both.a0, both.a1, both.v0, both.v1, both.eps_max,
+                                                        eps_top, side)]
+    lo, hi = (np.asarray(x)[:total] for x in _brackets(*args, jnp.float64(n), jnp.float64(delta),
+                                                         plan=plan or own_plan))
+    # v_inf > delta: the divergence never drops to delta, eps = inf (a blanket form: at most; a dataset: at least)
+    ups = np.where(up_forms.v_inf > delta * (1.0 - 8 * _ULP), np.inf, hi[:F])
+    lows = np.where(low_forms.v_inf > delta * (1.0 + 8 * _ULP), np.inf, lo[F:])
+    return ups, lows
+
+
+def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None) -> MatrixBounds:
+    """Certified ``[lower, upper]`` on the epsilon of the shuffled mechanism ``matrix`` (docs/math.md 18).
+
+    ``upper`` errs high: every ordered pair's blanket form (18.1) evaluated with coefficients rounded
+    up, coarsened up when a form has more than four categories, and the kernel's certified band
+    (upper end); the bisection keeps only probes whose certified value is ``<= delta``. ``lower``
+    errs low: the exact datasets (every other user holding ``x*``), rounded down, the band's lower
+    end, probes whose certified value exceeds ``delta``. Bad input: ValueError naming the parameter.
+    """
+    R = validate_matrix(matrix)
+    n_np, d_np = np.asarray(n, np.float64), np.asarray(delta, np.float64)
+    check((n_np >= 1) & (n_np == np.floor(n_np)) & (n_np <= 1e12), "n", "must be an integer in [1, 1e12]", value=n_np)
+    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)", value=d_np)
+    n, delta = float(n_np), float(d_np)
+    up_forms = pair_forms(R, "blanket")
+    ups, lows = form_epsilons(up_forms, pair_forms(R, "datasets"), n, delta, plan)
+    i = int(np.argmax(ups))
+    exact = bool(np.all(np.sum(up_forms.w > 0, axis=1) <= KERNEL_CATEGORIES))
+    return MatrixBounds(float(ups[i]), float(np.max(lows)), exact, tuple(int(x) for x in up_forms.pair[i]))

@@ -1,0 +1,183 @@
+"""General finite mechanisms: the blanket sum form (18.1) of a K x K' matrix (docs/math.md section 18).
+
+References: the shuffled histogram enumerated exactly (``jaxshuffle.exact``) for every dataset of the
+others (multisets of inputs), and (18.1) itself enumerated over the multinomial counts of its
+categories (``_sum_form_delta``, numpy, from the definition). Counts of the cases checked are
+asserted, so a test cannot pass vacuously.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+import jaxshuffle  # noqa: F401  (float64)
+from jaxshuffle import blanket as bl
+from jaxshuffle import blanket_matrix as bm
+from jaxshuffle.exact import enumerate as exact
+from jaxshuffle.soundness import grr_matrix
+
+# One plan for every small point below (n <= 5): one compiled program for all engine tests.
+SMALL = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)
+
+
+def _random_matrix(rng, K, Kp, zeros=True):
+    R = rng.exponential(size=(K, Kp)) * (rng.random((K, Kp)) > (0.3 if zeros else -1.0))
+    R[:, 0] += 1e-3 * (R.sum(axis=1) == 0)  # no empty row
+    return R / R.sum(axis=1, keepdims=True)
+
+
+def _sum_form_delta(w, c, n):
+    """``(1/n) E[(sum_j c_j N_j)_+]``, ``N ~ Multinomial(n, w)`` (every count vector, exact log-factorials)."""
+    w, c = np.asarray(w, float), np.asarray(c, float)
+    total = 0.0
+    for counts in itertools.product(range(n + 1), repeat=len(w) - 1):
+        last = n - sum(counts)
+        if last < 0:
+            continue
+        h = np.array(counts + (last,))
+        if np.any((w == 0) & (h > 0)):
+            continue
+        x = float(np.dot(c, h))
+        if x <= 0:
+            continue
+        lp = gammaln(n + 1) - np.sum(gammaln(h + 1)) + np.sum(np.where(h > 0, h * np.log(np.where(w > 0, w, 1)), 0))
+        total += np.exp(lp) * x
+    return total / n
+
+
+def _form_delta(R, x0, x1, ref, n, t):
+    """(18.1) from its definition: categories per column (no merging) plus the victim-only term."""
+    live = ref > 0
+    c = np.concatenate([(R[x0, live] - t * R[x1, live]) / ref[live], [0.0]])
+    w = np.concatenate([ref[live], [max(0.0, 1.0 - ref[live].sum())]])
+    return _sum_form_delta(w, c, n) + np.sum(np.maximum(R[x0, ~live] - t * R[x1, ~live], 0.0))
+
+
+def _datasets(K, m):
+    return list(itertools.combinations_with_replacement(range(K), m))
+
+
+def test_sum_form_is_exact_for_datasets_and_bounds_every_dataset():
+    """18.1-18.2: (18.1) with w = R(x*, .) is the exact divergence of "others all hold x*"; with
+    w = omega it is >= the exact divergence of every dataset of the others (random matrices with zeros)."""
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(25):
+        K, Kp = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        R = _random_matrix(rng, K, Kp)
+        n = int(rng.integers(1, 5))
+        t = float(np.exp(rng.uniform(0.0, 1.5)))
+        omega = R.min(axis=0)
+        for x0, x1 in itertools.combinations(range(K), 2):  # exact: max of both directions = both orders
+            up = max(_form_delta(R, x0, x1, omega, n, t), _form_delta(R, x1, x0, omega, n, t))
+            for xs in range(K):
+                ex = exact.delta_of_eps(R, x0, x1, [xs] * (n - 1), np.log(t))
+                ours = max(_form_delta(R, x0, x1, R[xs], n, t), _form_delta(R, x1, x0, R[xs], n, t))
+                assert abs(ours - ex) <= 1e-10 * max(ex, 1e-300) + 1e-15
+            for others in _datasets(K, n - 1):
+                ex = exact.delta_of_eps(R, x0, x1, list(others), np.log(t))
+                assert ex <= up * (1 + 1e-10) + 1e-15, (R, x0, x1, others, ex, up)
+                checked += 1
+    assert checked > 150
+
+
+def test_victim_only_mass_is_needed():
+    """MATH 7: R = [[1/2, 1/2, 0], [0, 1/2, 1/2]] has exact delta 1/2 at every eps; the victim-only term gives it."""
+    R = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
+    forms = bm.pair_forms(R)
+    assert np.all(forms.v_inf == 0.5)
+    for n in (1, 3):
+        assert abs(_form_delta(R, 0, 1, R.min(axis=0), n, 5.0) - 0.5) <= 1e-15
+        assert abs(exact.delta_of_eps(R, 0, 1, [0] * (n - 1), np.log(5.0)) - 0.5) <= 1e-12
+    assert bm.matrix_bounds(R, 3, 0.1, plan=SMALL).upper == np.inf
+
+
+def test_coarsening_rounds_to_the_right_side():
+    """18.3: coarsening more than four categories rounds E[(sum)_+] up (upper) or down (lower); exact at <= 4."""
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(40):
+        C = int(rng.integers(3, 7))
+        w = rng.dirichlet(np.ones(C))
+        c = rng.normal(size=C)
+        n = int(rng.integers(1, 5))
+        ref = _sum_form_delta(w, c, n)
+        for upper in (True, False):
+            f = bm.coarsen(jnp.asarray(w), jnp.asarray(c), upper)
+            probs = np.array([f.pS * f.pA, f.pS * f.qA, f.qS * f.pC, f.qS * f.qC], float)
+            coef = np.array([f.a0, f.b0, f.c0, f.d0], float)
+            got = _sum_form_delta(probs, coef, n)
+            if C <= 4:
+                assert abs(got - ref) <= 1e-12 * max(ref, 1e-300)
+            elif upper:
+                assert got >= ref * (1 - 1e-12)
+            else:
+                assert got <= ref * (1 + 1e-12)
+            checked += 1
+    assert checked == 80
+
+
+def _check_engine(R, n, delta, counts):
+    b = bm.matrix_bounds(R, n, delta, plan=SMALL)
+    K = R.shape[0]
+    worst = 0.0
+    for x0, x1 in itertools.combinations(range(K), 2):  # exact.epsilon takes both directions
+        for others in _datasets(K, n - 1):
+            ex = exact.epsilon(R, x0, x1, list(others), delta)
+            worst = max(worst, ex)
+            assert ex <= b.upper * (1 + 1e-9) + 1e-12, (R, x0, x1, others, ex, b)
+            counts["datasets"] += 1
+    assert b.lower <= worst * (1 + 1e-9) + 1e-12, (R, b, worst)
+    counts["mechanisms"] += 1
+    return b, worst
+
+
+@pytest.mark.slow
+def test_engine_brackets_exact_on_random_matrices():
+    """18.5: certified lower <= exact (worst dataset) and every dataset's exact eps <= certified upper."""
+    rng = np.random.default_rng(2)
+    counts = {"datasets": 0, "mechanisms": 0}
+    for _ in range(12):
+        K, Kp = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        R = _random_matrix(rng, K, Kp, zeros=bool(rng.random() < 0.5))
+        _check_engine(R, int(rng.integers(1, 6)), float(10 ** rng.uniform(-4, -1)), counts)
+    print("random matrices checked:", counts)
+    assert counts["mechanisms"] == 12 and counts["datasets"] > 200
+
+
+@settings(deadline=None, max_examples=10)
+@given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 5), log_delta=st.floats(-5, -1))
+def test_engine_property(seed, n, log_delta):
+    """Property (18.5): lower <= exact worst-dataset eps, and every dataset's eps <= upper (3 x 3 matrices)."""
+    R = _random_matrix(np.random.default_rng(seed), 3, 3)
+    _check_engine(R, n, 10 ** log_delta, {"datasets": 0, "mechanisms": 0})
+
+
+def test_krr_through_the_general_path():
+    """18.5: k-RR's matrix through the general engine agrees with krr_bounds within the certified bands;
+    MATH 7's cross-check (n = 2, k = 3, eps0 = 1, delta = 0.01: 0.9694082, the exact value)."""
+    b = bm.matrix_bounds(np.asarray(grr_matrix(3, 1.0)), 2, 0.01, plan=SMALL)
+    assert b.exact_kernel
+    assert b.lower <= 0.96940824 <= b.upper and b.upper - b.lower <= 1e-6
+    k = bl.krr_bounds(1.0, 3, 2, 0.01, plan=bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1))
+    assert b.lower <= float(k.upper) * (1 + 1e-6) and float(k.lower) <= b.upper * (1 + 1e-6)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="matrix: rows must sum to 1"):
+        bm.matrix_bounds([[0.5, 0.4], [0.5, 0.5]], 3, 0.1)
+    with pytest.raises(ValueError, match="matrix: must be a 2-D"):
+        bm.matrix_bounds([0.5, 0.5], 3, 0.1)
+    with pytest.raises(ValueError, match="n: must be an integer"):
+        bm.matrix_bounds([[0.5, 0.5], [0.2, 0.8]], 2.5, 0.1)
+    with pytest.raises(ValueError, match="delta: must lie in"):
+        bm.matrix_bounds([[0.5, 0.5], [0.2, 0.8]], 3, 1.5)
+    with pytest.raises(ValueError, match="reference: must be"):
+        bm.pair_forms([[0.5, 0.5], [0.2, 0.8]], "other")
