@@ -13,8 +13,8 @@ more than a factor 8, then arithmetically: the right split for quantities spread
 * :func:`bisect_jax`: ``ok`` is a traced function; a fixed number of steps in one
   ``lax.fori_loop`` (static shapes, vmappable).
 * :func:`bracket_monotone`: the calibrations' variant, for a boundary whose far side is not
-  known yet (expand with ``grow`` until it is found, then split with ``mid``), probing every
-  open lane in one batched call.
+  known yet (expand with ``grow`` until it is found, then split with ``mid`` or take ITP
+  steps, :func:`itp_step`), probing every open lane in one batched call.
 * :func:`golden_section`: the minimum of a unimodal function (the same bracket, golden split).
 * :func:`bisect_numpy`: ``ok`` is an eager, batched call (say one batched ``amplify``);
   stops after ``steps`` or when every lane satisfies ``done(lo, hi)``, and evaluates only the
@@ -77,11 +77,19 @@ def bisect_numpy(ok: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndar
     return lo, hi
 
 
+#: relative overshoot of :func:`bracket_monotone`'s secant expansion step past the predicted crossing
+EXPAND_MARGIN = 1.02
+#: ITP truncation constant times the initial bracket width (kappa_1 (b0 - a0); the paper suggests 0.2,
+#: smaller follows the secant more closely: fewer probes on the smooth calibration curves)
+KAPPA1 = 0.05
+
+
 def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.ndarray, x0: np.ndarray, *,
                      feasible_below: bool, limit: float, up_init: float,
                      grow: Callable[[np.ndarray], np.ndarray], mid: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                     narrow: Callable[[np.ndarray, np.ndarray], np.ndarray], max_probes: int):
-    """Vectorised bracketing of the feasibility boundary ``upper_at(x) <= target`` (the calibrations' loop: expand, then bisect).
+                     narrow: Callable[[np.ndarray, np.ndarray], np.ndarray], max_probes: int,
+                     log_width: float | None = None, slope0=1.0):
+    """Vectorised bracketing of the feasibility boundary ``upper_at(x) <= target`` (the calibrations' loop).
 
     Every point keeps a bracket ``lo < hi`` of *probed* values (``lo = 0``, ``hi = inf`` until
     probed): the feasible side is ``lo`` when ``feasible_below`` (feasible values lie below
@@ -91,14 +99,33 @@ def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.nd
     no boundary below the limit). Returns ``(lo, hi, upper at the feasible end (up_init where
     none), at_limit, done, probes)``; the feasible end is always a verified probe, so it never
     overshoots the target whatever the monotonicity.
+
+    ``log_width`` (optional, for ``upper`` increasing in ``x``: ``feasible_below``): probes are
+    steered on ``log x`` against ``log upper - log target``. While expanding, the step is the
+    secant prediction of the crossing through the last two probes (``d log upper / d log x =
+    slope0`` after the first),
+    overshot by ``EXPAND_MARGIN`` and capped by ``grow(x)``, so the far side is usually found at
+    the first try and close to the boundary; after each expansion that fell short the step is at
+    least a larger power of ``grow``'s (after two, ``grow`` itself). Once the bracket is finite with ``lo > 0``, probes
+    are ITP steps (:func:`itp_step`) instead of ``mid``: regula falsi where the curve is smooth
+    (superlinear), projected so that the bracket reaches ``log(hi / lo) <= log_width`` within one
+    probe more than bisection would need (the caller's ``narrow`` should hold there). Where an
+    upper is not a positive finite number the step falls back to ``grow`` / the log-midpoint.
+    Only where probes land changes: ``lo`` and ``hi`` are still probed points.
     """
-    lo = np.zeros(np.shape(x0))
-    hi = np.full(np.shape(x0), np.inf)
-    up_feasible = np.full(np.shape(x0), up_init)
-    at_limit = np.zeros(np.shape(x0), dtype=bool)
-    done = np.zeros(np.shape(x0), dtype=bool)
+    shape = np.shape(x0)
+    lo, hi = np.zeros(shape), np.full(shape, np.inf)
+    up_feasible, up_infeasible = np.full(shape, up_init, dtype=np.float64), np.full(shape, np.nan)
+    at_limit, done = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    itp_on, itp_j, itp_n, itp_k = np.zeros(shape, dtype=bool), np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    if log_width is not None and not feasible_below:
+        raise ValueError("log_width: the log-secant steps assume upper increasing in x (feasible_below=True)")
+    x_prev, up_prev = np.zeros(shape), np.zeros(shape)  # the probe before the last (expansion's secant)
+    short, guessed = np.zeros(shape), np.zeros(shape, dtype=bool)  # secant expansions that fell short
     x = x0
     probes = 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_t = np.log(target)
     while not done.all() and probes < max_probes:
         up = upper_at(x)
         probes += 1
@@ -108,11 +135,68 @@ def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.nd
         lo = np.where(act & to_lo, x, lo)
         hi = np.where(act & ~to_lo, x, hi)
         up_feasible = np.where(act & ok, up, up_feasible)
+        up_infeasible = np.where(act & ~ok, up, up_infeasible)
         at_limit = at_limit | (act & to_lo & (x >= limit))
         done = done | at_limit | narrow(lo, hi)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            x = np.where(done, x, np.where(np.isinf(hi), grow(x), mid(lo, hi)))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            x_next = np.where(np.isinf(hi), grow(x), mid(lo, hi))
+            if log_width is not None:
+                slope = np.log(up / up_prev) / np.log(x / x_prev)
+                slope = np.where((up_prev > 0) & (x > x_prev) & np.isfinite(slope) & (slope > 0), slope, slope0)
+                predicted = x * np.exp((log_t - np.log(up)) / slope) * EXPAND_MARGIN
+                cap = grow(x)
+                short = short + (act & np.isinf(hi) & guessed)  # the last secant expansion fell short
+                # each one moves the floor towards grow's step (after two misses: grow)
+                floor = np.maximum(x * EXPAND_MARGIN, x * (cap / x) ** np.minimum(1.0, 0.5 * short))
+                guessed = (up > 0) & np.isfinite(predicted) & (predicted < cap)
+                guess = np.where(guessed, np.maximum(predicted, floor), cap)
+                x_next = np.where(np.isinf(hi), np.minimum(guess, cap), x_next)
+                x_prev, up_prev = np.where(act, x, x_prev), np.where(act, up, up_prev)
+                finite = ~done & (lo > 0) & np.isfinite(hi)
+                start = finite & ~itp_on  # the bracket just closed: ITP's budget counts from here
+                span0 = np.log(hi / lo)
+                itp_n = np.where(start, np.maximum(np.ceil(np.log2(span0 / log_width)), 0.0) + 1.0, itp_n)
+                itp_k = np.where(start, KAPPA1 / span0, itp_k)
+                itp_j = np.where(start, 0.0, itp_j + itp_on)
+                itp_on = itp_on | start
+                y_lo, y_hi = (np.log(up_feasible) - log_t, np.log(up_infeasible) - log_t)
+                if not feasible_below:
+                    y_lo, y_hi = y_hi, y_lo
+                step = np.exp(itp_step(np.log(lo), np.log(hi), y_lo, y_hi, 0.5 * log_width, itp_n - itp_j, itp_k))
+                inside = finite & (step > lo) & (step < hi)
+                x_next = np.where(inside, step, x_next)
+            x = np.where(done, x, x_next)
     return lo, hi, up_feasible, at_limit, done, probes
+
+
+def itp_step(a, b, y_a, y_b, eps: float, steps_left, kappa1):
+    """One ITP step (Oliveira & Takahashi, ACM TOMS 47(1), 2021) for the root of a monotone ``y`` in ``[a, b]``.
+
+    ``y_a``, ``y_b``: the function at the ends (opposite signs; NaN or infinite: no
+    interpolation, the midpoint). ``steps_left = n_max - j`` with ``n_max =
+    ceil(log2((b0 - a0) / (2 eps))) + n0`` of the initial bracket; ``kappa1`` the truncation
+    constant (``kappa2 = 2``). The regula-falsi point is moved ``kappa1 (b - a)^2`` towards the
+    midpoint and projected into ``|x - mid| <= eps 2^steps_left - (b - a) / 2``, which bounds the
+    number of steps to reach ``b - a <= 2 eps`` by ``n_max`` (elementwise, numpy). A point closer
+    than ``1.8 eps`` to an end moves inwards to that distance, so an accurate interpolation
+    closes the bracket in one probe instead of creeping up on the root from one side.
+    """
+    half = 0.5 * (a + b)
+    width = b - a
+    r = np.maximum(eps * np.exp2(steps_left) - 0.5 * width, 0.0)
+    delta = kappa1 * width ** 2
+    denom = y_b - y_a
+    usable = np.isfinite(y_a) & np.isfinite(y_b) & (denom != 0)
+    x_f = np.where(usable, (y_b * a - y_a * b) / np.where(usable, denom, 1.0), half)
+    sigma = np.sign(half - x_f)
+    x_t = np.where(delta <= np.abs(half - x_f), x_f + sigma * delta, half)
+    x = np.where(np.abs(x_t - half) <= r, x_t, half - sigma * r)
+    # a point within 0.9 (2 eps) of an end moves inwards to that distance (towards the midpoint,
+    # so the projection's bound still holds): if the root lies beyond it, the bracket closes now
+    nudge = 1.8 * eps
+    wide = width > 2.0 * nudge
+    x = np.where(wide & (b - x < nudge), b - nudge, x)
+    return np.where(wide & (x - a < nudge), a + nudge, x)
 
 
 _GOLDEN = 0.6180339887498949  # (sqrt(5) - 1) / 2

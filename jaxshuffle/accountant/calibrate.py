@@ -131,27 +131,162 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         raise ValueError(f"rounds: must be an integer >= 1, got {rounds!r}")
     rounds = int(rounds)
 
-    def upper_at(x):
-        if rounds > 1:
-            return _composed_upper(family, np.asarray(x, np.float64), np.asarray(n_b), np.asarray(d_b), rounds,
-                                   discretization)
-        return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
-                                  with_paper=False, upper_from=upper_from).upper)
-
-    def narrow(lo, hi):
-        return ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi))
+    log_width = -np.log1p(-rtol)  # log(over / value) <= log_width  implies  over - value <= rtol * over
 
     def mid(lo, hi):
         return np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))
 
-    lo, hi, up_lo, capped, done, probes = bracket_monotone(
-        upper_at, target_np, np.minimum(target_np, eps0_max), feasible_below=True, limit=eps0_max, up_init=0.0,
-        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid, narrow=narrow,
-        max_probes=max_probes)
+    def search(upper_at, x0, budget, slope0=1.0):
+        return bracket_monotone(
+            upper_at, target_np, x0, feasible_below=True, limit=eps0_max, up_init=0.0,
+            grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid,
+            narrow=lambda lo, hi: ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi)),
+            max_probes=budget, log_width=log_width, slope0=slope0)
+
+    def amplified_upper(x, source=upper_from):
+        return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
+                                  with_paper=False, upper_from=source).upper)
+
+    x0 = np.minimum(target_np, eps0_max)
+    probes = 0
+    blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
+    if rounds > 1:
+        def upper_at(x):
+            return _composed_upper(family, np.asarray(x, np.float64), np.asarray(n_b), np.asarray(d_b), rounds,
+                                   discretization)
+    elif blanket:
+        # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
+        # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
+        lo_wc, *_, probes = search(lambda x: amplified_upper(x, "worst-case"), x0, max(max_probes // 2, 1))
+        x0 = np.where(lo_wc > 0, lo_wc, x0)
+        upper_at = _krr_upper(family, n_b, d_b, x0, eps0_max, only=upper_from == "blanket", rtol=engine_rtol,
+                              scaled_variant=scaled_variant)
+    else:
+        upper_at = amplified_upper
+
+    # d log eps / d log eps0 is about 1 at small eps0 and eps0 / 2 at large (eps ~ e^(eps0/2) / sqrt(n)):
+    # the first expansion's guess, which keeps the blanket search inside its first plan
+    lo, hi, up_lo, capped, done, more = search(upper_at, x0, max_probes - probes, np.maximum(1.0, 0.5 * x0))
+    probes += more
+    if blanket:  # the answer re-certified by amplify itself, from scratch (its own plan)
+        lo, hi, up_lo, capped, more = _recertify(amplified_upper, lo, hi, up_lo, capped, target_np, rtol)
+        probes += more
+        done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
                        jnp.asarray(status), probes)
+
+
+def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, tries: int = 6):
+    """``value = lo`` re-evaluated by :func:`amplify` from scratch (which plans its own blanket window).
+
+    Where that certified value exceeds the target (the probes' shared plan and amplify's differ in
+    the last digits), ``lo`` becomes ``over`` (now verified infeasible by amplify) and the value
+    steps down by ``rtol``, ``4 rtol``, ... until amplify certifies it; after ``tries`` steps
+    nothing is claimed (``value = 0``). Returns ``(lo, hi, upper, capped, calls)``.
+    """
+    probed = lo > 0
+    up = np.where(probed, amplified_upper(np.where(probed, lo, target)), up_lo)
+    capped = capped & (up <= target)
+    calls = 1
+    for j in range(tries):
+        bad = up > target
+        if not bad.any():
+            break
+        hi = np.where(bad, lo, hi)
+        lo = np.where(bad, lo * (1.0 - rtol * 4.0 ** j), lo)
+        up = np.where(bad, amplified_upper(lo), up)
+        calls += 1
+    bad = up > target
+    return np.where(bad, 0.0, lo), hi, np.where(bad, 0.0, up), capped, calls
+
+
+def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
+    """Whether amplify's upper for these points comes with the k-RR blanket pair (its coverage:
+    :func:`~jaxshuffle.accountant.amplify.with_mechanism_bounds`) at every eps0 up to ``eps0_max``."""
+    mech = params.mechanism
+    if mech is None or params.blanket_per_user is not None:
+        return False
+    return eps0_max <= 50.0 and bool(np.all(n <= 1e12)) and bool(np.all(np.asarray(mech.k) < 1e12))
+
+
+def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scaled_variant: bool):
+    """Probe function of a k-RR calibration: amplify's certified ``upper`` rule with the blanket
+    pair evaluated under **one** plan for every probe.
+
+    ``upper = min(worst-case pair, blanket pair)`` (``only``: the blanket pair), ``0`` where
+    ``delta >= beta``, as :func:`~jaxshuffle.accountant.amplify.with_mechanism_bounds` combines
+    them, minus its lower-bound lanes (a calibration reads ``upper`` only). The blanket pair runs
+    under a plan covering eps0 over each point's planned range, first ``[x0, 1.1 x0]`` (the
+    stage-one answer and, usually, the first expansion), widened (a new plan) only when a probe
+    leaves it.
+    A plan never affects soundness (:func:`jaxshuffle.blanket.plan_blanket`): every value is a
+    certified upper bound; sharing one plan means every probe runs one compiled program.
+    """
+    from jaxshuffle.accountant.amplify import UpperSource
+
+    span = [np.asarray(x0, np.float64), np.minimum(1.1 * np.asarray(x0, np.float64), eps0_max)]
+    plan = []
+
+    def upper_at(x):
+        params = family(jnp.asarray(x))
+        if not plan or (x < span[0]).any() or (x > span[1]).any():
+            span[0], span[1] = np.minimum(span[0], x), np.maximum(span[1], x)
+            plan[:] = [_span_plan(family, span[0], span[1], n, delta)]
+        rep = amplify(params, n, delta, rtol=rtol, scaled_variant=scaled_variant, with_paper=False,
+                      upper_from="worst-case")
+        shape = np.shape(rep.upper)
+        eps0, k = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (params.mechanism.eps0,
+                                                                                 params.mechanism.k))
+        blanket = _blanket_upper(eps0, k, np.asarray(n), np.asarray(delta), plan[0], rtol)
+        two_count = np.asarray(rep.upper)
+        trivial = np.asarray(rep.upper_source) == UpperSource.TV
+        return np.where(trivial, two_count, blanket if only else np.minimum(two_count, blanket))
+
+    return upper_at
+
+
+def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
+    """Certified upper end of the blanket pair's epsilon bracket at every point (flat lanes of
+    :func:`jaxshuffle.blanket.blanket_epsilon_with_plan`), run as an exported program
+    (:mod:`jaxshuffle._programs`: a later process skips tracing it, about 10 s on a CPU)."""
+    from jaxshuffle import _programs
+    from jaxshuffle.blanket import blanket_epsilon_with_plan
+
+    shape = np.shape(eps0)
+    arrays = [jnp.asarray(np.broadcast_to(np.asarray(a, np.float64), shape).ravel()) for a in (eps0, k, n, delta)]
+
+    def kernel(e, kk, nn, d):
+        return tuple(blanket_epsilon_with_plan(e, kk, nn, d, plan=plan, rtol=rtol))
+
+    return np.asarray(_programs.run("blanket", kernel, (plan, rtol), arrays)[1]).reshape(shape)
+
+
+def _span_plan(family, lo, hi, n, delta, points: int = 5):
+    """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``,
+    with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it)."""
+    from jaxshuffle.blanket import BlanketPlan, plan_blanket
+
+    frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
+    grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
+    mech = family(jnp.asarray(grid)).mechanism
+    shape = np.shape(grid)
+    args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
+    p = plan_blanket(*args)
+    return BlanketPlan(window=p.window, block=p.block, lines=_quarter_octave(p.lines),
+                       max_step=_quarter_octave(p.max_step), chunk=p.chunk)
+
+
+def _quarter_octave(v: int) -> int:
+    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
+    few sizes, so calibrations at nearby points share programs, at most 25 % above ``v`` (a probe's
+    cost grows with ``lines`` and ``max_step``)."""
+    v = max(int(v), 1)
+    if v <= 4:
+        return 1 << (v - 1).bit_length()
+    base = 1 << (v.bit_length() - 3)  # v lies in [4 base, 8 base)
+    return -(-v // base) * base
 
 
 def _composed_upper(family, eps0, n, delta, rounds: int, discretization) -> np.ndarray:
