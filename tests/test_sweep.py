@@ -116,11 +116,11 @@ def test_grid_order_and_defaults():
 def test_sweep_equals_amplify():
     """Per-point values are exactly amplify's two-count ones (upper, lower, paper, worst_case, statuses)."""
     res = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False,
-                   scaled_variant=True, quiet=True)
+                   scaled_variant=True, upper_from="worst-case", quiet=True)
     assert len(res) == 16 and res.complete
+    assert np.isinf(res["blanket"]).all()  # no mechanism searches under the two-count rules
     e = CATALOG["grr"]
     opts = {"eps0": res["eps0"], "k": res["k"]}
-    # the sweep runs the two-count rules (the blanket engine of k-RR is not in sweeps yet)
     rep = amplify(e.fn(**opts), res["n"], res["delta"], lower_params=e.lower(**opts), scaled_variant=True,
                   upper_from="worst-case")
     for key in ("upper", "lower", "paper", "worst_case"):
@@ -133,9 +133,82 @@ def test_sweep_equals_amplify():
     assert np.all(res["lower"] <= res["upper"])
     assert (res["upper_source"] == "scaled").any()
     # default (as amplify's): no scaled pair, upper = worst-case pair unless delta >= beta
-    plain = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False, quiet=True)
+    plain = sw.sweep("grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n,0.2", merge_buckets=False,
+                     upper_from="worst-case", quiet=True)
     np.testing.assert_array_equal(plain["upper"], np.where(plain["upper_source"] == "tv", 0.0, res["worst_case"]))
     assert not (plain["upper_source"] == "scaled").any()
+
+
+KRR = dict(randomizer="grr", k="3,10", eps0="0.5,3", n="2,12", delta="0.01/n", merge_buckets=False, quiet=True)
+
+
+def _amplify_per_n(res, upper_from):
+    """amplify over the sweep's points, one call per n (the sweep's mechanism buckets are n bands)."""
+    e = CATALOG["grr"]
+    cols = {}
+    for n in np.unique(res["n"]):
+        sel = res["n"] == n
+        opts = {"eps0": res["eps0"][sel], "k": res["k"][sel]}
+        rep = amplify(e.fn(**opts), n, res["delta"][sel], lower_params=e.lower(**opts), upper_from=upper_from)
+        for key, v in rep._asdict().items():
+            cols.setdefault(key, np.zeros(len(res), np.asarray(v).dtype))[sel] = np.asarray(v)
+    return cols
+
+
+def _assert_same_as_amplify(res, rep):
+    for key in ("upper", "lower", "blanket", "worst_case", "paper"):
+        np.testing.assert_array_equal(res[key], rep[key], err_msg=key)
+    for key, names in (("status", sw.STATUS_NAMES), ("status_lower", sw.STATUS_NAMES),
+                       ("upper_source", sw.SOURCE_NAMES)):
+        assert res[key].tolist() == [names[s] for s in rep[key]], key
+    np.testing.assert_array_equal(res["has_lower"], rep["has_lower"])
+
+
+@pytest.mark.slow
+def test_krr_sweep_uses_amplify_rule_and_resumes(tmp_path):
+    """k-RR: the default rule (smallest certified source: worst-case or blanket pair, exact-dataset lower) and
+    upper_from="blanket" equal amplify pointwise; a run whose chunk files are partly gone (an interrupted
+    sweep: each chunk file is complete or absent) and whose CSV is torn resumes to byte-identical files."""
+    res = sw.sweep(**KRR, out=tmp_path / "ref")
+    assert len(res) == 8 and res.complete
+    _assert_same_as_amplify(res, _amplify_per_n(res, "best"))
+    assert (res["upper_source"] == "blanket").any() and np.isfinite(res["blanket"]).all()
+    assert np.all(res["upper"] <= res["worst_case"]) and np.all(res["lower"] <= res["upper"])
+    only = sw.sweep(**KRR, upper_from="blanket")
+    _assert_same_as_amplify(only, _amplify_per_n(only, "blanket"))
+
+    manifest = json.loads((tmp_path / "ref" / "sweep.json").read_text())
+    assert manifest["schema"] == sw.store.STORE_SCHEMA and manifest["settings"]["upper_from"] == "best"
+    grid = jobs_mod.SweepGrid(manifest["spec"], True, False, "best")
+    assert grid.n_jobs - len(grid.jobs) == 8 and len(grid.mechanism_buckets) == 2  # one per point, two n bands
+    import shutil
+    shutil.copytree(tmp_path / "ref", tmp_path / "cut")
+    chunk_files = sorted((tmp_path / "cut" / "chunks").glob("c*.npz"))
+    for p in chunk_files[1::2]:  # every other chunk lost, two-count and mechanism ones
+        p.unlink()
+    (tmp_path / "cut" / "results.npz").unlink()
+    text = (tmp_path / "ref" / "results.csv").read_text()
+    (tmp_path / "cut" / "results.csv").write_text(text[:len(text) // 2])
+    again = sw.sweep(**KRR, out=tmp_path / "cut")
+    assert again.complete
+    for name in ("results.csv", "results.npz"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+def test_upper_from_checked_and_old_store_refused(tmp_path):
+    with pytest.raises(ValueError, match="upper_from: 'blanket' needs randomizers that carry"):
+        sw.sweep("general", eps0=1, n=3, delta=1e-3, upper_from="blanket", quiet=True)
+    with pytest.raises(ValueError, match="upper_from: must be one of"):
+        sw.sweep("general", eps0=1, n=3, delta=1e-3, upper_from="smallest", quiet=True)
+    sw.sweep("general", eps0=1, n=3, delta=1e-3, out=tmp_path, quiet=True)
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    del manifest["schema"]  # as written before mechanism searches existed
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="store schema 1 .*cannot be resumed"):
+        sw.sweep("general", eps0=1, n=3, delta=1e-3, out=tmp_path, quiet=True)
+    assert len(sw.load(tmp_path)) == 1  # its results still load
+    redone = sw.sweep("general", eps0=1, n=3, delta=1e-3, out=tmp_path, overwrite=True, quiet=True)
+    assert redone.complete
 
 
 def test_general_dedupes_paper():
@@ -326,7 +399,8 @@ FOUR_DEVICES = textwrap.dedent("""
     import numpy as np
     from jaxshuffle import sweeps as sw
     assert len(jax.devices()) == 4, jax.devices()
-    kw = dict(randomizer="grr", k=3, eps0="0.5,1,2,4", n="2,7,12", delta="0.01/n", lower=False, quiet=True)
+    kw = dict(randomizer="grr", k=3, eps0="0.5,1,2,4", n="2,7,12", delta="0.01/n", lower=False,
+              upper_from="worst-case", quiet=True)
     four = sw.sweep(**kw, devices=4, chunk_size=8, out=sys.argv[1])
     one = sw.sweep(**kw, devices=1, chunk_size=8)
     same = {k: bool(np.array_equal(four[k], one[k])) for k in one.keys()}

@@ -11,8 +11,9 @@ Dask cluster or any executor). The command line is in
 the number of users ``n`` and ``delta`` (a number or a rule in ``n`` such as ``0.01/n``)
 and returns, per grid point, the same numbers as :func:`jaxshuffle.accountant.amplify` (with
 the catalog's lower-bound parameters, as the CLI passes them): ``upper`` (certified upper
-bound), ``lower`` (Theorem 5.1 lower bound where the catalog has lower-bound parameters,
-else 0), ``paper`` (the paper's Theorem 4.7 value: a guarantee only where
+bound), ``lower`` (Theorem 5.1 lower bound where the catalog has lower-bound parameters, and
+for k-ary RR the exact datasets', else 0), ``blanket`` (k-ary RR's blanket pair), ``upper_source``,
+``paper`` (the paper's Theorem 4.7 value: a guarantee only where
 ``paper_certified``), ``certified`` and ``status``. The package exports it as
 ``jaxshuffle.sweep``; this module (``jaxshuffle.sweeps``) also has :func:`merge`, :func:`load`
 and the grid parsers::
@@ -102,8 +103,20 @@ See the README's "Sweeps on a cluster" for the commands (local, SLURM, GPUs).
 Progress: a one-line summary on stderr, then a tqdm bar when stderr is a terminal (a compile phase
 shown as such, rate and ETA from evaluation time); ``quiet=True`` silences both. Ctrl-C or SIGTERM
 keeps every finished chunk and its CSV rows (:class:`~jaxshuffle.sweeps.run.SweepInterrupted`);
-rerunning the same command resumes. The k-RR blanket bound of :func:`jaxshuffle.amplify` is not
-used here yet: a sweep reports the two-count rules (``amplify(..., upper_from="worst-case")``).
+rerunning the same command resumes.
+
+Which upper bound
+-----------------
+``upper_from`` (CLI ``--upper-from``) is :func:`jaxshuffle.amplify`'s: ``"best"`` (default) the
+smallest certified source per point, ``"worst-case"`` the two-count rules only, ``"blanket"`` the
+blanket pair only. Points whose randomizer carries its mechanism (k-ary RR) get one more search
+per distinct point, through :func:`jaxshuffle.accountant.with_mechanism_bounds` (the blanket pair's
+certified upper bound, column ``blanket``, and the exact datasets' certified lower bound, folded
+into ``lower``); ``upper_source`` names the source of ``upper``. These searches are chunked like the
+others (a few points per chunk: the blanket engine's memory grows with the batch; one bucket per
+n band), stored in the same chunk files, resumed, sharded and sent to an executor alike.
+The files carry a schema number (``sweep.json``): a directory written by an older jaxshuffle is
+not resumed (a clear error; ``overwrite=True`` recomputes it), and its results still load.
 """
 
 from jaxshuffle.sweeps.grid import default_grid, parse_delta, parse_grid

@@ -1,7 +1,15 @@
-"""Jobs: the two-count-pair searches behind each grid point (:func:`jaxshuffle.accountant.amplification_jobs`), deduplicated over the grid."""
+"""Jobs: the searches behind each grid point, deduplicated over the grid.
+
+Two kinds: the two-count-pair searches of :func:`jaxshuffle.accountant.amplification_jobs`, and, for
+points whose randomizer carries its concrete mechanism (k-ary RR), one *mechanism search* per
+distinct point: the blanket-pair upper bound and the exact-dataset lower bound of
+:func:`jaxshuffle.accountant.with_mechanism_bounds` (the hook ``amplify(..., upper_from="best")``
+uses). :meth:`SweepGrid.combine` folds them in by ``amplify``'s rule.
+"""
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import numpy as np
 
@@ -11,6 +19,90 @@ from jaxshuffle.sweeps.store import BOOL_COLUMNS, RESULT_ORDER, SOURCE_NAMES, ST
 
 # ----------------------------------------------------------------------------------------
 # Jobs: the two-count-pair searches behind each point (accountant.amplification_jobs)
+
+
+#: Mechanism searches per chunk unless ``chunk_size`` is given. The blanket engine's working set
+#: grows with the batch (measured at n = 1e4 on CPU: 8 k-RR points 1.9 GB peak RSS, 64 points 9 GB),
+#: so chunks are small, and a bucket holds the points of one n band (``ceil(log2 n)``), whose
+#: engine plans are alike (mixing n = 100 with n = 1e4 in one batch asked for 8 GB).
+MECHANISM_CHUNK = 4
+#: Cost of one mechanism search in the progress display's units (two-count window counts).
+MECHANISM_COST = 1 << 14
+
+
+class MechanismPlan(NamedTuple):
+    """A bucket of mechanism searches: the points of one catalog randomizer (hashable, picklable).
+
+    ``options`` name the leading columns of the bucket's rows (then ``n``, ``delta``); ``window``
+    is a cost weight for progress and ETA only.
+    """
+
+    randomizer: str
+    options: tuple
+    window: int = MECHANISM_COST
+
+
+def carries_mechanism(params) -> bool:
+    """True when :func:`~jaxshuffle.accountant.with_mechanism_bounds` has a mechanism to evaluate."""
+    return params.mechanism is not None and params.blanket_per_user is None
+
+
+def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: float):
+    """One chunk of mechanism searches through :func:`jaxshuffle.accountant.with_mechanism_bounds`.
+
+    ``rows`` (shape ``(m, len(plan.options) + 2)``: options, ``n``, ``delta``) are padded to
+    ``size`` (repeating the first row: a fixed shape, and the engine's plan is a maximum over rows,
+    so padding changes no value). The hook is applied to a report that claims nothing (``upper =
+    inf``, ``lower = 0``), so it returns the mechanism's own certified values. Returns
+    ``(lower, upper, status, aux)`` as the two-count runner does: ``lower`` the exact datasets'
+    certified lower bound (errs low), ``upper`` the blanket pair's certified upper bound (errs
+    high; ``inf`` where the engine does not cover the point), ``status`` the blanket search's
+    status and ``aux`` the lower bound's status, or ``-1`` where the engine does not cover the point.
+    """
+    import jax.numpy as jnp
+
+    from jaxshuffle.accountant.amplify import AmplificationReport, with_mechanism_bounds
+    from jaxshuffle.search import Status
+
+    m = len(rows)
+    pad = np.concatenate([np.arange(m), np.zeros(size - m, dtype=np.int64)])
+    rows = rows[pad]
+    entry = catalog_rows()[plan.randomizer]
+    params = entry.fn(**{k: jnp.asarray(rows[:, i]) for i, k in enumerate(plan.options)})
+    n, delta = rows[:, -2], rows[:, -1]
+    full = lambda x, dtype=np.float64: jnp.full(size, x, dtype=dtype)  # noqa: E731
+    claims_nothing = AmplificationReport(
+        upper=full(np.inf), worst_case=full(np.inf), blanket=full(np.inf), lower=full(0.0), paper=full(np.nan),
+        certified=full(True, bool), paper_certified=full(False, bool), has_lower=full(False, bool),
+        upper_source=full(0, np.int8), status=full(Status.INVALID, np.int8),
+        status_lower=full(Status.ZERO, np.int8), status_paper=full(Status.INVALID, np.int8))
+    rep = with_mechanism_bounds(claims_nothing, params, n, delta, rtol=rtol)
+    covered = np.asarray(rep.has_lower)
+    aux = np.where(covered, np.asarray(rep.status_lower), -1)
+    return (np.asarray(rep.lower)[:m], np.asarray(rep.blanket)[:m], np.asarray(rep.status).astype(np.int8)[:m],
+            aux.astype(np.int32)[:m])
+
+
+def fold_mechanism(cols: dict, blanket, low, status, aux, only: bool) -> None:
+    """Fold a point's mechanism search into its two-count columns, in place: ``with_mechanism_bounds``' rule.
+
+    ``upper = min(two-count upper, blanket)`` (both certified upper bounds; ``only``: the blanket
+    value alone), except where ``delta >= beta`` gave 0; ``lower = max(lower, exact datasets)``.
+    ``aux < 0`` marks a point the mechanism engine does not cover (``only``: upper = inf).
+    """
+    from jaxshuffle.accountant import UpperSource
+
+    covered = aux >= 0
+    trivial = cols["upper_source"] == UpperSource.TV
+    use = ~trivial & (only | (blanket < cols["upper"]))
+    better_low = low > cols["lower"]
+    cols["upper"] = np.where(use, blanket, cols["upper"])
+    cols["blanket"] = np.asarray(blanket, dtype=np.float64)
+    cols["upper_source"] = np.where(use, UpperSource.BLANKET, cols["upper_source"]).astype(np.int8)
+    cols["status"] = np.where(use, status, cols["status"]).astype(np.int8)
+    cols["lower"] = np.where(better_low, low, cols["lower"])
+    cols["status_lower"] = np.where(better_low, aux, cols["status_lower"]).astype(np.int8)
+    cols["has_lower"] = cols["has_lower"] | covered
 
 
 def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.ndarray, with_lower: bool,
@@ -46,26 +138,49 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
         rows = np.stack([col(x) for x in (*job.pair.arrays(), info.n_engine if job.n_engine is None
                                          else job.n_engine, job.delta)], axis=1)
         out[job.role] = (rows, np.broadcast_to(np.asarray(job.needed), shape))
-    return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out
+    return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out, carries_mechanism(params)
 
 
 class SweepGrid:
-    """Points, their jobs (deduplicated) and the per-point combination."""
+    """Points, their jobs (deduplicated) and the per-point combination.
 
-    def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False):
+    ``jobs`` are the distinct two-count searches (rows ``(u, v, w, r0, r1, n_engine, delta)``, ids
+    ``0 .. len(jobs) - 1``); with ``upper_from`` other than ``"worst-case"`` the distinct mechanism
+    searches follow (ids ``len(jobs) .. n_jobs - 1``, one :class:`MechanismPlan` bucket per
+    randomizer in ``mechanism_buckets``, rows in ``mechanism_rows``).
+    """
+
+    def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False, upper_from: str = "worst-case"):
         from jaxshuffle.accountant import JOB_ROLES
+        from jaxshuffle.accountant.amplify import UPPER_FROM
 
+        if upper_from not in UPPER_FROM:
+            raise ValueError(f"upper_from: must be one of {', '.join(UPPER_FROM)}, got {upper_from!r}")
         self.spec = spec
+        self.upper_from = upper_from
         self.table, self.groups, self.option_names = expand(spec)
         self.size = len(self.table["n"])
         self.info: list = []  # per group: PointInfo (numpy)
         self.roles: list[list[str]] = []  # per group: the roles of its jobs, in amplification_jobs' order
         role_rows, role_point, role_name = [], [], []
+        mech_groups = []  # (group, its option names, distinct rows, point -> row)
         for g in self.groups:
             entry = catalog_rows()[g.name]
             sl = slice(g.start, g.stop)
-            info, jobs = _point_jobs(entry, g.options, self.table["n"][sl], self.table["delta"][sl], with_lower,
-                                     scaled_variant)
+            info, jobs, mech = _point_jobs(entry, g.options, self.table["n"][sl], self.table["delta"][sl],
+                                           with_lower, scaled_variant)
+            if upper_from == "blanket" and not mech:
+                raise ValueError(f"upper_from: 'blanket' needs randomizers that carry their mechanism (k-ary RR: "
+                                 f"grr); {g.name!r} does not (use 'best' or 'worst-case')")
+            if mech and upper_from != "worst-case":
+                names = tuple(a.name for a in entry.args)
+                rows = np.stack([g.options[k] for k in names] + [self.table["n"][sl], self.table["delta"][sl]], 1)
+                distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+                order = np.argsort(distinct[:, -2], kind="stable")  # by n: a chunk's engine plan stays small
+                rank = np.empty_like(order)
+                rank[order] = np.arange(len(order))
+                mech_groups.append((g, names, distinct[order], rank[inverse.ravel()]))
+
             self.info.append(info)
             self.roles.append(list(jobs))
             for role, (rows, mask) in jobs.items():
@@ -89,6 +204,41 @@ class SweepGrid:
         # role -> job id per point (-1: the point has no job in that role)
         self.role_job = np.full((len(JOB_ROLES), self.size), -1, dtype=np.int64)
         self.role_job[self.ref_role, self.ref_point] = self.ref_job
+        # mechanism searches: ids after the two-count jobs; point -> id (-1: none)
+        self.mechanism_job = np.full(self.size, -1, dtype=np.int64)
+        self.mechanism_buckets: list = []
+        width = max([len(names) for _, names, _, _ in mech_groups], default=0) + 2
+        blocks = []
+        next_id = len(self.jobs)
+        for g, names, distinct, point_row in mech_groups:
+            ids = next_id + np.arange(len(distinct))
+            self.mechanism_job[g.start:g.stop] = ids[point_row]
+            band = np.ceil(np.log2(distinct[:, -2]))  # sorted by n: bands are consecutive
+            for b in np.unique(band):
+                sel = ids[band == b]
+                self.mechanism_buckets.append((MechanismPlan(g.name, names), sel, np.zeros(len(sel))))
+            block = np.full((len(distinct), width), np.nan)
+            block[:, :len(names)], block[:, -2:] = distinct[:, :-2], distinct[:, -2:]
+            blocks.append(block)
+            next_id += len(distinct)
+        self.mechanism_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
+        self.n_jobs = next_id
+        if mech_groups:  # every point with a mechanism search also waits for it
+            has = np.nonzero(self.mechanism_job >= 0)[0]
+            self.pending0 = self.pending0 + (self.mechanism_job >= 0)
+            pts = np.concatenate([pairs[:, 0], has])
+            jbs = np.concatenate([pairs[:, 1], self.mechanism_job[has]])
+            order = np.argsort(jbs, kind="stable")
+            self._job_points = pts[order]
+            self._job_ptr = np.searchsorted(jbs[order], np.arange(self.n_jobs + 1))
+
+    def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
+        """The rows a chunk's runner needs: two-count pairs, or (for a :class:`MechanismPlan`) the
+        mechanism rows (its options, then ``n``, ``delta``)."""
+        if isinstance(plan, MechanismPlan):
+            rows = self.mechanism_rows[np.asarray(ids) - len(self.jobs)]
+            return np.concatenate([rows[:, :len(plan.options)], rows[:, -2:]], axis=1)
+        return self.jobs[ids]
 
     def points_of_jobs(self, jobs: np.ndarray) -> np.ndarray:
         """Points waiting on each of ``jobs`` (one entry per distinct (point, job) pair)."""
@@ -104,9 +254,10 @@ class SweepGrid:
         """Number of unfinished distinct jobs per point."""
         return self.pending0 - np.bincount(self.points_of_jobs(np.nonzero(job_done)[0]), minlength=self.size)
 
-    def combine(self, lower: np.ndarray, upper: np.ndarray, status: np.ndarray,
+    def combine(self, lower: np.ndarray, upper: np.ndarray, status: np.ndarray, aux: np.ndarray,
                 points: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Result columns for ``points`` (all by default); job arrays indexed by job id."""
+        """Result columns for ``points`` (all by default); job arrays indexed by job id (``aux``: the
+        runner's fourth array, read for mechanism searches only)."""
         from jaxshuffle.accountant import JOB_ROLES, PointInfo, combine_amplification
 
         if points is None:
@@ -132,6 +283,16 @@ class SweepGrid:
             sub = PointInfo(*(v[local] for v in info))
             rep = combine_amplification(sub, roles, lo_r, up_r, st_r, xp=np)
             cols = {**rep._asdict(), "p": sub.p, "beta": sub.beta, "q": sub.q}
+            mj = self.mechanism_job[sel]
+            if (mj >= 0).any():
+                has = mj >= 0
+                jj = np.where(has, mj, 0)
+                part = {k: v[has] for k, v in cols.items()}
+                fold_mechanism(part, upper[jj[has]], lower[jj[has]], status[jj[has]], aux[jj[has]],
+                               self.upper_from == "blanket")
+                for k, v in part.items():
+                    cols[k] = np.asarray(cols[k]).copy()
+                    cols[k][has] = v
             for k, v in cols.items():
                 parts.setdefault(k, []).append(v)
         for k in RESULT_ORDER:

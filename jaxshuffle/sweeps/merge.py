@@ -15,6 +15,7 @@ from jaxshuffle.sweeps.store import (
     MAX_ITER,
     METHODS,
     RESULT_ORDER,
+    STORE_SCHEMA,
     SweepResult,
     environment,
     load_chunks,
@@ -54,13 +55,17 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
             raise ValueError(f"inputs: {p} belongs to a different sweep (fingerprint {m['fingerprint']} "
                              f"!= {manifest['fingerprint']})")
     spec, settings = manifest["spec"], manifest["settings"]
-    grid = SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False))
-    J = len(grid.jobs)
+    if manifest.get("schema", 1) != STORE_SCHEMA:
+        raise ValueError(f"inputs: written in sweep store schema {manifest.get('schema', 1)}, this jaxshuffle reads "
+                         f"schema {STORE_SCHEMA} (the blanket bound and upper_from): rerun the shards with this "
+                         "version")
+    grid = SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])
+    J = grid.n_jobs
     if J != manifest["jobs"]:
         raise ValueError("inputs: the grid does not rebuild to the recorded number of searches "
                          "(different jaxshuffle version?)")
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
-    status_j = np.full(J, 5, np.int8)
+    status_j, aux_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
     seen = np.zeros(J, dtype=bool)
     for data in parts:
         ids = data["jobs"]
@@ -68,10 +73,12 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
         if again.any():
             same = (np.array_equal(lower_j[ids[again]], data["lower"][again])
                     and np.array_equal(upper_j[ids[again]], data["upper"][again])
-                    and np.array_equal(status_j[ids[again]], data["status"][again]))
+                    and np.array_equal(status_j[ids[again]], data["status"][again])
+                    and np.array_equal(aux_j[ids[again]], data["iterations"][again]))
             if not same:
                 raise ValueError("inputs: two shards disagree on a value of the same search")
         lower_j[ids], upper_j[ids], status_j[ids] = data["lower"], data["upper"], data["status"]
+        aux_j[ids] = data["iterations"]
         seen[ids] = True
     pending = grid.pending(seen)
     points = np.nonzero(pending == 0)[0]
@@ -81,7 +88,7 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
     import jax
 
     order = ["index", *grid.table.keys(), *RESULT_ORDER]
-    cols = grid.combine(lower_j, upper_j, status_j, points)
+    cols = grid.combine(lower_j, upper_j, status_j, aux_j, points)
     meta = {**environment(jax.local_devices()), "methods": METHODS, "columns": COLUMNS,
             "fingerprint": manifest["fingerprint"], "grid": spec, "settings": settings,
             "tolerances": {"rtol": settings["rtol"], "max_iter": MAX_ITER},

@@ -19,13 +19,14 @@ import numpy as np
 
 from jaxshuffle._config import VERSION, require_x64
 from jaxshuffle.sweeps.grid import build_spec
-from jaxshuffle.sweeps.jobs import SweepGrid
+from jaxshuffle.sweeps.jobs import MechanismPlan, SweepGrid
 from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
     METHODS,
     RESULT_ORDER,
+    STORE_SCHEMA,
     SweepResult,
     atomic_write,
     clear_store,
@@ -270,7 +271,7 @@ def _fingerprint(spec: dict, settings: dict) -> str:
 
 
 def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
-          scaled_variant: bool = False, merge_buckets: bool = True, shard=None, devices=None,
+          scaled_variant: bool = False, upper_from: str = "best", merge_buckets: bool = True, shard=None, devices=None,
           chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
           wait: bool = False, executor=None, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
@@ -288,6 +289,11 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       scaled_variant: also use the (u+v)-scaled pair in ``upper`` (opt-in, as in
         :func:`~jaxshuffle.accountant.amplify`: proven when every pair of inputs has total
         variation exactly beta, e.g. k-ary randomized response).
+      upper_from: as :func:`~jaxshuffle.accountant.amplify`: ``"best"`` (default) the smallest
+        certified value over the sound sources (for k-ary RR also the blanket pair, whose value is
+        the ``blanket`` column, and the exact datasets' lower bound; ``upper_source`` says which);
+        ``"worst-case"`` the two-count rules only; ``"blanket"`` the blanket pair only (every
+        randomizer must carry its mechanism).
       merge_buckets: merge small window buckets into larger ones when that is cheaper than a
         compile (still certified; ``False`` gives exactly ``amplify``'s windows).
       shard: ``"i/N"`` or ``(i, N)``: run only every N-th chunk starting at i (multi-host).
@@ -323,14 +329,14 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
         finished chunks (and their rows in ``results.csv``) are saved; the same call resumes.
     """
     spec = build_spec(randomizer, n, delta, options)
-    return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
+    return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant, upper_from=upper_from,
                 merge_buckets=merge_buckets, shard=shard,
                 devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite,
                 wait=wait, executor=executor)
 
 
-def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, devices, chunk_size, memory, quiet,
-         overwrite, wait=False, executor=None):
+def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard, devices, chunk_size, memory,
+         quiet, overwrite, wait=False, executor=None):
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
@@ -343,6 +349,7 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
     try:
         with _DeferSignals() as guard:
             return _run_locked(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
+                               upper_from=upper_from,
                                merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
                                chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
                                guard=guard, locks=locks, executor=executor)
@@ -351,8 +358,8 @@ def _run(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard, device
             lock.release()
 
 
-def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_i, shard_n, devices, chunk_size,
-                memory, quiet, overwrite, wait, guard, locks, executor=None):
+def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard_i, shard_n, devices,
+                chunk_size, memory, quiet, overwrite, wait, guard, locks, executor=None):
     devs = _devices(devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
     # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
@@ -360,6 +367,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
     remote = executor is not None
     platform_name = devs[0].platform if shard_n == 1 and not remote else "cpu"
     settings = {"rtol": float(rtol), "lower": bool(lower), "scaled_variant": bool(scaled_variant),
+                "upper_from": upper_from,
                 "merge_buckets": bool(merge_buckets),
                 "platform": platform_name if merge_buckets else "any"}
     fingerprint = _fingerprint(spec, settings)
@@ -371,8 +379,8 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
             if _fingerprint(spec, alt) == json.loads((Path(out) / "sweep.json").read_text())["fingerprint"]:
                 settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
     t_plan = time.perf_counter()
-    grid = SweepGrid(spec, lower, scaled_variant)
-    buckets = plan_jobs(grid.jobs, merge_buckets, platform_name)
+    grid = SweepGrid(spec, lower, scaled_variant, upper_from)
+    buckets = plan_jobs(grid.jobs, merge_buckets, platform_name) + grid.mechanism_buckets
     if memory is None:
         memory = 2.0 ** 30
         if platform_name != "cpu":
@@ -399,6 +407,11 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
         mpath = out_dir / "sweep.json"
         if mpath.exists():
             old = json.loads(mpath.read_text())
+            if old.get("schema", 1) != STORE_SCHEMA and not overwrite:
+                raise ValueError(f"out: {out_dir} holds a sweep in store schema {old.get('schema', 1)} (this "
+                                 f"jaxshuffle writes schema {STORE_SCHEMA}: the blanket bound and upper_from); it "
+                                 "cannot be resumed: use another --out, or --overwrite to recompute it there "
+                                 "(its results.csv still loads with jaxshuffle.sweeps.load)")
             if old.get("fingerprint") != fingerprint:
                 if not overwrite:
                     raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
@@ -413,16 +426,16 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                      float(layout_settings["memory"]), layout_settings["chunk_size"])
     if out_dir is not None:
         if manifest is None:
-            manifest = {"fingerprint": fingerprint, "spec": spec, "settings": settings,
+            manifest = {"schema": STORE_SCHEMA, "fingerprint": fingerprint, "spec": spec, "settings": settings,
                         "layout_settings": layout_settings, "chunks": len(chunks), "points": grid.size,
-                        "jobs": int(len(grid.jobs)), "created": utc_now()}
+                        "jobs": int(grid.n_jobs), "created": utc_now()}
             with guard.writing():
                 atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
         with guard.writing():
             done_chunks = load_chunks(out_dir / "chunks", len(chunks), fingerprint)
     plan_s = time.perf_counter() - t_plan - lock_s
 
-    J = len(grid.jobs)
+    J = grid.n_jobs
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
     status_j, iter_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
     job_done = np.zeros(J, dtype=bool)
@@ -442,7 +455,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
     csv_file = None
     if csv_path is not None:  # rebuilt from the chunk files: this also repairs a torn last row
         done_pts = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, done_pts)
+        cols = grid.combine(lower_j, upper_j, status_j, iter_j, done_pts)
         with guard.writing():
             atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
         if torn_line is not None and not quiet:
@@ -506,7 +519,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
             touched = np.unique(touched)
             fin = touched[pending[touched] == 0]
             if csv_file is not None and fin.size:
-                cols = grid.combine(lower_j, upper_j, status_j, fin)
+                cols = grid.combine(lower_j, upper_j, status_j, iter_j, fin)
                 csv_file.write(csv_text(cols, csv_cols, False))
                 csv_file.flush()
                 os.fsync(csv_file.fileno())
@@ -536,7 +549,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                 compiled = not runner.is_compiled(plan, size)
                 progress.start_chunk(compiled)
                 t = time.perf_counter()
-                lo, up, st, it = runner.run(plan, grid.jobs[ids], clo, size)
+                lo, up, st, it = runner.run(plan, grid.job_rows(plan, ids), clo, size)
                 dt = time.perf_counter() - t
                 fin = record(ci, ids, lo, up, st, it)
                 advance(ci, fin.size, dt, compiled)
@@ -548,7 +561,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
             def tasks():  # made as the window of futures in flight advances (memory bounded)
                 for ci in todo:
                     plan, ids, clo, size = chunk_jobs(ci)
-                    yield Task(ci, plan, grid.jobs[ids], clo, size)
+                    yield Task(ci, plan, grid.job_rows(plan, ids), clo, size)
 
             slots = max(1, pool.window // pool.cap)
             try:
@@ -588,8 +601,9 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                 "tolerances": {"rtol": float(rtol), "max_iter": MAX_ITER,
                                "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
                                                     "added to the certified divergence band)"},
-                "buckets": [{"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric,
-                             "searches": int(len(ids))} for pl, ids, _ in buckets],
+                "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
+                             {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
+                            | {"searches": int(len(ids))} for pl, ids, _ in buckets],
                 "points": grid.size, "searches": J, "chunks": len(chunks),
                 "shard": [shard_i, shard_n], "complete": all_done,
                 "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
@@ -620,14 +634,14 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, merge_buckets, shard_
                       f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
         if all_done or shard_n == 1:
             points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
-            cols = grid.combine(lower_j, upper_j, status_j, points)
+            cols = grid.combine(lower_j, upper_j, status_j, iter_j, points)
             result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
             if out_dir is not None and (all_done or shard_n == 1):
                 with guard.writing():
                     write_results(out_dir, result, csv_cols)
             return result
         points = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, points)
+        cols = grid.combine(lower_j, upper_j, status_j, iter_j, points)
         return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
     except KeyboardInterrupt as exc:
         raise stopped(exc) from None

@@ -77,6 +77,10 @@ def _merge_windows(L: np.ndarray, sym: np.ndarray, cost: float) -> np.ndarray:
 
 
 def _chunk_size(plan, n_jobs: int, ndev: int, platform_name: str, memory: float, fixed: int | None) -> int:
+    from jaxshuffle.sweeps.jobs import MECHANISM_CHUNK, MechanismPlan
+
+    if isinstance(plan, MechanismPlan):  # one device, a fixed count (the engine plans its own window)
+        return int(fixed or min(MECHANISM_CHUNK, 2 ** math.ceil(math.log2(max(n_jobs, 1)))))
     if fixed:
         size = int(fixed)
     else:
@@ -147,8 +151,19 @@ class Runner:
         return (plan, size, self.rtol, self._ids) in _PROGRAMS_RUN
 
     def run(self, plan, jobs: np.ndarray, c_lo: np.ndarray, size: int):
+        """``(lower, upper, status, iterations)`` of a chunk; for a mechanism bucket
+        (:func:`~jaxshuffle.sweeps.jobs.evaluate_mechanisms`, first device) the fourth array is
+        the status of its lower bound."""
         import jax
 
+        from jaxshuffle.sweeps.jobs import MechanismPlan, evaluate_mechanisms
+
+        if isinstance(plan, MechanismPlan):
+            with jax.default_device(self.devices[0]):
+                out = evaluate_mechanisms(plan, jobs, size, self.rtol)
+            self.compiled.add((plan, size))
+            _PROGRAMS_RUN.add((plan, size, self.rtol, self._ids))
+            return out
         m = len(jobs)
         nd = len(self.devices)
         size = -(-size // nd) * nd  # a resumed layout may come from another device count

@@ -28,6 +28,9 @@ from jaxshuffle.search import Status
 
 
 
+#: Version of the files' layout and meaning. 2: mechanism searches (blanket column, upper_from setting).
+#: A directory written under another schema is not resumed (a clear error); its results still load.
+STORE_SCHEMA = 2
 STATUS_NAMES = tuple(s.label for s in Status)
 SOURCE_NAMES = UpperSource.NAMES
 MAX_ITER = 60
@@ -39,13 +42,17 @@ COLUMNS = {
     "n": "number of users",
     "delta_rule": "delta as given (a number or a rule in n)",
     "delta": "delta of the (eps, delta) guarantee",
-    "lower": "lower bound on the shuffled mechanism's eps (Theorem 5.1 pair; 0 where has_lower is false)",
-    "upper": "certified upper bound on eps: worst-case-beta pair (and the (u+v)-scaled pair if scaled_variant), "
-             "0 if delta >= beta",
+    "lower": "lower bound on the shuffled mechanism's eps (Theorem 5.1 pairs, and for k-ary RR unless upper_from "
+             "is worst-case the exact all-z / all-x0 datasets; 0 where has_lower is false)",
+    "upper": "certified upper bound on eps, amplify's rule for upper_from (default best: the smallest of the "
+             "worst-case-beta pair, the (u+v)-scaled pair if scaled_variant, and the blanket pair where the "
+             "randomizer carries its mechanism; 0 if delta >= beta)",
     "paper": "paper's Theorem 4.7 value at the randomizer's beta (NOT a guarantee unless paper_certified)",
     "certified": "upper is a sound (certified) upper bound",
     "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
     "worst_case": "certified eps of the worst-case-beta pair (bound for any randomizer with this p, q)",
+    "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
+               "the randomizer carries none or upper_from is worst-case)",
     "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + ")",
     "paper_certified": "the paper's pair has w = 0 (then paper is sound and equals worst_case)",
     "has_lower": "lower comes from a Theorem 5.1 pair",
@@ -55,7 +62,7 @@ COLUMNS = {
     "beta": "variation-ratio parameter beta (largest total variation)",
     "q": "variation-ratio blanket ratio q",
 }
-RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "upper_source",
+RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "blanket", "upper_source",
                  "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
 STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper"}
 BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
@@ -304,8 +311,14 @@ def environment(devices) -> dict:
 METHODS = {
     "upper": "certified: eps(worst-case-beta pair vr_pair(p,(p-1)/(p+1),q)) at delta; 0 where delta >= beta; "
              "with scaled_variant also min with eps(clone pair with the paper pair's r) at delta/(u+v) where w > 0 "
-             "(jaxshuffle.accountant.amplify; docs/math.md section 5)",
-    "lower": "lower end of the certified bracket of the Theorem 5.1 pair(s) (catalog lower parameters and x* = x0)",
+             "(jaxshuffle.accountant.amplify; docs/math.md section 5); with upper_from best (default) also min with "
+             "the blanket value below (upper_source says which), with blanket that value alone",
+    "lower": "lower end of the certified bracket of the Theorem 5.1 pair(s) (catalog lower parameters and x* = x0); "
+             "unless upper_from is worst-case, the larger with the exact all-z / all-x0 datasets' certified lower "
+             "bound for k-ary RR (jaxshuffle.accountant.with_mechanism_bounds)",
+    "blanket": "certified: blanket (three-count) pair of the concrete mechanism, jaxshuffle.accountant."
+               "with_mechanism_bounds (jaxshuffle.blanket.krr_bounds; docs/math.md section 7), one search per "
+               "distinct point",
     "paper": "upper end of the bracket of the paper's Theorem 4.7 pair vr_pair(p, beta, q): not a guarantee when w > 0",
     "engine": "jaxshuffle.search.epsilon_with_plan: safeguarded Newton bracketing on the certified hockey-stick "
               "divergence band (jaxshuffle.divergence), float64",
