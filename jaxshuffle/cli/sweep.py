@@ -96,6 +96,9 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scaled", action="store_true",
                    help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
                         "inputs has total variation exactly beta, e.g. k-ary RR; see jaxshuffle.accountant)")
+    p.add_argument("--upper-from", choices=("best", "worst-case", "blanket"), default="best",
+                   help="which certified source gives upper (as amplify): best (default) the smallest, for k-ary RR "
+                        "also the blanket pair; worst-case the two-count rules only; blanket the blanket pair only")
     p.add_argument("--no-merge-buckets", action="store_true",
                    help="one program per natural window size (exactly amplify's windows; more compiles)")
     p.add_argument("--shard", default=None, metavar="i/N", help="run only shard i of N (multi-host); merge later")
@@ -147,7 +150,8 @@ def _cmd_sweep(args) -> int:
     with _sigterm_raises(), (client if client is not None else contextlib.nullcontext()):
         try:
             res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower,
-                        scaled_variant=args.scaled, merge_buckets=not args.no_merge_buckets, shard=args.shard,
+                        scaled_variant=args.scaled, upper_from=args.upper_from,
+                        merge_buckets=not args.no_merge_buckets, shard=args.shard,
                         devices=args.devices, chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet,
                         overwrite=args.overwrite, wait=args.wait, executor=client, **opts)
         except SweepLocked as exc:
