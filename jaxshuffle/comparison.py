@@ -5,10 +5,13 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
 ``kind``:
 
 * ``certified``: a sound upper bound on the shuffled mechanism, computed by the certified
-  engine (:func:`jaxshuffle.accountant.amplify`'s ``upper``; the numerical stronger clone
+  engine (:func:`jaxshuffle.accountant.amplify`'s ``upper`` under ``upper_from``, by default the
+  smallest sound source; where the randomizer carries its mechanism (k-ary RR) also the
+  worst-case pair and the blanket pair on their own rows; the numerical stronger clone
   of FMT'23 and standard clone of FMT'21 for ``eps0 = log p``; the variation-ratio closed
   forms where the Theorem 4.7 pair is itself sound, ``beta`` at the worst case);
-* ``lower``: the numerical Theorem 5.1 lower bound, where the catalog derives it;
+* ``lower``: the numerical Theorem 5.1 lower bound, where the catalog derives it (for k-ary RR,
+  unless ``upper_from="worst-case"``, the larger with the exact all-z / all-x0 datasets');
 * ``paper``: the paper's Theorem 4.7 value and closed forms for the randomizer's own beta,
   which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 5);
 * ``reference``: earlier published closed forms (EFMRTT'19, privacy blanket, FMT'21/'23
@@ -81,12 +84,16 @@ class Comparison(NamedTuple):
             writer.writerows(rows)
 
 
-def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -> Comparison:
+def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: str = "best",
+            **options) -> Comparison:
     """All bounds for ``CATALOG[randomizer]`` with ``options`` over the broadcast grid.
 
     ``eps0, n, delta`` broadcast (e.g. ``eps0[:, None]`` against ``n[None, :]``). The
     randomizer's entry must take ``eps0``; its ``p`` sets the LDP level ``log p`` used by
-    the clone and earlier bounds. Raises ValueError for unknown names or bad options.
+    the clone and earlier bounds. ``upper_from`` is :func:`~jaxshuffle.accountant.amplify`'s
+    (``"best"``, ``"worst-case"`` or ``"blanket"``): which sound source gives the row
+    ``certified upper (jaxshuffle)``. Raises ValueError for unknown names, bad options or a bad
+    ``upper_from`` (``"blanket"`` for a randomizer that carries no mechanism included).
     """
     entry = check_options(randomizer, options, skip=("eps0",))
     if "eps0" not in {a.name for a in entry.args}:
@@ -94,7 +101,9 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
     e0, nn, dd = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (eps0, n, delta)))
     params = entry.fn(eps0=jnp.asarray(e0), **options)
     lower = entry.lower(eps0=jnp.asarray(e0), **options) if entry.lower is not None else None
-    rep = amplify(params, nn, dd, lower_params=lower, rtol=rtol)
+    rep = amplify(params, nn, dd, lower_params=lower, rtol=rtol, upper_from=upper_from)
+    blanket = np.asarray(rep.blanket)
+    with_mechanism = bool(np.isfinite(blanket).any())
     p, beta, q = (np.broadcast_to(np.asarray(x), e0.shape) for x in (params.p, params.beta, params.q))
     ldp = np.log(p)  # the randomizer is log(p)-LDP
     true = np.ones(e0.shape, bool)
@@ -106,8 +115,12 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, **options) -
                              np.asarray(certified, bool) & valid & (kind == "certified"))
 
     add("certified upper (jaxshuffle)", rep.upper, true, "certified", rep.certified)
-    if lower is not None:
-        add("lower bound (Thm 5.1)", rep.lower, np.asarray(rep.has_lower), "lower", False)
+    if with_mechanism:  # both sound sources on their own rows; upper is their minimum (or one of them)
+        add("worst-case pair (jaxshuffle)", rep.worst_case, true, "certified", True)
+        add("blanket pair (jaxshuffle)", blanket, np.isfinite(blanket), "certified", True)
+    if lower is not None or with_mechanism:
+        add("lower bound (Thm 5.1, exact datasets)" if with_mechanism else "lower bound (Thm 5.1)", rep.lower,
+            np.asarray(rep.has_lower), "lower", False)
     paper_cert = np.asarray(rep.paper_certified)
     add("paper Thm 4.7 (numerical)", rep.paper, true, "paper", False)
     finite = np.isfinite(ldp)

@@ -40,3 +40,49 @@ def test_rows_and_csv(table, tmp_path):
 def test_bad_randomizer_name():
     with pytest.raises(ValueError, match="^randomizer"):
         compare("no-such-thing", 1.0, 1e4, 1e-6)
+
+
+@pytest.mark.parametrize("upper_from", ["best", "worst-case", "blanket"])
+def test_upper_from_picks_amplifys_source(upper_from):
+    """compare's certified row is amplify's upper under the same rule; with the mechanism in play
+    (k-RR, not worst-case) the worst-case and blanket pairs get their own rows, upper = their minimum."""
+    from jaxshuffle.accountant import amplify
+    from jaxshuffle.randomizers import CATALOG
+
+    e0, n = np.array([[0.5], [2.0]]), np.array([[20.0]])
+    table = compare("grr", e0, n, 1e-3, k=3, upper_from=upper_from)
+    entry = CATALOG["grr"]
+    rep = amplify(entry.fn(eps0=e0, k=3), n, 1e-3, lower_params=entry.lower(eps0=e0, k=3), upper_from=upper_from)
+    upper = table.bounds["certified upper (jaxshuffle)"].value
+    np.testing.assert_array_equal(upper, np.asarray(rep.upper))
+    if upper_from == "worst-case":
+        assert "blanket pair (jaxshuffle)" not in table.bounds
+        np.testing.assert_array_equal(table.bounds["lower bound (Thm 5.1)"].value, np.asarray(rep.lower))
+    else:
+        wc = table.bounds["worst-case pair (jaxshuffle)"].value
+        bl = table.bounds["blanket pair (jaxshuffle)"].value
+        np.testing.assert_array_equal(bl, np.asarray(rep.blanket))
+        np.testing.assert_array_equal(upper, np.minimum(wc, bl) if upper_from == "best" else bl)
+        low = table.bounds["lower bound (Thm 5.1, exact datasets)"].value
+        assert np.all(low <= bl) and np.all(low <= wc)
+
+
+def test_upper_from_bad_values():
+    with pytest.raises(ValueError, match="^upper_from"):
+        compare("grr", 1.0, 20, 1e-3, k=3, upper_from="smallest")
+    with pytest.raises(ValueError, match="^upper_from: 'blanket' needs"):
+        compare("general", 1.0, 20, 1e-3, upper_from="blanket")
+
+
+def test_cli_upper_from(tmp_path, capsys):
+    from jaxshuffle import cli
+
+    base = ["compare", "--randomizer", "grr", "--k", "3", "--eps0", "0.5,2", "--n", "20", "--delta", "1e-3",
+            "--out", str(tmp_path)]
+    assert cli.main([*base, "--upper-from", "worst-case", "--json"]) == 0
+    rows = __import__("json").loads(capsys.readouterr().out)
+    names = {r["bound"] for r in rows}
+    assert "certified upper (jaxshuffle)" in names and "blanket pair (jaxshuffle)" not in names
+    assert cli.main([*base, "--upper-from", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "jaxshuffle: error:" in err and "--upper-from" in err and "Traceback" not in err

@@ -189,6 +189,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pm.add_argument("--eps0", type=_grid, required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
     pm.add_argument("--n", type=_grid, required=True, metavar="GRID", help="numbers of users")
     pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    _add_upper_from(pm)
     pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
     pm.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
     return parser
@@ -514,7 +515,8 @@ def _cmd_compare(args) -> int:
             raise UsageError(f"{k}: compare takes one value per randomizer option")
     e0 = np.asarray(args.eps0)[:, None]
     n = np.asarray(args.n)[None, :]
-    table = compare(args.randomizer, e0, n, args.delta, **{k: v[0] for k, v in opts.items()})
+    table = compare(args.randomizer, e0, n, args.delta, upper_from=args.upper_from,
+                    **{k: v[0] for k, v in opts.items()})
     os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "compare.csv")
     table.to_csv(csv_path)
