@@ -181,3 +181,23 @@ def test_bad_input():
         bm.matrix_bounds([[0.5, 0.5], [0.2, 0.8]], 3, 1.5)
     with pytest.raises(ValueError, match="reference: must be"):
         bm.pair_forms([[0.5, 0.5], [0.2, 0.8]], "other")
+
+
+@pytest.mark.slow
+def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
+    """18.6: subset selection carries its matrix; amplify's upper is min(stronger clone, blanket), its
+    lower the exact datasets' bound, and exact enumeration (n = 3, every dataset) lies between."""
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    from jaxshuffle.randomizers import catalog
+    vr = catalog.build("subset-selection", eps0=1.0, d=4, k=2)
+    R = np.asarray(vr.mechanism.matrix)
+    assert R.shape == (4, 6) and np.allclose(R.sum(axis=1), 1.0)
+    rep = amplify(vr, 5, 0.05)
+    print("subset selection d=4 k=2 n=5 delta=0.05: clone", float(rep.worst_case), "blanket", float(rep.blanket))
+    assert float(rep.upper) == min(float(rep.worst_case), float(rep.blanket))
+    assert (int(rep.upper_source) == UpperSource.BLANKET) == (float(rep.blanket) < float(rep.worst_case))
+    assert np.isfinite(float(rep.blanket))  # at n = 5 the coarsened blanket (0.908) loses to the clone (0.726)
+    worst = max(exact.epsilon(R, 0, 1, list(o), 0.05) for o in _datasets(4, 4))
+    assert float(rep.lower) <= worst * (1 + 1e-9) <= float(rep.upper) * (1 + 1e-9)
+    m = catalog.build("metric-exponential", d01=0.5, d02=2.0, d12=2.0)
+    assert m.mechanism.matrix.shape == (3, 3)

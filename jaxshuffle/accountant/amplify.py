@@ -76,6 +76,7 @@ import numpy as np
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, require_x64
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
+from jaxshuffle.randomizers.params import MatrixMechanism
 from jaxshuffle.search import Status, epsilon
 
 __all__ = ["AmplificationReport", "UPPER_FROM", "UpperSource", "amplify", "with_mechanism_bounds",
@@ -209,10 +210,20 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     if mech is None or randomizer.blanket_per_user is not None:
         if only:
             raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism "
-                             "(k-ary RR: jaxshuffle.randomizers.grr)")
+                             "(k-ary RR: jaxshuffle.randomizers.grr; small finite rows: a MatrixMechanism)")
         return rep
-    from jaxshuffle.blanket import krr_bounds
     shape = np.shape(rep.upper)
+    if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
+        from jaxshuffle.blanket_matrix import matrix_bounds
+        nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
+        res = [matrix_bounds(np.asarray(mech.matrix), a, b) for a, b in zip(nn, dd)]
+        blanket = np.array([r.upper for r in res]).reshape(shape)
+        low = np.array([r.lower for r in res]).reshape(shape)
+        status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
+        status_low = np.full(shape, Status.CONVERGED, np.int8)
+        covered = np.ones(shape, bool)
+        return _fold(rep, blanket, low, status, status_low, covered, only)
+    from jaxshuffle.blanket import krr_bounds
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))
     covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
@@ -226,6 +237,11 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         blanket[covered], low[covered] = np.asarray(b.upper), np.asarray(b.lower)
         status[covered], status_low[covered] = np.asarray(b.status), np.asarray(b.status_lower)
     blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
+    return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
+
+
+def _fold(rep: AmplificationReport, blanket, low, status, status_low, covered, only: bool) -> AmplificationReport:
+    """``rep`` with a certified blanket upper bound and exact-dataset lower bound folded in."""
     trivial = np.asarray(rep.upper_source) == UpperSource.TV
     use = ~trivial & (only | (blanket < np.asarray(rep.upper)))
     better_low = low > np.asarray(rep.lower)
@@ -236,7 +252,7 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         status=jnp.where(use, status, rep.status).astype(jnp.int8),
         lower=jnp.where(better_low, low, rep.lower),
         status_lower=jnp.where(better_low, status_low, rep.status_lower).astype(jnp.int8),
-        has_lower=rep.has_lower | jnp.asarray(covered.reshape(shape)))
+        has_lower=rep.has_lower | jnp.asarray(covered))
 
 
 # --------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+import itertools
+import math
+
+import numpy as np
+
 from jaxshuffle.randomizers.params import (
     EPS0,
     EPS1,
@@ -21,7 +26,25 @@ from jaxshuffle.randomizers.params import (
     KaryRR,
     LowerParams,
     VRParams,
+    with_matrix,
 )
+
+#: largest matrix (inputs x messages) a catalog row attaches for the general blanket engine
+MATRIX_CELLS = 1 << 16
+
+
+def _plain(*xs) -> bool:
+    """No tracer among ``xs`` (eager values: a matrix can be built from them)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def _attach_matrix(params: VRParams, build, cells: float) -> VRParams:
+    """``params`` with its mechanism's matrix ``build()`` where the options are one concrete, valid
+    point and the matrix has at most :data:`MATRIX_CELLS` cells (docs/math.md section 18); else as is."""
+    p = params.p
+    if jnp.ndim(p) != 0 or not _plain(p) or not bool(jnp.isfinite(p)) or cells > MATRIX_CELLS:
+        return params
+    return with_matrix(params, build())
 
 
 def _log_binom(n, k):
@@ -137,7 +160,18 @@ def binary_rr(eps0, d) -> VRParams:
     inp = Inputs((EPS0, eps0), (D2, d))
     eps0, d = inp.values
     p = jnp.exp(eps0)
-    return inp.params(p, jnp.tanh(0.25 * eps0), p)
+    out = inp.params(p, jnp.tanh(0.25 * eps0), p)
+    cells = float(d) * 2.0 ** float(d) if _plain(d) and jnp.ndim(d) == 0 and bool(inp.ok) else math.inf
+    return _attach_matrix(out, lambda: binary_rr_matrix(float(eps0), int(d)), cells)
+
+
+def binary_rr_matrix(eps0: float, d: int) -> np.ndarray:
+    """``R[x, b]`` of :func:`binary_rr`: ``b in {0,1}^d`` (column index = bits), each bit kept w.p. ``a``."""
+    a = math.exp(eps0 / 2) / (math.exp(eps0 / 2) + 1.0)
+    bits = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1  # (2^d, d)
+    onehot = np.eye(d, dtype=np.int64)  # (d, d)
+    agree = (bits[None, :, :] == onehot[:, None, :]).sum(axis=2)  # (d, 2^d)
+    return a ** agree * (1.0 - a) ** (d - agree)
 
 
 def rappor(eps0, d) -> VRParams:
@@ -183,7 +217,17 @@ def subset_selection(eps0, d, k) -> VRParams:
     eps0, d, k = inp.values
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
     p = jnp.exp(eps0)
-    return inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p)
+    out = inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p)
+    cells = float(d) * math.comb(int(d), int(k)) if _plain(d, k) and jnp.ndim(d) == 0 and bool(inp.ok) else math.inf
+    return _attach_matrix(out, lambda: subset_selection_matrix(float(eps0), int(d), int(k)), cells)
+
+
+def subset_selection_matrix(eps0: float, d: int, k: int) -> np.ndarray:
+    """``R[x, S]`` of :func:`subset_selection` over the ``C(d, k)`` subsets (lexicographic columns)."""
+    subsets = np.array(list(itertools.combinations(range(d), k)))
+    inside = (subsets[None, :, :] == np.arange(d)[:, None, None]).any(axis=2)
+    weight = np.where(inside, math.exp(eps0), 1.0)
+    return weight / weight.sum(axis=1, keepdims=True)
 
 
 def subset_selection_lower(eps0, d, k) -> LowerParams:

@@ -54,6 +54,24 @@ class KaryRR:
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
+class MatrixMechanism:
+    """A finite randomizer given by its matrix ``matrix[x, y] = P(R(x) = y)`` (one point, concrete).
+
+    A :class:`VRParams` that carries one (``mechanism``) describes exactly this mechanism;
+    :func:`jaxshuffle.amplify` then adds the certified blanket bound and the exact datasets' lower
+    bound of :func:`jaxshuffle.blanket_matrix.matrix_bounds` (docs/math.md section 18).
+    """
+
+    matrix: jax.Array
+
+
+def with_matrix(params: "VRParams", matrix) -> "VRParams":
+    """``params`` carrying :class:`MatrixMechanism` ``matrix`` (a catalog row's attachment)."""
+    return dataclasses.replace(params, mechanism=MatrixMechanism(jnp.asarray(matrix, dtype=jnp.float64)))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
 class VRParams:
     """Variation-ratio parameters of a randomizer (upper-bound side, Theorem 4.7).
 
@@ -66,15 +84,16 @@ class VRParams:
       blanket_per_user: ``None`` for a single-message randomizer (the blanket is the other
         ``n - 1`` users' messages); for a multi-message protocol, the number of
         input-independent (blanket) messages each user sends.
-      mechanism: ``None``, or the concrete mechanism (:class:`KaryRR`) where a tighter certified
-        engine exists for it; the parameters above then describe that mechanism exactly.
+      mechanism: ``None``, or the concrete mechanism (:class:`KaryRR`, or :class:`MatrixMechanism`
+        for a small finite one) where a tighter certified engine exists for it; the parameters
+        above then describe that mechanism exactly.
     """
 
     p: jax.Array
     beta: jax.Array
     q: jax.Array
     blanket_per_user: jax.Array | None = None
-    mechanism: KaryRR | None = None
+    mechanism: KaryRR | MatrixMechanism | None = None
 
     def n_blanket(self, n) -> jax.Array:
         """Number of blanket messages ("other users" of the two-count pair) among ``n`` users.
