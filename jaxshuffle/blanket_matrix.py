@@ -28,10 +28,6 @@ Columns with equal coefficients ``(R(x0,y)/w(y), R(x1,y)/w(y))`` merge into one 
 3. ``max_j c_j <= 0`` gives 0 and ``min_j c_j >= 0`` gives the mean ``sum_j w_j c_j``, exactly.
 4. The victim-only term is added with its rounding bound.
 
-Alternatively (:mod:`jaxshuffle.blanket_lattice`), every ``g`` rounded up (or down) to a lattice and
-the ``n``-fold convolution by FFT, at moderate ``n``; :func:`matrix_bounds` takes the smaller
-certified upper value of the two where the lattice applies.
-
 Public API: :class:`MatrixMechanism` (the pytree a :class:`~jaxshuffle.randomizers.VRParams` carries),
 :func:`pair_forms`, :func:`matrix_bounds` (certified ``[lower, upper]`` on the shuffled mechanism's
 epsilon), :func:`form_divergence` (one form's certified band at one ``t``).
@@ -39,7 +35,6 @@ epsilon), :func:`form_divergence` (one form's certified band at one ``t``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -49,6 +44,7 @@ import numpy as np
 
 from jaxshuffle import blanket as bl
 from jaxshuffle._config import check, require_x64
+from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
 
 _ULP = 2.3e-16
 #: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
@@ -56,20 +52,6 @@ KERNEL_CATEGORIES = 4
 #: largest number of input rows / message columns a mechanism matrix may have
 MAX_INPUTS = 4096
 MAX_OUTPUTS = 1 << 20
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class MatrixMechanism:
-    """A finite local randomizer given by its matrix: ``matrix[..., x, y] = P(R(x) = y)``.
-
-    A :class:`~jaxshuffle.randomizers.VRParams` carrying one (``mechanism``) describes exactly this
-    mechanism; :func:`jaxshuffle.amplify` then adds the certified blanket bound and the exact
-    datasets' lower bound of :func:`matrix_bounds` (docs/math.md section 18). Leading batch axes
-    are allowed (one matrix per point).
-    """
-
-    matrix: jax.Array
 
 
 class PairForms(NamedTuple):
