@@ -58,6 +58,7 @@ from jaxshuffle.randomizers.catalog import CATALOG, Entry, build, build_lower, c
 from jaxshuffle.randomizers.ldp import (
     binary_rr,
     binary_rr_lower,
+    binary_rr_matrix,
     collision,
     duchi,
     general,
@@ -78,6 +79,7 @@ from jaxshuffle.randomizers.ldp import (
     sampling_rappor,
     subset_selection,
     subset_selection_lower,
+    subset_selection_matrix,
     wheel,
 )
 from jaxshuffle.randomizers.metric import metric_general, metric_laplace, planar_laplace, planar_laplace_beta
@@ -89,7 +91,7 @@ from jaxshuffle.randomizers.multi_message import (
     mix_dump,
     pure_dump,
 )
-from jaxshuffle.randomizers.params import Arg, Inputs, KaryRR, LowerParams, VRParams
+from jaxshuffle.randomizers.params import Arg, Inputs, KaryRR, LowerParams, MatrixMechanism, VRParams, with_matrix
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     witchhat,

@@ -26,25 +26,7 @@ from jaxshuffle.randomizers.params import (
     KaryRR,
     LowerParams,
     VRParams,
-    with_matrix,
 )
-
-#: largest matrix (inputs x messages) a catalog row attaches for the general blanket engine
-MATRIX_CELLS = 1 << 16
-
-
-def _plain(*xs) -> bool:
-    """No tracer among ``xs`` (eager values: a matrix can be built from them)."""
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
-
-
-def _attach_matrix(params: VRParams, build, cells: float) -> VRParams:
-    """``params`` with its mechanism's matrix ``build()`` where the options are one concrete, valid
-    point and the matrix has at most :data:`MATRIX_CELLS` cells (docs/math.md section 18); else as is."""
-    p = params.p
-    if jnp.ndim(p) != 0 or not _plain(p) or not bool(jnp.isfinite(p)) or cells > MATRIX_CELLS:
-        return params
-    return with_matrix(params, build())
 
 
 def _log_binom(n, k):
@@ -161,8 +143,7 @@ def binary_rr(eps0, d) -> VRParams:
     eps0, d = inp.values
     p = jnp.exp(eps0)
     out = inp.params(p, jnp.tanh(0.25 * eps0), p)
-    cells = float(d) * 2.0 ** float(d) if _plain(d) and jnp.ndim(d) == 0 and bool(inp.ok) else math.inf
-    return _attach_matrix(out, lambda: binary_rr_matrix(float(eps0), int(d)), cells)
+    return out
 
 
 def binary_rr_matrix(eps0: float, d: int) -> np.ndarray:
@@ -218,8 +199,7 @@ def subset_selection(eps0, d, k) -> VRParams:
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
     p = jnp.exp(eps0)
     out = inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p)
-    cells = float(d) * math.comb(int(d), int(k)) if _plain(d, k) and jnp.ndim(d) == 0 and bool(inp.ok) else math.inf
-    return _attach_matrix(out, lambda: subset_selection_matrix(float(eps0), int(d), int(k)), cells)
+    return out
 
 
 def subset_selection_matrix(eps0: float, d: int, k: int) -> np.ndarray:

@@ -18,7 +18,6 @@ from jaxshuffle.randomizers.params import (
     DMAX,
     Inputs,
     VRParams,
-    with_matrix,
 )
 
 
@@ -92,8 +91,6 @@ def metric_exponential(d01, d02, d12) -> VRParams:
     beta = 0.5 * jnp.sum(jnp.abs(m[..., 0, :] - m[..., 1, :]), axis=-1)
     log_q = jnp.max(logm[..., :2, None, :] - logm[..., None, :, :], axis=(-3, -2, -1))
     out = inp.params(jnp.exp(log_p), beta, jnp.exp(log_q))
-    if jnp.ndim(d01) == 0 and not isinstance(logm, jax.core.Tracer) and bool(inp.ok):  # the blanket engine (18)
-        out = with_matrix(out, np.exp(np.asarray(logm)))
     return out
 
 
