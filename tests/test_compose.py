@@ -297,3 +297,97 @@ def test_composed_epsilon_is_the_smallest_certified_bound():
         composed_epsilon(rand, n, [0], 1e-6)
     with pytest.raises(ValueError, match="delta: must lie in"):
         composed_epsilon(rand, n, [2], 1.0)
+
+
+# --- the blanket pair's PLD (docs/math.md section 13.9) ----------------------------------------------
+
+def symmetric_pair(rng, m):
+    """A random symmetric pair: P = (a, b), Q = (b, a) over 2m outcomes (swapping halves maps P to Q)."""
+    a, b = rng.random(m) ** 3, rng.random(m) ** 3
+    total = a.sum() + b.sum()
+    return np.concatenate([a, b]) / total, np.concatenate([b, a]) / total
+
+
+def hockey_stick(P, Q, eps):
+    return np.array([np.sum(np.maximum(P - math.exp(e) * Q, 0.0)) for e in np.atleast_1d(eps)])
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), st.sampled_from([1e-3, 7e-3, 2e-2]), st.integers(2, 3))
+def test_property_connect_the_dots_dominates_the_profile_and_its_composition(seed, m, grid, T):
+    """Upper profile values (exact, inflated at random) on a grid -> a PLD whose one-round and T-round
+    deltas are >= the pair's exact ones at every eps (off-grid and negative included), mass ~ 1."""
+    from jaxshuffle.accountant.blanket_pld import _to_discrete, connect_the_dots
+
+    rng = np.random.default_rng(seed)
+    P, Q = symmetric_pair(rng, m)
+    loss_max = float(np.max(np.abs(np.log(P / Q))))
+    j = np.unique(np.concatenate([[0], np.sort(rng.choice(np.arange(1, 400), 40, replace=False)),
+                                  [math.ceil(loss_max / grid) + 1]])).astype(np.int64)
+    exact_u = hockey_stick(P, Q, j * grid)
+    noisy = exact_u * (1 + rng.random(j.size) * rng.choice([0, 1e-3, 0.1])) + rng.choice([0, 1e-9])
+    pld = _to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, noisy), grid)
+    assert 1.0 <= pld.probs.sum() + pld.infinity_mass <= 1.0 + 1e-9 + 2 * j.size * noisy.max() * 0.1
+    eps = np.linspace(-loss_max - 0.1, loss_max + 0.1, 301)
+    one = np.array([pld.delta(e) for e in eps])
+    assert np.all(hockey_stick(P, Q, eps) <= one * (1 + 1e-12) + 1e-15)
+    composed = compose_discrete([(pld, T)]).delta(eps)
+    assert np.all(composed_delta(P, Q, T, eps) <= composed * (1 + 1e-9) + 1e-15)
+
+
+def test_connect_the_dots_of_exact_values_is_tight_on_its_grid():
+    """With the exact profile at every grid point the PLD's delta equals it there (the hull keeps them)."""
+    from jaxshuffle.accountant.blanket_pld import _to_discrete, connect_the_dots
+
+    P, Q = symmetric_pair(np.random.default_rng(3), 4)
+    grid = 1e-3
+    j = np.arange(0, math.ceil(np.max(np.log(P / Q)) / grid) + 2)
+    exact_u = hockey_stick(P, Q, j * grid)
+    pld = _to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, exact_u), grid)
+    on_grid = np.array([pld.delta(e) for e in j * grid])
+    np.testing.assert_allclose(on_grid, exact_u, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("n", [5, 8])
+def test_blanket_composition_is_above_the_exact_shuffled_mechanism(n):
+    """k-RR (k = 3, eps0 = 1) through a shuffler: exact histograms of several datasets of the others,
+    composed 2 and 3 times, both orders, never above the blanket PLD's composition."""
+    from jaxshuffle.accountant.blanket_pld import blanket_round
+
+    eps0, k = 1.0, 3
+    r = blanket_round(eps0, k, n, discretization=1e-3, points=256)
+    assert r.upper_backward is r.upper_forward and r.lower_forward is None
+    eps = np.linspace(0.0, 2.0, 41)
+    worst = shuffled_round(R.grr(eps0, k), n, discretization=1e-3).upper_forward
+    rng = np.random.default_rng(n)
+    datasets = [(0,) * (n - 1), (2,) * (n - 1), tuple(rng.integers(0, k, n - 1))]
+    for T in (2, 3) if n == 5 else (2,):
+        hi = compose_discrete([(r.upper_forward, T)]).delta(eps)
+        for others in datasets:
+            log_p, log_q = exact.histogram_log_pmfs(krr(eps0, k), 0, 1, list(others))
+            P, Q = np.exp(log_p), np.exp(log_q)
+            for A, B in ((P, Q), (Q, P)):
+                assert np.all(composed_delta(A, B, T, eps) <= hi * (1 + 1e-9) + 1e-15), (others, T)
+        # tighter than the worst-case pair's composition (within the profile grid)
+        assert np.all(hi <= compose_discrete([(worst, T)]).delta(eps) + 1e-3)
+
+
+@pytest.mark.slow
+def test_blanket_round_reproduces_blanket_epsilon_and_dp_accounting():
+    """One round: within the profile grid of the blanket engine's certified bracket; ten rounds: the
+    exported PLD composed by dp_accounting agrees within the loss grid."""
+    from jaxshuffle.accountant.blanket_pld import TAIL_DELTA, blanket_round
+    from jaxshuffle.blanket import blanket_epsilon
+
+    eps0, k, n, points = 1.0, 10, 2_000, 256
+    r = blanket_round(eps0, k, n, rounds=10, points=points)
+    grid = r.upper_forward.discretization
+    b = blanket_epsilon(eps0, k, n, 1e-6)
+    spacing = (float(blanket_epsilon(eps0, k, n, TAIL_DELTA).upper) / points + grid) * 1.01
+    one = compose([(r, 1)], 1e-6)
+    assert float(b.lower) <= one.upper <= float(b.upper) + spacing and np.isnan(one.lower)
+    ten = compose([(r, 10)], 1e-6).upper
+    assert ten < 0.9 * compose([(shuffled_round(R.grr(eps0, k), n, rounds=10), 10)], 1e-6).upper
+    pytest.importorskip("dp_accounting")
+    theirs = to_dp_accounting(r).self_compose(10).get_epsilon_for_delta(1e-6)
+    assert theirs - grid <= ten <= theirs + 2 * grid

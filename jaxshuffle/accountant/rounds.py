@@ -5,6 +5,9 @@ is by itself a certified upper bound on the epsilon of the T-fold composition:
 
 * ``pld``: the PLD composition (:mod:`~jaxshuffle.accountant.compose`) of the worst-case two-count
   pair, a dominating pair of every round at every eps;
+* ``blanket_pld``: for k-ary RR, the PLD composition of its blanket pair
+  (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round`, docs/math.md section 13.9), another
+  dominating pair (composed on its own: never mixed with the worst-case pair's profile);
 * ``basic``: ``T eps_1(delta/T)``, where ``eps_1(d)`` is the certified one-round bound of
   :func:`~jaxshuffle.accountant.amplify` (for k-ary RR the blanket pair's);
 * ``advanced`` (Dwork, Rothblum and Vadhan 2010, Thm III.3): with ``e = eps_1(delta/(2T))``,
@@ -23,17 +26,19 @@ import numpy as np
 from jaxshuffle._config import check
 
 #: ``upper_source`` values, in order of preference on ties.
-SOURCES = ("basic", "advanced", "PLD")
+SOURCES = ("basic", "advanced", "PLD", "blanket PLD")
 
 
 class ComposedEpsilon(NamedTuple):
     """Certified epsilon of ``T`` rounds at total ``delta``; every array has shape ``(len(rounds), len(delta))``.
 
     rounds: the numbers of rounds (int64, shape ``(R,)``); delta: the total deltas (shape ``(D,)``).
-    upper: the smallest of ``pld``, ``basic`` and ``advanced`` (an upper bound on the composed
-      mechanism's epsilon; ``inf`` where none is finite).
+    upper: the smallest of ``basic``, ``advanced``, ``pld`` and ``blanket_pld`` (an upper bound on the
+      composed mechanism's epsilon; ``inf`` where none is finite).
     upper_source: which of :data:`SOURCES` gave ``upper`` (a str array).
     pld: PLD composition of the worst-case pair (upper bound).
+    blanket_pld: PLD composition of the blanket pair (upper bound; ``inf`` for a randomizer without
+      a blanket engine, or with ``blanket_points=0``).
     lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
       not a lower bound on the mechanism).
     basic, advanced: basic and advanced composition of the certified one-round bound (upper bounds).
@@ -45,6 +50,7 @@ class ComposedEpsilon(NamedTuple):
     upper: np.ndarray
     upper_source: np.ndarray
     pld: np.ndarray
+    blanket_pld: np.ndarray
     lower: np.ndarray
     basic: np.ndarray
     advanced: np.ndarray
@@ -74,7 +80,8 @@ def _check_rounds_delta(rounds, delta) -> tuple[np.ndarray, np.ndarray]:
     return rounds.astype(np.int64), delta
 
 
-def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | None = None) -> ComposedEpsilon:
+def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | None = None,
+                     blanket_points: int | None = None) -> ComposedEpsilon:
     """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
 
     Args:
@@ -84,6 +91,8 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
       delta: total deltas of the ``T`` rounds, in (0, 1) (scalar or 1-d).
       discretization: loss grid of the PLD composition (default: about 1e-3 relative accuracy at
         ``max(rounds)``, :func:`~jaxshuffle.accountant.pld.default_discretization`).
+      blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR; default
+        :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS`; 0 skips it).
 
     Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of three certified
     bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
@@ -101,8 +110,17 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
     pld = np.asarray(comp.upper)
-    candidates = np.stack([basic, advanced, pld])
+    blanket = np.full(pld.shape, np.inf)
+    mech = getattr(randomizer, "mechanism", None)
+    if mech is not None and randomizer.blanket_per_user is None and blanket_points != 0:
+        from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS, blanket_round
+
+        b = blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
+                          discretization=r.upper_forward.discretization,
+                          points=DEFAULT_POINTS if blanket_points is None else blanket_points)
+        blanket = np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
+    candidates = np.stack([basic, advanced, pld, blanket])
     pick = np.argmin(np.where(np.isfinite(candidates), candidates, np.inf), axis=0)
     upper = np.take_along_axis(candidates, pick[None], axis=0)[0]
-    return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], pld, np.asarray(comp.lower),
+    return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], pld, blanket, np.asarray(comp.lower),
                            basic, advanced, float(r.upper_forward.discretization))

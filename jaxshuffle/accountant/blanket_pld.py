@@ -1,0 +1,184 @@
+"""Privacy-loss distribution of shuffled k-ary RR's blanket pair, from its certified privacy profile.
+
+The blanket (three-count) pair ``(P, Q)`` of docs/math.md section 7 dominates shuffled k-RR at
+every eps, in both orders of the neighbouring datasets (it is symmetric: swapping the counts of
+``x0`` and ``x1`` maps ``P`` to ``Q``). Its profile ``h(t) = H_t(P || Q)``, ``t = e^eps``, is
+convex and non-increasing, ``h(0) = 1``, and :func:`jaxshuffle.blanket.point_divergence` certifies
+an upper value ``u_i >= h(t_i)`` at given ``eps_i >= 0``. The round's PLD is built by connecting
+those dots (docs/math.md section 13.9):
+
+1. ``eps_i = j_i Delta`` on the composition grid (evaluated a few ulps lower, so that
+   ``u_i >= h(e^{j_i Delta})``), up to ``ceil(eps0/Delta) Delta`` where ``h = 0``; ``u`` capped at
+   1 and replaced by its running minimum (``h`` is non-increasing);
+2. the value at ``t = 1`` may be lowered to ``v* = min_b 1 - 2 (1 - u_b)/(1 + t_b)`` (the chord
+   of ``h`` between ``1/t_b`` and ``t_b``, by the symmetry ``h(t) = 1 - t + t h(1/t)``);
+3. the lower convex hull of ``(1, v*), (t_i, u_i)`` gives vertices with slope jumps ``q_v`` (Q-mass
+   at loss ``eps_v``); the PLD has P-mass ``t_v q_v`` at ``+eps_v``, ``q_v`` at ``-eps_v``,
+   ``p_0 = 1 - v* + 2 s_1`` at 0 (``s_1`` the first slope) and ``u_last`` at ``+inf``.
+
+Every float step rounds the masses up (relative slope error at most ``KAPPA``); negative jumps
+are clamped to 0. Section 13.9 proves that the result dominates, mass by mass, a valid PLD whose
+profile is >= ``h`` at every eps, so its composition is a certified upper bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle._config import check
+from jaxshuffle.accountant.pld import MIN_DISCRETIZATION, DiscretePLD, RoundPLD, default_discretization
+from jaxshuffle.blanket import blanket_epsilon, krr_sum_form, plan_blanket, point_divergence
+
+_U = 2.0 ** -53
+KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one subtraction, one division)
+DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point
+TAIL_DELTA = 1e-12  # profile value at the end of the evenly spaced points
+TAIL_REACH = 8  # then points/8 points up to TAIL_REACH times as far (or eps0, where h = 0)
+EVAL_BATCH = 64  # profile points evaluated together (memory)
+MAX_INDEX = 1 << 21  # largest |loss| / discretization of a round (the dense array has 2 MAX_INDEX + 1 bins)
+
+
+def _profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan) -> np.ndarray:
+    """Certified upper values of the blanket pair's ``H_{e^eps}(P||Q)`` at each ``eps >= 0``."""
+    f = krr_sum_form(eps0, k, "blanket")
+    # the s window centred on the mean of Bin(n, pS); any start is sound (the mass outside is charged)
+    s_lo = jnp.clip(jnp.floor(n * f.pS) - plan.window // 2, 0.0, max(n + 1.0 - plan.window, 0.0))
+    return np.asarray(_profile_program(f, jnp.float64(n), s_lo, jnp.asarray(eps), plan=plan))
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _profile_program(f, n, s_lo, eps, *, plan):
+    return jax.lax.map(lambda e: point_divergence(f, n, e, s_lo, plan).upper, eps, batch_size=EVAL_BATCH)
+
+
+@jax.jit
+def _lower_hull(x, y):
+    """Mask of the lower convex hull's vertices of points with increasing ``x`` (monotone chain).
+    Float decisions only affect tightness: any vertex set gives a valid bound (section 13.9)."""
+    m = x.shape[0]
+
+    def push(carry, i):
+        def concave(c):
+            stack, top = c
+            a, b = stack[jnp.maximum(top - 2, 0)], stack[jnp.maximum(top - 1, 0)]
+            cross = (x[b] - x[a]) * (y[i] - y[a]) - (y[b] - y[a]) * (x[i] - x[a])
+            return (top >= 2) & (cross <= 0)
+
+        stack, top = jax.lax.while_loop(concave, lambda c: (c[0], c[1] - 1), carry)
+        return (stack.at[top].set(i), top + 1), None
+
+    (stack, top), _ = jax.lax.scan(push, (jnp.zeros(m, jnp.int32), jnp.int32(0)), jnp.arange(m, dtype=jnp.int32))
+    i = jnp.arange(m, dtype=jnp.int32)
+    return jnp.zeros(m, bool).at[jnp.where(i < top, stack, jnp.int32(m))].set(True, mode="drop")
+
+
+@jax.jit
+def connect_the_dots(j, discretization, upper):
+    """Pessimistic symmetric PLD from upper profile values ``upper[i] >= H_{e^{j[i] Delta}}(P||Q)``.
+
+    ``j``: increasing grid indices with ``j[0] = 0``; ``upper``: certified upper values there (``inf``
+    allowed). Returns ``(positive, negative, zero, infinity)``: P-masses at losses ``+j[i] Delta``
+    and ``-j[i] Delta`` (entry 0 unused, 0), at loss 0 and at ``+inf``; each rounded up
+    (docs/math.md section 13.9). The pair must be symmetric (``H_t(P||Q) = H_t(Q||P)``).
+    """
+    eps = j * discretization
+    u = jax.lax.cummin(jnp.where(jnp.isnan(upper), 1.0, jnp.minimum(upper, 1.0)))
+    x = jnp.expm1(eps)  # t - 1
+    v_star = jnp.min(1.0 - 2.0 * (1.0 - u) / (2.0 + x)) + 4 * _U  # >= h(1): rounded up
+    y = u.at[0].set(jnp.minimum(v_star, u[0]))
+    keep = _lower_hull(x, y)
+    m = j.shape[0]
+    idx = jnp.arange(m, dtype=jnp.int32)
+    prev = jax.lax.cummax(jnp.where(keep, idx, jnp.int32(-1)))
+    prev = jnp.concatenate([jnp.full(1, -1, jnp.int32), prev[:-1]])  # last vertex before each point
+    nxt = jax.lax.cummin(jnp.where(keep, idx, jnp.int32(m)), reverse=True)
+    nxt = jnp.concatenate([nxt[1:], jnp.full(1, m, jnp.int32)])  # first vertex after each point
+    last = nxt >= m
+    p_, n_ = jnp.maximum(prev, 0), jnp.minimum(nxt, m - 1)
+
+    def slope(a, b):  # (y_b - y_a)/(t_b - t_a), t_b - t_a = e^{eps_a} expm1((j_b - j_a) Delta)
+        return (y[b] - y[a]) / (jnp.exp(eps[a]) * jnp.expm1((j[b] - j[a]) * discretization))
+
+    s_left = jnp.where(prev >= 0, slope(p_, idx), 0.0)
+    s_right = jnp.where(last, 0.0, slope(idx, n_))
+    jump = (s_right - s_left) * (1 + 2 * _U) + KAPPA * (jnp.abs(s_left) + jnp.abs(s_right))
+    q = jnp.where(keep & (idx > 0), jnp.maximum(jump, 0.0), 0.0)
+    positive = q * jnp.exp(eps) * (1 + KAPPA)
+    s1 = s_right[0]
+    zero = jnp.maximum((1.0 - y[0] + 2.0 * s1) * (1 + 2 * _U) + 8 * _U + 2 * KAPPA * jnp.abs(s1), 0.0)
+    return positive, q, zero, y[-1]
+
+
+def _to_discrete(j: np.ndarray, positive, negative, zero, infinity, discretization: float) -> DiscretePLD:
+    top = int(j[-1])
+    probs = np.zeros(2 * top + 1)
+    probs[top + j[1:]] = np.asarray(positive)[1:]
+    probs[top - j[1:]] = np.asarray(negative)[1:]
+    probs[top] += float(zero)
+    nz = np.flatnonzero(probs)
+    lo, hi = (nz[0], nz[-1]) if nz.size else (top, top)
+    return DiscretePLD(np.ascontiguousarray(probs[lo:hi + 1]), int(lo - top), float(discretization),
+                       min(float(infinity), 1.0), True)
+
+
+def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: int = 1,
+                  points: int = DEFAULT_POINTS) -> RoundPLD:
+    """Certified round PLD of ``n`` users' shuffled k-ary randomized response, from its blanket pair.
+
+    Args:
+      eps0: local budget, in (0, 50]. k: number of values, an integer >= 2.
+      n: number of users, an integer in [2, 1e12].
+      discretization: loss grid spacing; default that of the worst-case pair
+        (:func:`~jaxshuffle.accountant.pld.default_discretization`) for ``rounds`` rounds, so both
+        pairs share one grid.
+      points: profile evaluations spread evenly over ``[0, eps_tail]`` (``eps_tail``: the blanket
+        epsilon at ``TAIL_DELTA``), and ``points/8`` more up to ``min(eps0, TAIL_REACH eps_tail)``.
+
+    Returns a symmetric :class:`RoundPLD` (pessimistic only: ``lower_*`` are None). Composing it
+    gives certified upper bounds (docs/math.md section 13.9); it never mixes with another pair's
+    profile (compose each pair and keep the smaller final bound).
+    """
+    from jaxshuffle.pair import vr_pair, worst_case_beta
+    from jaxshuffle.randomizers import grr
+
+    for name, value in (("eps0", eps0), ("k", k), ("n", n)):
+        if np.ndim(value) != 0:
+            raise ValueError(f"{name}: blanket_round takes a scalar, got shape {np.shape(value)}")
+    eps0, k, n = (np.float64(x) for x in (eps0, k, n))
+    check(np.isfinite(eps0) & (eps0 > 0) & (eps0 <= 50), "eps0", "must lie in (0, 50]", value=eps0)
+    check((k >= 2) & (k == np.floor(k)) & (k < 1e12), "k", "must be an integer >= 2", value=k)
+    check((n >= 2) & (n == np.floor(n)) & (n <= 1e12), "n", "must be an integer in [2, 1e12]", value=n)
+    check((np.float64(points) >= 2) & (np.float64(points) <= 1 << 16), "points", "must lie in [2, 65536]",
+          value=np.float64(points))
+    if discretization is None:
+        vr = grr(float(eps0), float(k))
+        pair = vr_pair(vr.p, worst_case_beta(vr.p), vr.q)
+        discretization = default_discretization(pair, n, int(rounds))
+    check(np.float64(discretization) >= MIN_DISCRETIZATION, "discretization",
+          f"must be at least {MIN_DISCRETIZATION}", value=np.float64(discretization))
+    delta_ = float(discretization)
+    plan = plan_blanket(eps0, k, n, TAIL_DELTA)
+    tail = blanket_epsilon(eps0, k, n, TAIL_DELTA, plan=plan)
+    eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
+    j_end = math.ceil(float(eps0) / delta_)  # h = 0 from here on
+    j_tail = max(1, min(j_end, math.ceil(eps_tail / delta_)))
+    j_cap = min(j_end, TAIL_REACH * j_tail)  # last point: its profile value goes to +inf (0 if at eps0)
+    if j_cap > MAX_INDEX:
+        raise ValueError(f"discretization: {delta_:.3g} needs {2 * j_cap + 1} bins for this round, more than "
+                         f"{2 * MAX_INDEX + 1}; use at least {j_cap * delta_ / MAX_INDEX:.3g}")
+    step = max(1, math.ceil(j_tail / int(points)))
+    coarse = max(step, math.ceil((j_cap - j_tail) / max(int(points) // 8, 1)))
+    j = np.unique(np.concatenate([np.arange(0, j_tail, step), np.arange(j_tail, j_cap, coarse), [j_cap]]))
+    j = j.astype(np.int64)
+    eps_eval = j * delta_ * (1 - 4 * _U) - 4 * _U  # a few ulps below j Delta: u >= h(e^{j Delta})
+    upper = _profile_upper(float(eps0), float(k), float(n), np.maximum(eps_eval, 0.0), plan)
+    pos, neg, zero, inf = connect_the_dots(jnp.asarray(j, jnp.float64), jnp.float64(delta_), jnp.asarray(upper))
+    pld = _to_discrete(j, pos, neg, zero, inf, delta_)
+    # max_loss bounds the finite losses for rdp(); with mass at +inf the RDP bound is infinite
+    max_loss = float(eps0) if pld.infinity_mass == 0 else math.inf
+    return RoundPLD(pld, pld, None, None, certified=True, source="blanket pair (k-ary RR)", max_loss=max_loss)
