@@ -64,6 +64,8 @@ _ULP = 2.3e-16
 _FLUSH = 2.3e-308
 _LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such tails are exact, never walked)
 MIN_WINDOW = 16
+#: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
+LANES_PER_BATCH = 8
 
 
 class SumForm(NamedTuple):
@@ -653,7 +655,11 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
     from jaxshuffle.search import EpsilonBracket, Status
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
     sg = jax.lax.stop_gradient
-    lower, upper, status, it = jax.vmap(search)(sg(eps0), sg(k), sg(n), sg(delta), code)
+    # lanes run LANES_PER_BATCH at a time (vmapped inside a batch, sequential across batches): each
+    # lane's search holds window x lines arrays (~50 MB at n = 1e4), so one vmap over a large batch
+    # grew memory with the batch (64 k-RR points: 9 GB)
+    lower, upper, status, it = jax.lax.map(lambda a: search(*a), (sg(eps0), sg(k), sg(n), sg(delta), code),
+                                           batch_size=LANES_PER_BATCH)
     diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
             | (status == jnp.int8(Status.ERROR_LIMITED)))
 
