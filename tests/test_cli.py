@@ -231,6 +231,7 @@ def test_compose_plot_draws_the_rounds_curve(capsys, tmp_path):
     (["--rounds", "0", "--delta", "1e-6"], "rounds: must be integers >= 1"),
     (["--rounds", "10", "--delta", "2"], "delta: must lie in (0, 1)"),
     (["--rounds", "abc", "--delta", "1e-6"], "rounds"),
+    (["--rounds", "10", "--delta", "1e-6", "--blanket-points", "-1"], "blanket-points: must be an integer >= 0"),
 ])
 def test_compose_bad_input_is_one_line(capsys, argv, pattern):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "100", *argv])

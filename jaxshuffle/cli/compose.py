@@ -35,6 +35,9 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     p.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
     p.add_argument("--discretization", type=float, default=None,
                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
+    p.add_argument("--blanket-points", type=int, default=None, metavar="M",
+                   help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
+                        "0 above, where it takes minutes)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
@@ -61,7 +64,10 @@ def run_compose(args) -> int:
         raise UsageError("delta: must lie in (0, 1)")
     if args.plot is not None:
         _check_output_path("plot", args.plot)
-    c = composed_epsilon(params, args.n, rounds, delta, discretization=args.discretization)
+    if args.blanket_points is not None and args.blanket_points < 0:
+        raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
+    c = composed_epsilon(params, args.n, rounds, delta, discretization=args.discretization,
+                         blanket_points=args.blanket_points)
     rows = []
     for i, T in enumerate(c.rounds):
         for j, d in enumerate(c.delta):
