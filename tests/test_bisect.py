@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxshuffle._bisect import bisect_jax, bisect_numpy, bracket_monotone
+from jaxshuffle._bisect import bisect_jax, bisect_numpy, bracket_monotone, itp_step
 
 
 @settings(derandomize=True, deadline=None, max_examples=40)
@@ -56,3 +56,60 @@ def test_bisect_monotone_both_directions():
     assert lo[1] == 1e3 and np.isinf(hi[1]) and np.isinf(up[1])  # infeasible at the limit
 
 
+
+
+def _bisect_only(f, target, rtol, log_width):
+    mid = lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))  # noqa: E731
+    return bracket_monotone(
+        f, target, np.minimum(target, 30.0), feasible_below=True, limit=30.0, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 30.0), mid=mid,
+        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= rtol * hi), max_probes=200, log_width=log_width)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(power=st.floats(0.3, 4.0), scale=st.floats(1e-3, 1.0), jump=st.floats(0.05, 20.0), kink=st.booleans(),
+       target=st.floats(0.01, 0.9), rtol=st.sampled_from([1e-3, 1e-6, 1e-9]))
+def test_itp_steps_never_overshoot_and_beat_bisection(power, scale, jump, kink, target, rtol):
+    """Secant expansion + ITP (log_width) on increasing curves, smooth or with a jump: the feasible
+    end is a probed point at or below the target, the bracket closes to rtol, and the probe count
+    never exceeds plain bisection's by more than 3 (ITP's bound: one probe once bracketed, plus
+    the expansion's secant misses); on smooth curves it is smaller."""
+    def f(x):
+        y = scale * x ** power
+        return np.where(x > jump, y + 0.5, y) if kink else y
+
+    probed = []
+
+    def record(x):
+        probed.append(np.array(x))
+        return f(x)
+
+    t = np.array([target])
+    lo, hi, up, at_limit, done, itp = _bisect_only(record, t, rtol, -np.log1p(-rtol))
+    *_, plain = _bisect_only(f, t, rtol, None)
+    assert done.all()
+    assert up[0] <= target and up[0] == f(lo)[0] and any(p[0] == lo[0] for p in probed)  # a verified probe
+    if not at_limit[0]:
+        assert f(hi)[0] > target and hi[0] - lo[0] <= rtol * hi[0]
+        assert any(p[0] == hi[0] for p in probed)
+    assert itp <= plain + 3
+    if not kink and not at_limit[0]:
+        assert itp < plain
+
+
+def test_itp_step_projects_and_nudges():
+    """One ITP step: the regula-falsi point where it is inside the projection's radius, the
+    midpoint minus sigma r where it is not, and a point within 1.8 eps of an end moved inwards."""
+    a, b, eps = np.array([0.0]), np.array([1.0]), 1e-3
+    # linear y = x - 0.3: regula falsi is exact (0.3), truncation kappa1 (b - a)^2 moves it towards 0.5
+    x = itp_step(a, b, np.array([-0.3]), np.array([0.7]), eps, np.array([20.0]), np.array([0.01]))
+    assert x[0] == 0.3 + 0.01
+    # no room left (steps_left = log2 of the current width / (2 eps)): the midpoint exactly
+    x = itp_step(a, b, np.array([-0.3]), np.array([0.7]), eps, np.log2(np.array([0.5 / eps])), np.array([0.01]))
+    assert abs(x[0] - 0.5) < 1e-12
+    # a root next to an end: the point moves 1.8 eps inwards from that end
+    x = itp_step(a, b, np.array([-1e-7]), np.array([1.0]), eps, np.array([20.0]), np.array([0.0]))
+    assert x[0] == 1.8 * eps
+    # NaN at an end: no interpolation, the midpoint
+    x = itp_step(a, b, np.array([np.nan]), np.array([1.0]), eps, np.array([20.0]), np.array([0.0]))
+    assert x[0] == 0.5

@@ -127,9 +127,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     target_np = np.broadcast_to(np.asarray(target), shape)
     n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
 
-    if isinstance(rounds, bool) or not float(rounds) == int(rounds) or int(rounds) < 1:
-        raise ValueError(f"rounds: must be an integer >= 1, got {rounds!r}")
-    rounds = int(rounds)
+    rounds = _check_rounds(rounds)
 
     log_width = -np.log1p(-rtol)  # log(over / value) <= log_width  implies  over - value <= rtol * over
 
@@ -152,8 +150,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
     if rounds > 1:
         def upper_at(x):
-            return _composed_upper(family, np.asarray(x, np.float64), np.asarray(n_b), np.asarray(d_b), rounds,
-                                   discretization)
+            return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization)
     elif blanket:
         # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
@@ -289,24 +286,43 @@ def _quarter_octave(v: int) -> int:
     return -(-v // base) * base
 
 
-def _composed_upper(family, eps0, n, delta, rounds: int, discretization) -> np.ndarray:
-    """Certified epsilon of ``rounds`` compositions of the shuffled round at each point (upper side)."""
+def _composed_upper(params: VRParams, n, delta, rounds: int, discretization) -> np.ndarray:
+    """Certified epsilon of ``rounds`` compositions of the shuffled round at each point (upper side).
+
+    ``params`` holds the randomizer of every point (arrays of ``n``'s shape), each round the
+    certified PLD of :func:`~jaxshuffle.accountant.pld.shuffled_round`, composed by
+    :func:`~jaxshuffle.accountant.compose.compose` (docs/math.md section 13); ``inf`` for a
+    single user without blanket messages (nothing is shuffled).
+    """
     from jaxshuffle.accountant.compose import compose
     from jaxshuffle.accountant.pld import shuffled_round
 
-    out = np.empty(eps0.shape)
-    for idx in np.ndindex(eps0.shape):
-        params = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx] if jnp.ndim(a) else a,
-                                        family(jnp.asarray(eps0[idx])))
-        r = shuffled_round(params, float(n[idx]), discretization=discretization, rounds=rounds)
+    out = np.full(np.shape(n), np.inf)
+    for idx in np.ndindex(out.shape):
+        point = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx] if jnp.ndim(a) else a, params)
+        if float(np.asarray(point.n_blanket(n[idx]))) < 1:
+            continue  # one user and no blanket: no shuffle, no round PLD; inf is an upper bound
+        r = shuffled_round(point, float(n[idx]), discretization=discretization, rounds=rounds)
         out[idx] = float(compose([(r, rounds)], float(delta[idx])).upper)
     return out
 
 
+def _check_rounds(rounds) -> int:
+    if isinstance(rounds, bool) or not float(rounds) == int(rounds) or int(rounds) < 1:
+        raise ValueError(f"rounds: must be an integer >= 1, got {rounds!r}")
+    return int(rounds)
+
+
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
                 max_window: int = 1 << 18, scaled_variant: bool = False, engine_rtol: float = 1e-6,
-                max_probes: int = 200, upper_from: str = "best", **options) -> Calibration:
+                max_probes: int = 200, upper_from: str = "best", rounds: int = 1,
+                discretization: float | None = None, **options) -> Calibration:
     """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
+
+    With ``rounds = T > 1``: the smallest ``n`` whose **T-fold composition** is certified
+    ``<= target_eps`` at ``delta`` (the same ``n`` users in every round), each probe composed as
+    in :func:`calibrate_eps0` with ``rounds`` (``upper_from`` and ``scaled_variant`` do not apply;
+    points are probed one by one). ``upper`` is then the certified composed epsilon at ``value``.
 
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with
@@ -336,6 +352,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         raise ValueError("randomizer: must be a catalog name or a VRParams")
     target, delta = f64(target_eps), f64(delta)
     _check_target(target)
+    rounds = _check_rounds(rounds)
     nm = float(n_max)
     if not (nm >= 1 and nm == np.floor(nm) and np.isfinite(nm)):
         raise ValueError("n_max: must be an integer >= 1")
@@ -344,9 +361,16 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
 
-    def upper_at(x):
-        return np.asarray(amplify(params, jnp.asarray(x), d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
-                                  with_paper=False, upper_from=upper_from).upper)
+    def upper_of(params, delta):
+        """Certified upper at the points' counts ``x`` (one batched amplify call, or T-fold compositions)."""
+        if rounds > 1:
+            return lambda x: _composed_upper(params, np.asarray(x, np.float64), np.asarray(delta), rounds,
+                                             discretization)
+        return lambda x: np.asarray(amplify(params, jnp.asarray(x), delta, rtol=engine_rtol,
+                                            scaled_variant=scaled_variant, with_paper=False,
+                                            upper_from=upper_from).upper)
+
+    upper_at = upper_of(params, d_b)
 
     def mid(lo, hi):
         m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
@@ -374,12 +398,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     if reach.any():
         ix = np.flatnonzero(reach)
         sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
-        sub_delta = jnp.ravel(d_b)[ix]
-
-        def upper_sub(x):
-            return np.asarray(amplify(sub_params, jnp.asarray(x), sub_delta, rtol=engine_rtol,
-                                      scaled_variant=scaled_variant, with_paper=False, upper_from=upper_from).upper)
-
+        upper_sub = upper_of(sub_params, jnp.ravel(d_b)[ix])
         # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
         lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
             upper_sub, flat_target[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,

@@ -1,0 +1,65 @@
+"""Inverse calibration (jaxshuffle.accountant.calibrate): the k-RR two-stage search against a slow
+reference bisection on amplify, and calibrate_n under composition against independent compositions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxshuffle import randomizers as R
+from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n, compose, shuffled_round
+from jaxshuffle.accountant import calibrate as cal_module
+from jaxshuffle.accountant.calibrate import CalibrationStatus
+
+
+def _reference_eps0(k, target, n, delta, rtol):
+    """Slow reference: plain geometric bisection of amplify(...).upper (default upper_from), one
+    point per call, from the bracket [0, 30]; returns (largest feasible probe, smallest infeasible)."""
+    up = lambda e: float(amplify(R.grr(np.array([e]), k), n, delta, with_paper=False).upper[0])  # noqa: E731
+    lo, hi = 0.0, 30.0
+    while hi - lo > rtol * hi:
+        mid = 0.5 * hi if lo == 0 else np.sqrt(lo * hi)
+        lo, hi = (mid, hi) if up(mid) <= target else (lo, mid)
+    return lo, hi
+
+
+@pytest.mark.slow
+def test_krr_calibration_matches_a_reference_bisection_with_few_blanket_probes(monkeypatch):
+    """The two-stage k-RR search (two-count first, then the blanket pair under one shared plan,
+    ITP steps) lands where a plain bisection on amplify's upper does, never above the target,
+    with at most two blanket plans and a handful of blanket probes."""
+    k, target, n, delta, rtol = 3, 0.5, 12, 0.01, 1e-4
+    plans, blanket_calls = [], []
+    span_plan, blanket_upper = cal_module._span_plan, cal_module._blanket_upper
+    monkeypatch.setattr(cal_module, "_span_plan", lambda *a, **kw: plans.append(1) or span_plan(*a, **kw))
+    monkeypatch.setattr(cal_module, "_blanket_upper",
+                        lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
+    c = calibrate_eps0("grr", target, n, delta, k=k, rtol=rtol)
+    value, over = float(c.value), float(c.over)
+    assert int(c.status) == CalibrationStatus.CONVERGED and 0 < over - value <= rtol * over
+    # re-certified from scratch: amplify alone at value is the reported upper, at or below the target
+    assert float(c.upper) == float(amplify(R.grr(np.array([value]), k), n, delta, with_paper=False).upper[0])
+    assert float(c.upper) <= target
+    ref_lo, ref_hi = _reference_eps0(k, target, n, delta, rtol)
+    assert abs(value - ref_lo) <= 2 * rtol * ref_hi  # the same boundary, within the two brackets
+    assert len(plans) <= 2 and len(blanket_calls) <= 8  # one plan, widened at most once by the expansion
+    # the blanket pair is the smaller bound here: the calibrated eps0 exceeds the two-count one
+    wc = calibrate_eps0("grr", target, n, delta, k=k, rtol=rtol, upper_from="worst-case")
+    assert value > float(wc.over)
+
+
+@pytest.mark.slow
+def test_calibrate_n_under_composition():
+    """rounds=T: the returned n's T-fold composition is certified <= target and n - 1's is not
+    (independent shuffled_round + compose); T rounds need more users than one."""
+    eps0, k, target, delta, T = 2.0, 10, 1.0, 1e-6, 4
+    c = calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=T, n_max=2000)
+    assert int(c.status) == CalibrationStatus.CONVERGED
+    n = float(c.value)
+    assert float(c.over) == n - 1
+    up = [float(compose([(shuffled_round(R.grr(eps0, k), m, rounds=T), T)], delta).upper) for m in (n, n - 1)]
+    assert up[0] <= target < up[1]
+    assert float(c.upper) == up[0]
+    one = calibrate_n("grr", target, delta, eps0=eps0, k=k, upper_from="worst-case")
+    assert float(one.value) < n
+    with pytest.raises(ValueError, match="^rounds"):
+        calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=1.5)
