@@ -144,12 +144,12 @@ def test_engine_brackets_exact_on_random_matrices():
     """18.5: certified lower <= exact (worst dataset) and every dataset's exact eps <= certified upper."""
     rng = np.random.default_rng(2)
     counts = {"datasets": 0, "mechanisms": 0}
-    for _ in range(12):
+    for _ in range(6):
         K, Kp = int(rng.integers(2, 5)), int(rng.integers(2, 5))
         R = _random_matrix(rng, K, Kp, zeros=bool(rng.random() < 0.5))
         _check_engine(R, int(rng.integers(1, 6)), float(10 ** rng.uniform(-4, -1)), counts)
     print("random matrices checked:", counts)
-    assert counts["mechanisms"] == 12 and counts["datasets"] > 200
+    assert counts["mechanisms"] == 6 and counts["datasets"] > 60
 
 
 @settings(deadline=None, max_examples=10)

@@ -395,12 +395,11 @@ def test_blanket_round_reproduces_blanket_epsilon_and_dp_accounting():
 
 def test_blanket_pld_is_skipped_by_default_above_its_n_cap(monkeypatch):
     """composed_epsilon builds the k-RR blanket pair's PLD by default only up to BLANKET_PLD_MAX_N
-    (its cost grows with n); above, or with blanket_points=0, that candidate is absent (inf)."""
+    (its cost grows with n); above, that candidate is absent (inf). An explicit count builds it at any n
+    (test_cli's compose test and the blanket_round tests)."""
     from jaxshuffle.accountant import rounds as rounds_mod
 
     monkeypatch.setattr(rounds_mod, "BLANKET_PLD_MAX_N", 50.0)
     c = rounds_mod.composed_epsilon(R.grr(1.0, 10), 100, [5], [1e-6])
     assert np.isinf(c.blanket_pld).all() and "blanket PLD" not in c.upper_source.tolist()
     assert np.isfinite(c.upper).all()
-    forced = rounds_mod.composed_epsilon(R.grr(1.0, 10), 100, [5], [1e-6], blanket_points=64)
-    assert np.isfinite(forced.blanket_pld).all() and forced.upper[0, 0] <= c.upper[0, 0]

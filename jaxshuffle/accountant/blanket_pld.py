@@ -39,7 +39,7 @@ KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one sub
 DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point
 TAIL_DELTA = 1e-12  # profile value at the end of the evenly spaced points
 TAIL_REACH = 8  # then points/8 points up to TAIL_REACH times as far (or eps0, where h = 0)
-EVAL_BATCH = 64  # profile points evaluated together (memory)
+EVAL_BATCH = 16  # profile points evaluated together (memory: each holds window x lines arrays, about 30 MB at n = 1e4)
 MAX_INDEX = 1 << 21  # largest |loss| / discretization of a round (the dense array has 2 MAX_INDEX + 1 bins)
 
 
