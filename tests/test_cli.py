@@ -197,7 +197,7 @@ def test_sweep_entry_point_uses_every_cpu_core_unless_told():
 
 def test_compose_json_brackets_and_beats_basic_composition(capsys):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "10", "--eps0", "1", "--n", "1e4",
-                                  "--rounds", "1,20", "--delta", "1e-6", "--json"])
+                                  "--rounds", "1,20", "--delta", "1e-6", "--blanket-points", "128", "--json"])
     assert code == 0, err
     rows = json.loads(out)
     assert [r["rounds"] for r in rows] == [1, 20]
