@@ -67,7 +67,7 @@ Messages: the pair engine's "number of users" is ``n_blanket + 1`` with
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -242,17 +242,29 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
 
 def _fold(rep: AmplificationReport, blanket, low, status, status_low, covered, only: bool) -> AmplificationReport:
     """``rep`` with a certified blanket upper bound and exact-dataset lower bound folded in."""
-    trivial = np.asarray(rep.upper_source) == UpperSource.TV
-    use = ~trivial & (only | (blanket < np.asarray(rep.upper)))
-    better_low = low > np.asarray(rep.lower)
-    return rep._replace(
-        upper=jnp.where(use, blanket, rep.upper),
-        blanket=jnp.asarray(blanket),
-        upper_source=jnp.where(use, jnp.int8(UpperSource.BLANKET), rep.upper_source).astype(jnp.int8),
-        status=jnp.where(use, status, rep.status).astype(jnp.int8),
-        lower=jnp.where(better_low, low, rep.lower),
-        status_lower=jnp.where(better_low, status_low, rep.status_lower).astype(jnp.int8),
-        has_lower=rep.has_lower | jnp.asarray(covered))
+    folded = fold_mechanism_columns(rep._asdict(), blanket, low, status, status_low, covered, only)
+    return rep._replace(**{k: jnp.asarray(v) for k, v in folded.items()})
+
+
+def fold_mechanism_columns(cols: Mapping, blanket, low, status, status_low, covered, only: bool) -> dict:
+    """The rule that folds a concrete mechanism's bounds into a report's columns (numpy arrays).
+
+    ``upper = min(upper, blanket)`` (both certified upper bounds, so their minimum is one; ``only``:
+    the blanket value alone), except where ``delta >= beta`` gave 0 (``UpperSource.TV``), with
+    ``upper_source`` and ``status`` following; ``lower = max(lower, low)`` with ``status_lower``
+    following; ``has_lower`` where ``covered``. ``cols`` holds ``upper, upper_source, status,
+    lower, status_lower, has_lower``; returns those and ``blanket``, new arrays.
+    """
+    trivial = np.asarray(cols["upper_source"]) == UpperSource.TV
+    use = ~trivial & (only | (blanket < np.asarray(cols["upper"])))
+    better_low = low > np.asarray(cols["lower"])
+    return {"upper": np.where(use, blanket, cols["upper"]),
+            "blanket": np.asarray(blanket, dtype=np.float64),
+            "upper_source": np.where(use, UpperSource.BLANKET, cols["upper_source"]).astype(np.int8),
+            "status": np.where(use, status, cols["status"]).astype(np.int8),
+            "lower": np.where(better_low, low, cols["lower"]),
+            "status_lower": np.where(better_low, status_low, cols["status_lower"]).astype(np.int8),
+            "has_lower": np.asarray(cols["has_lower"]) | np.asarray(covered)}
 
 
 # --------------------------------------------------------------------------------------

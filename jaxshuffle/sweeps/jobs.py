@@ -83,28 +83,6 @@ def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: 
             aux.astype(np.int32)[:m])
 
 
-def fold_mechanism(cols: dict, blanket, low, status, aux, only: bool) -> None:
-    """Fold a point's mechanism search into its two-count columns, in place: ``with_mechanism_bounds``' rule.
-
-    ``upper = min(two-count upper, blanket)`` (both certified upper bounds; ``only``: the blanket
-    value alone), except where ``delta >= beta`` gave 0; ``lower = max(lower, exact datasets)``.
-    ``aux < 0`` marks a point the mechanism engine does not cover (``only``: upper = inf).
-    """
-    from jaxshuffle.accountant import UpperSource
-
-    covered = aux >= 0
-    trivial = cols["upper_source"] == UpperSource.TV
-    use = ~trivial & (only | (blanket < cols["upper"]))
-    better_low = low > cols["lower"]
-    cols["upper"] = np.where(use, blanket, cols["upper"])
-    cols["blanket"] = np.asarray(blanket, dtype=np.float64)
-    cols["upper_source"] = np.where(use, UpperSource.BLANKET, cols["upper_source"]).astype(np.int8)
-    cols["status"] = np.where(use, status, cols["status"]).astype(np.int8)
-    cols["lower"] = np.where(better_low, low, cols["lower"])
-    cols["status_lower"] = np.where(better_low, aux, cols["status_lower"]).astype(np.int8)
-    cols["has_lower"] = cols["has_lower"] | covered
-
-
 def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.ndarray, with_lower: bool,
                 scaled_variant: bool = False):
     """Per-point quantities and the epsilon searches (jobs) of one randomizer's grid points.
@@ -259,6 +237,7 @@ class SweepGrid:
         """Result columns for ``points`` (all by default); job arrays indexed by job id (``aux``: the
         runner's fourth array, read for mechanism searches only)."""
         from jaxshuffle.accountant import JOB_ROLES, PointInfo, combine_amplification
+        from jaxshuffle.accountant.amplify import fold_mechanism_columns
 
         if points is None:
             points = np.arange(self.size)
@@ -288,8 +267,10 @@ class SweepGrid:
                 has = mj >= 0
                 jj = np.where(has, mj, 0)
                 part = {k: v[has] for k, v in cols.items()}
-                fold_mechanism(part, upper[jj[has]], lower[jj[has]], status[jj[has]], aux[jj[has]],
-                               self.upper_from == "blanket")
+                # aux: the exact datasets' status, < 0 where the mechanism engine does not cover the point
+                a = aux[jj[has]]
+                part.update(fold_mechanism_columns(part, upper[jj[has]], lower[jj[has]], status[jj[has]], a,
+                                                   a >= 0, self.upper_from == "blanket"))
                 for k, v in part.items():
                     cols[k] = np.asarray(cols[k]).copy()
                     cols[k][has] = v
