@@ -77,19 +77,17 @@ class PairForms(NamedTuple):
     reference: np.ndarray
 
 
-def validate_matrix(matrix, name: str = "matrix") -> np.ndarray:
-    """A float64 ``K x K'`` row-stochastic matrix (rows within 1e-9 of 1, entries >= 0, K >= 2)."""
+def validate_matrix(matrix) -> np.ndarray:
+    """A float64 ``K x K'`` row-stochastic matrix (:func:`jaxshuffle.exact.validate_matrix`: rows within
+    1e-9 of 1, entries finite and >= 0) with 2 to ``MAX_INPUTS`` inputs and at most ``MAX_OUTPUTS`` messages."""
+    from jaxshuffle.exact.enumerate import validate_matrix as validate_stochastic
+
     require_x64()
-    R = np.asarray(matrix, dtype=np.float64)
-    if R.ndim != 2:
-        raise ValueError(f"{name}: must be a 2-D array (inputs x messages), got shape {R.shape}")
-    check(np.array(2 <= R.shape[0] <= MAX_INPUTS), name, f"must have 2 to {MAX_INPUTS} rows (inputs)",
+    R = validate_stochastic(matrix)
+    check(np.array(2 <= R.shape[0] <= MAX_INPUTS), "matrix", f"must have 2 to {MAX_INPUTS} rows (inputs)",
           value=R.shape[0])
-    check(np.array(1 <= R.shape[1] <= MAX_OUTPUTS), name, f"must have 1 to {MAX_OUTPUTS} columns (messages)",
+    check(np.array(R.shape[1] <= MAX_OUTPUTS), "matrix", f"must have at most {MAX_OUTPUTS} columns (messages)",
           value=R.shape[1])
-    check(np.isfinite(R) & (R >= 0), name, "entries must be finite probabilities >= 0", value=R)
-    sums = R.sum(axis=1)
-    check(np.abs(sums - 1.0) <= 1e-9, name, "rows must sum to 1 (within 1e-9)", value=sums)
     return R
 
 
