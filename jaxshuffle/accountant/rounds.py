@@ -97,9 +97,8 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         ``max(rounds)``, :func:`~jaxshuffle.accountant.pld.default_discretization`).
       blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR; 0 skips it).
         Default: :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS` up to
-        ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window grows with ``n``
-        (about 20 s for 512 points at n = 1e4 on 2 CPU cores, minutes at 1e6): pass a count to
-        build it there too.
+        ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
+        grows with ``n``: pass a count to build it there too.
 
     Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of three certified
     bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.

@@ -37,7 +37,7 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
                    help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
-                        "0 above, where it takes minutes)")
+                        "0 above, where each profile point costs more)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
