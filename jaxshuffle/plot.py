@@ -14,8 +14,10 @@ takes an ``ax`` (a new figure's axes when ``None``) and returns it.
   k-ary randomized response, ``grr``), a utility overlay: the standard deviation of the k-RR
   frequency estimator (:func:`grr_frequency_std`).
 * :func:`composition_curve` -- composed eps against the number of rounds T (what ``jaxshuffle
-  compose --plot`` draws): the certified PLD composition next to basic and advanced composition
-  of the one-round bound, one colour per delta.
+  compose --plot`` draws): the certified composed epsilon (the smallest certified bound; the
+  legend names its source) next to basic and advanced composition of the one-round bound, one
+  colour per delta. :func:`composition_figure` draws one such panel per (randomizer options, n)
+  of a sweep with a rounds axis (what ``jaxshuffle sweep --rounds`` and ``jaxshuffle plot`` draw).
 * :func:`summary_figure` -- small multiples, written to a file (what ``jaxshuffle sweep`` and
   ``jaxshuffle plot`` draw): one row of panels per randomizer, per delta rule and per value of
   every other option axis (e.g. ``k``); in each row a heat map for a dense ``(n, eps0)`` grid
@@ -42,8 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve", "tuning_front",
-           "grr_frequency_std", "closed_form_bounds"]
+__all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
+           "composition_figure", "tuning_front", "grr_frequency_std", "closed_form_bounds"]
 
 _INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
 
@@ -769,8 +771,10 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
     maps share one colour scale and one colour bar; the k-RR utility overlay is drawn only on
     the panels where it applies (see :func:`privacy_utility_surface`). With more than
     ``max_panels`` rows the first ``max_panels`` are drawn, with a warning and a note in the
-    figure. ``randomizer`` and ``delta_rule`` restrict the rows to one value. Returns the
-    matplotlib Figure (built without pyplot, so no global state is touched).
+    figure. ``randomizer`` and ``delta_rule`` restrict the rows to one value. Results with a
+    ``rounds`` column (a sweep with a rounds axis) are drawn by :func:`composition_figure` (composed
+    eps against T; ``kind`` must be ``"auto"``). Returns the matplotlib Figure (built without
+    pyplot, so no global state is touched).
 
     Raises ValueError for empty or unusable results (no rows, missing columns), naming the file.
     """
@@ -780,6 +784,12 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
     if kind not in ("auto", "ratio", "surface", "both"):
         raise ValueError(f"kind: {kind!r} is not one of auto, ratio, surface, both")
     res = _as_result(results, need=("n", "upper"))
+    if "rounds" in res:  # a sweep with a rounds axis: composed eps against T
+        if kind != "auto":
+            raise ValueError(f"kind: a sweep with a rounds axis is drawn as composed eps against T (kind auto), "
+                             f"not {kind!r}")
+        return composition_figure(res, path, randomizer=randomizer, delta_rule=delta_rule, n=n, dpi=dpi,
+                                  max_panels=max_panels)
     facets = _facets(res, randomizer, delta_rule)
     plans = [(f, _panel_kinds(f, kind, n)) for f in facets]
     if kind in ("surface", "both") and not any("surface" in p for _, p in plans):
@@ -851,18 +861,39 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
 
 
 _COMPOSITION_KEYS = ("rounds", "delta", "upper", "basic", "advanced")
+#: At most this many runs of one source are named in a certified line's legend entry.
+_MAX_SOURCE_RUNS = 4
 
 
-def composition_curve(rows, path=None, ax=None, *, dpi: int = 150):
+def _source_text(T: np.ndarray, sources: np.ndarray) -> str:
+    """The sources of a certified line along increasing T: ``"blanket PLD"``, or ``"basic at T = 1,
+    blanket PLD at T = 20-1000"`` when the source changes with T."""
+    runs: list[list] = []
+    for t, src in zip(T, sources):
+        if runs and runs[-1][0] == src:
+            runs[-1][2] = t
+        else:
+            runs.append([src, t, t])
+    if len(runs) == 1:
+        return str(runs[0][0])
+    parts = [f"{src} at T = {a:g}" + (f"-{b:g}" if b != a else "") for src, a, b in runs[:_MAX_SOURCE_RUNS]]
+    return ", ".join(parts) + (", ..." if len(runs) > _MAX_SOURCE_RUNS else "")
+
+
+def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | None = None):
     """Composed epsilon against the number of rounds T, next to basic and advanced composition.
 
     ``rows``: a list of mappings with ``rounds``, ``delta``, ``upper`` (the certified composed
-    epsilon), ``basic`` and ``advanced`` (``None`` or ``inf`` where no claim), e.g. the output of
-    ``jaxshuffle compose --json`` (where ``pld`` holds the PLD composition, drawn instead of
-    ``upper``); optionally ``lower`` (the composed pair from below, drawn thin).
+    epsilon: the smallest certified bound, drawn whatever its source), ``basic`` and ``advanced``
+    (``None`` or ``inf`` where no claim), e.g. the output of ``jaxshuffle compose --json`` or the
+    rows of a sweep with a rounds axis; optionally ``upper_source`` (which bound gave ``upper``:
+    named in the legend, per range of T where it changes) and ``lower`` (the composed worst-case
+    pair from below, drawn thin; with ``upper_source`` only where that pair's PLD gave ``upper``, the
+    bound it brackets).
     One colour per delta (at most :data:`MAX_LINES`, log-spaced, the legend says which); solid:
-    certified PLD composition, dashed: advanced composition (Dwork, Rothblum and Vadhan 2010),
-    dotted: basic composition, all of the same certified one-round bound. Log-log axes.
+    the certified composed epsilon, dashed: advanced composition (Dwork, Rothblum and Vadhan
+    2010), dotted: basic composition, both of the certified one-round bound. Log-log axes.
+    ``title`` replaces the default title ("T rounds composed").
 
     Saves to ``path`` when given. Returns the axes. Raises ValueError naming the missing column or
     saying that no row has a finite value.
@@ -878,10 +909,12 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150):
     def col(key):
         return np.array([np.inf if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
 
-    certified = "pld" if "pld" in rows[0] else "upper"  # compose --json: "upper" is the smallest of the three
-    T, delta, upper = col("rounds"), col("delta"), col(certified)
+    T, delta, upper = col("rounds"), col("delta"), col("upper")
     if not np.isfinite(upper).any():
         raise ValueError("rows: no finite certified epsilon to plot")
+    has_source = all("upper_source" in r for r in rows)
+    sources = np.array([str(r.get("upper_source")) for r in rows]) if has_source else None
+    has_lower = all("lower" in r for r in rows)
     deltas = np.unique(delta)
     shown = _representative(deltas, MAX_LINES)
     colors = dict(zip(shown.tolist(), _line_colors(shown)))
@@ -889,28 +922,120 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150):
         ax = _new_ax()
     for d in shown:
         m = delta == d
-        order = np.argsort(T[m])
+        order = np.argsort(T[m], kind="stable")
         t = T[m][order]
-        for key, style, width, label in ((certified, "-", 2.0, "certified (PLD)"), ("lower", "-", 0.8, None),
-                                         ("advanced", "--", 1.2, "advanced"), ("basic", ":", 1.2, "basic")):
-            if key == "lower" and "lower" not in rows[0]:
+        for key, style, width in (("upper", "-", 2.0), ("lower", "-", 0.8), ("advanced", "--", 1.2),
+                                  ("basic", ":", 1.2)):
+            if key == "lower" and not has_lower:
                 continue
             y = col(key)[m][order]
             ok = np.isfinite(y) & (y > 0)
-            if ok.any():
-                ax.plot(t[ok], y[ok], style, lw=width, color=colors[float(d)],
-                        label=f"{label}, delta={_fmt_num(d)}" if label else None)
+            if key == "lower" and sources is not None:
+                ok &= sources[m][order] == "PLD"  # the bracket of the PLD bound, where that is what is drawn
+            if not ok.any():
+                continue
+            label = {"upper": "certified", "advanced": "advanced", "basic": "basic"}.get(key)
+            if key == "upper" and sources is not None:
+                label += f" ({_source_text(t[ok], sources[m][order][ok])})"
+            ax.plot(t[ok], y[ok], style, lw=width, color=colors[float(d)],
+                    label=f"{label}, delta={_fmt_num(d)}" if label else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("composed epsilon (nats)")
     note = _shown_note("delta", shown, deltas)
-    ax.set_title("T rounds composed" + (f" ({note})" if note else ""))
+    ax.set_title((title or "T rounds composed") + (f" ({note})" if note else ""), **({"fontsize": 9} if title else {}))
     ax.grid(True, which="both", alpha=0.3)
     _lines_legend(ax, 3 * len(shown))
     if path is not None:
         ax.figure.savefig(path, dpi=dpi)
     return ax
+
+
+#: Columns a sweep with a rounds axis needs for :func:`composition_figure`.
+_ROUNDS_NEED = ("n", "rounds", "delta", "upper", "basic", "advanced")
+
+
+def _rounds_panels(res) -> list[tuple[str, object]]:
+    """One panel per (randomizer, option values, n) of a sweep with a rounds axis: ``(label, rows)``."""
+    from jaxshuffle.sweeps.store import COLUMNS
+
+    options = [k for k in res.keys() if k not in COLUMNS and res[k].dtype.kind in "fiu"]
+    parts = [({}, res)]
+    for key in ("randomizer", *options, "n"):
+        if key in res:
+            parts = [({**keys, key: v}, sub) for keys, g in parts for v, sub in _split(g, key)]
+    out = []
+    for keys, sub in parts:
+        bits = [str(v) if k == "randomizer" else f"{k} = {_num_text(v)}" for k, v in keys.items()
+                if not (isinstance(v, float) and math.isnan(v))]
+        out.append((", ".join(bits), sub))
+    return out
+
+
+def _rounds_rows(sub) -> list[dict]:
+    """The rows composition_curve draws from a sweep's rows (one per distinct (rounds, delta))."""
+    keys = [("rounds", "rounds"), ("delta", "delta"), ("upper", "upper"), ("basic", "basic"),
+            ("advanced", "advanced"), ("upper_source", "upper_source"), ("lower", "pld_lower")]
+    rows, seen = [], set()
+    for i in range(len(sub)):
+        cell = (float(sub["rounds"][i]), float(sub["delta"][i]))
+        if cell in seen:
+            continue
+        seen.add(cell)
+        row = {}
+        for name, column in keys:
+            if column in sub:
+                v = sub[column][i]
+                row[name] = str(v) if column == "upper_source" else float(v)
+        rows.append(row)
+    return rows
+
+
+def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, n=None, dpi: int = 150,
+                       max_panels: int = MAX_FACETS):
+    """A sweep with a rounds axis: composed epsilon against T, one panel per (randomizer, option values, n).
+
+    Each panel is :func:`composition_curve` of its points: one colour per delta, the certified
+    composed epsilon (its source in the legend) solid, advanced composition dashed, basic dotted.
+    ``randomizer``, ``delta_rule`` and ``n`` restrict the points; with more than ``max_panels``
+    panels the first are drawn, with a warning and a note in the figure. Saves to ``path`` when
+    given; returns the matplotlib Figure (built without pyplot). Raises ValueError for results
+    without the rounds columns, naming what is missing.
+    """
+    _require_matplotlib()
+    from matplotlib.figure import Figure
+
+    res = _as_result(results, need=_ROUNDS_NEED)
+    if randomizer is not None and "randomizer" in res:
+        res, _ = _pick(res, "randomizer", randomizer)
+    if delta_rule is not None and "delta_rule" in res:
+        res, _ = _pick(res, "delta_rule", delta_rule)
+    if n is not None:
+        res = res.select(n=float(n))
+        if len(res) == 0:
+            raise ValueError(f"n: {n:g} is not in the results")
+    panels = _rounds_panels(res)
+    omitted = panels[max_panels:]
+    panels = panels[:max_panels]
+    if omitted:
+        warnings.warn(f"composition_figure: {len(panels) + len(omitted)} panels' worth of results; drawing the first "
+                      f"{len(panels)} (left out: {'; '.join(label for label, _ in omitted)}). Choose with "
+                      "randomizer=, delta_rule= or n=.", UserWarning, stacklevel=2)
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(6.4 * ncols, 4.8 * nrows + (0.4 if omitted else 0.0)), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    for i, (label, sub) in enumerate(panels):
+        composition_curve(_rounds_rows(sub), ax=grid.flat[i], title=f"{label}: T rounds composed")
+    for ax in grid.flat[len(panels):]:
+        fig.delaxes(ax)
+    if omitted:
+        fig.suptitle(f"{len(omitted)} more panels not drawn: {'; '.join(label for label, _ in omitted[:4])}"
+                     + (" ..." if len(omitted) > 4 else ""), fontsize=11)
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+    return fig
 
 
 def tuning_front(front, path=None, ax=None, *, dpi: int = 150):

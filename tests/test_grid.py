@@ -39,3 +39,17 @@ def test_every_cli_command_reads_grids_through_the_one_parser():
     argv = ["compare", "--randomizer", "grr", "--k", "3", "--eps0", "0.5:2:4", "--n", "1e3..1e4:2", "--delta", "1e-6"]
     args = _build_parser(argv).parse_args(argv)
     assert args.eps0 == pytest.approx([0.5, 1.0, 1.5, 2.0]) and len(args.n) == 2
+
+
+def test_rounds_axis_grid_syntax():
+    """--rounds takes the grid syntax, rounded to integers (duplicates dropped); anything below 1 is refused
+    naming rounds and its range."""
+    np.testing.assert_array_equal(G.parse_rounds("1..1000:4"), [1, 10, 100, 1000])
+    np.testing.assert_array_equal(G.parse_rounds("1..3:5"), [1, 2, 3])  # 1, 1.32, 1.73, 2.28, 3 rounded
+    np.testing.assert_array_equal(G.parse_rounds([5, 2.4]), [5, 2])
+    assert G.parse_rounds("7").dtype == np.int64
+    for bad in ("0", "0.4", "-1", "nan", "inf", "x", "", "1,,2"):
+        with pytest.raises(ValueError, match=r"^rounds: must be integers >= 1"):
+            G.parse_rounds(bad)
+    with pytest.raises(ValueError, match="rounds: .* above the largest supported number of rounds"):
+        G.parse_rounds("1e20")

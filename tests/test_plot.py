@@ -404,6 +404,30 @@ def test_composition_curve_lines_and_errors(tmp_path):
         jplot.composition_curve([{"rounds": 1, "delta": 1e-6, "upper": None, "basic": None, "advanced": None}])
 
 
+def test_composition_curve_draws_the_certified_upper_and_names_its_source():
+    """compose --json rows where the blanket pair's PLD wins: the solid line is upper (not the worst-case pair's
+    pld), its legend names the source per range of T, and the worst-case pair's lower is drawn only where the PLD
+    is the source (there it brackets upper)."""
+    rows = []
+    for T in (1, 10, 100, 1000):
+        pld = 0.05 * T ** 0.5
+        blanket = 0.6 * pld
+        basic = 0.03 * T
+        upper, source = (basic, "basic") if T == 1 else (blanket, "blanket PLD")
+        rows.append({"rounds": T, "delta": 1e-6, "upper": upper, "upper_source": source, "pld": pld,
+                     "blanket_pld": blanket, "lower": 0.99 * pld, "basic": basic, "advanced": 2 * basic})
+    ax = jplot.composition_curve(rows)
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    assert len(solid) == 1  # no PLD-sourced point: the worst-case pair's lower is not drawn
+    np.testing.assert_array_equal(solid[0].get_ydata(), [r["upper"] for r in rows])
+    assert solid[0].get_label() == "certified (basic at T = 1, blanket PLD at T = 10-1000), delta=$10^{-6}$"
+    rows[-1].update(upper=rows[-1]["pld"], upper_source="PLD")  # the PLD wins at T = 1000 only
+    ax = jplot.composition_curve(rows)
+    thin = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_linewidth() < 1]
+    assert len(thin) == 1 and thin[0].get_xdata().tolist() == [1000.0]
+    assert {ln.get_linestyle() for ln in ax.get_lines()} == {"-", "--", ":"}
+
+
 def test_tuning_front_draws_tuned_and_equal_split(tmp_path):
     from jaxshuffle.accountant.tune import ParetoFront
 

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 
-from jaxshuffle.sweeps.grid import catalog_rows, default_grid, option_kinds, parse_grid
+from jaxshuffle.sweeps.grid import catalog_rows, default_grid, option_kinds, parse_grid, parse_rounds
 from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked, parse_shard, sweep
 from jaxshuffle.sweeps.merge import merge
 from jaxshuffle.sweeps.store import load
@@ -29,6 +29,8 @@ examples:
   jaxshuffle sweep                                   # default grid -> jaxshuffle-sweep/results.csv + sweep.png
   jaxshuffle sweep --randomizer general --eps0 1,2 --n 1e3,1e4 --delta 1e-6 --out DIR
   jaxshuffle sweep --randomizer grr --k 3,10 --eps0 0.5..8:16 --n 1e3..1e6:7 --delta 0.01/n --out DIR
+  jaxshuffle sweep --randomizer general --eps0 1 --n 1e3 --rounds 1..1000:20 --delta 1e-6 --out DIR
+                                                     # composed eps over T rounds (+ DIR/sweep.png: eps against T)
 resume:       rerun the same command: finished chunks are skipped (a killed sweep loses nothing done).
 stop:         Ctrl-C (exit 130) or SIGTERM (exit 143) keeps every finished chunk and its rows in results.csv.
 concurrency:  one sweep writes to an --out directory at a time (lock file OUT/chunks/sweep.lock); a second
@@ -90,6 +92,15 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
                        help=f"{text} [{', '.join(who)}]" if name != "eps0" else f"{text}")
     p.add_argument("--n", default=None, metavar="GRID", help="number of users (grid; rounded to integers)")
     p.add_argument("--delta", default=None, metavar="GRID|RULE", help="delta: numbers and/or rules in n (0.01/n)")
+    p.add_argument("--rounds", default=None, metavar="GRID",
+                   help="numbers of rounds T on the same users (integers >= 1; a grid such as 1..1000:20 is rounded): "
+                        "each point is then the certified eps of its T rounds at total delta (as jaxshuffle compose), "
+                        "with its source and basic/advanced composition")
+    p.add_argument("--blanket-points", type=int, default=None, metavar="M",
+                   help="with --rounds: profile points of the k-RR blanket pair's PLD (0 skips it; default as "
+                        "jaxshuffle compose)")
+    p.add_argument("--discretization", type=float, default=None, metavar="D",
+                   help="with --rounds: loss grid spacing of the PLD composition (default as jaxshuffle compose)")
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default jaxshuffle-sweep)")
     p.add_argument("--rtol", type=float, default=1e-6, help="relative width of every epsilon bracket (default 1e-6)")
     p.add_argument("--no-lower", action="store_true", help="skip the Theorem 5.1 lower bounds")
@@ -132,9 +143,19 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_sweep(args) -> int:
+    rounds = args.rounds
+    if rounds is not None:
+        try:
+            parse_rounds(rounds)
+        except ValueError as exc:  # name the flag
+            raise ValueError(f"--{exc}") from None
+    for flag, value in (("--blanket-points", args.blanket_points), ("--discretization", args.discretization)):
+        if value is not None and rounds is None:
+            raise ValueError(f"{flag}: applies with --rounds only (composition over rounds)")
     kinds = option_kinds()
     opts = {k: getattr(args, f"opt_{k}") for k in kinds if getattr(args, f"opt_{k}", None) is not None}
-    default = args.randomizer is None and not opts and args.n is None and args.delta is None
+    default = args.randomizer is None and not opts and args.n is None and args.delta is None \
+        and args.rounds is None
     if default:
         g = default_grid()
         name, n, delta = g.pop("randomizer"), g.pop("n"), g.pop("delta")
@@ -153,7 +174,8 @@ def _cmd_sweep(args) -> int:
                         scaled_variant=args.scaled, upper_from=args.upper_from,
                         merge_buckets=not args.no_merge_buckets, shard=args.shard,
                         devices=args.devices, chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet,
-                        overwrite=args.overwrite, wait=args.wait, executor=client, **opts)
+                        overwrite=args.overwrite, wait=args.wait, executor=client, rounds=rounds,
+                        blanket_points=args.blanket_points, discretization=args.discretization, **opts)
         except SweepLocked as exc:
             raise ValueError(f"--out {exc.out}: another sweep is writing there (lock file {exc.lock_path}); "
                              "wait for it or pass --wait") from None
@@ -253,7 +275,8 @@ def add_plot_parser(subparsers) -> argparse.ArgumentParser:
         description="Draw a figure from a sweep's results (results.csv, results.npz or the sweep directory). "
                     "kind auto: a row of panels per randomizer, delta rule and option value (e.g. k); a heat map "
                     "and the amplification ratio for a grid with at least 3 n and 3 eps0, else the ratio, or eps "
-                    "against n. Needs matplotlib (pip install "
+                    "against n. A sweep with a rounds axis: composed eps against T, one panel per (randomizer "
+                    "options, n), next to basic and advanced composition. Needs matplotlib (pip install "
                     "'jaxshuffle[plot]').", allow_abbrev=False)
     p.add_argument("results", metavar="RESULTS", help="results.csv / results.npz / sweep directory")
     p.add_argument("-o", "--output", required=True, metavar="PNG", help="output image (png, pdf, svg)")

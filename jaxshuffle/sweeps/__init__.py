@@ -100,6 +100,23 @@ more, and one that fails twice is left out with a warning naming its points (rer
 them). Both routes combine: ``--shard i/N --scheduler ...`` sends one shard's chunks to a cluster.
 See the README's "Sweeps on a cluster" for the commands (local, SLURM, GPUs).
 
+Rounds axis (composition over T rounds)
+---------------------------------------
+``sweep(..., rounds="1..1000:20")`` (CLI ``--rounds``, the same grid syntax, rounded to integers
+>= 1) adds the number of rounds ``T`` on the same users as an axis. Each point then holds the
+certified epsilon of its ``T`` rounds at its (total) ``delta``, exactly
+:func:`jaxshuffle.accountant.rounds.composed_epsilon`'s: ``upper`` (the smallest certified bound)
+and ``upper_source`` (``basic``, ``advanced``, ``PLD`` or ``blanket PLD``), with the candidates
+``pld``, ``blanket_pld``, ``basic``, ``advanced``, ``pld_lower`` (the worst-case pair from below,
+not a bound on the mechanism) and ``discretization`` as columns; the single-round columns
+(``lower``, ``paper``, statuses) are not computed. The points of one ``(randomizer options, n)``
+are one chunk: ONE ``composed_epsilon`` call builds the round's PLD once and composes it for all
+of their ``T`` and ``delta`` (its default loss grid depends on the largest ``T``), stored, resumed,
+sharded and merged like the other chunks (their files carry an ``extra`` array; store schema 3).
+``blanket_points=`` / ``discretization=`` (``--blanket-points`` / ``--discretization``) are passed
+to it. ``jaxshuffle plot`` draws such a sweep as composed eps against T, one panel per
+``(randomizer options, n)`` (:func:`jaxshuffle.plot.composition_figure`).
+
 Progress: a one-line summary on stderr, then a tqdm bar when stderr is a terminal (a compile phase
 shown as such, rate and ETA from evaluation time); ``quiet=True`` silences both. Ctrl-C or SIGTERM
 keeps every finished chunk and its CSV rows (:class:`~jaxshuffle.sweeps.run.SweepInterrupted`);
@@ -115,14 +132,16 @@ certified upper bound, column ``blanket``, and the exact datasets' certified low
 into ``lower``); ``upper_source`` names the source of ``upper``. These searches are chunked like the
 others (a few points per chunk: the blanket engine's memory grows with the batch; one bucket per
 n band), stored in the same chunk files, resumed, sharded and sent to an executor alike.
-The files carry a schema number (``sweep.json``): a directory written by an older jaxshuffle is
-not resumed (a clear error; ``overwrite=True`` recomputes it), and its results still load.
+The files carry a schema number (``sweep.json``): a directory written under a schema this
+jaxshuffle does not resume (before 2, or a newer one) is refused with a clear error
+(``overwrite=True`` recomputes it), and its results still load. Schema 3 added the rounds axis; a
+schema-2 directory (no rounds axis, the same files) is resumed.
 """
 
-from jaxshuffle.sweeps.grid import default_grid, parse_delta, parse_grid
+from jaxshuffle.sweeps.grid import default_grid, parse_delta, parse_grid, parse_rounds
 from jaxshuffle.sweeps.merge import merge
 from jaxshuffle.sweeps.run import sweep
 from jaxshuffle.sweeps.store import COLUMNS, SOURCE_NAMES, STATUS_NAMES, SweepResult, load, read_csv
 
-__all__ = ["SweepResult", "sweep", "merge", "load", "read_csv", "parse_grid", "parse_delta", "default_grid", "COLUMNS",
-           "STATUS_NAMES", "SOURCE_NAMES"]
+__all__ = ["SweepResult", "sweep", "merge", "load", "read_csv", "parse_grid", "parse_delta", "parse_rounds",
+           "default_grid", "COLUMNS", "STATUS_NAMES", "SOURCE_NAMES"]

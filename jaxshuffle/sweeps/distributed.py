@@ -59,7 +59,8 @@ def _undo_small_trim_threshold() -> None:
 
 
 def run_chunk(plan, jobs: np.ndarray, c_lo: np.ndarray, size: int, rtol: float):
-    """Worker side: evaluate one chunk; returns ``(lower, upper, status, iterations, info)``.
+    """Worker side: evaluate one chunk; returns ``(lower, upper, status, iterations, info)`` (a rounds chunk:
+    ``(lower, upper, status, iterations, extra, info)``).
 
     ``info`` names the worker (Dask address, else ``host:pid``), whether this task compiled the
     program (first run of ``(plan, size)`` in this process), the evaluation seconds and the
@@ -79,13 +80,13 @@ def run_chunk(plan, jobs: np.ndarray, c_lo: np.ndarray, size: int, rtol: float):
         runner = _RUNNERS[rtol] = Runner(rtol, jax.local_devices())
     compiled = not runner.is_compiled(plan, size)
     t = time.perf_counter()
-    lo, up, st, it = runner.run(plan, jobs, c_lo, size)
+    arrays = runner.run(plan, jobs, c_lo, size)
     dt = time.perf_counter() - t
     sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_WORKER_SLEEP", "0") or 0)  # test aid: slow tasks down
     if sleep:
         time.sleep(sleep)
-    return lo, up, st, it, {"worker": _worker_name(), "compiled": compiled, "seconds": dt,
-                            "programs": len(runner.compiled), "devices": len(runner.devices)}
+    return (*arrays, {"worker": _worker_name(), "compiled": compiled, "seconds": dt,
+                      "programs": len(runner.compiled), "devices": len(runner.devices)})
 
 
 def _worker_name() -> str:

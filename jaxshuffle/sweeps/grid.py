@@ -192,6 +192,36 @@ def parse_delta(text) -> list:
     return [float(x) for x in np.atleast_1d(np.asarray(text, dtype=np.float64)).ravel()]
 
 
+#: Largest number of rounds of a ``rounds`` axis (every integer up to it is exact in float64).
+MAX_ROUNDS = 2 ** 53
+
+
+def parse_rounds(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+    """Values of a ``rounds`` axis (numbers of rounds ``T``): grid syntax, rounded to integers, duplicates dropped.
+
+    ``"1..1000:20"`` gives 20 log-spaced values rounded to integers (fewer where two round to the
+    same integer). Raises ValueError naming ``rounds`` and its range (integers >= 1) for bad syntax,
+    a value below 1 (after rounding), or a non-finite value.
+    """
+    what = "rounds: must be integers >= 1 (grid syntax: 1,10,100 | 1:100:5 | 1..1000:20, rounded to integers)"
+    if isinstance(text, str) and not text.strip():
+        raise ValueError(f"{what}; got an empty value")
+    try:
+        values = parse_grid(text, integer=True, max_values=max_values)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what}; got {text!r} ({exc})") from None
+    if values.size == 0:
+        raise ValueError(f"{what}; got no value")
+    bad = ~(np.isfinite(values) & (values >= 1))
+    if bad.any():
+        raw = text if isinstance(text, str) else np.asarray(text).tolist()
+        raise ValueError(f"{what}; got {raw!r} (value {values[bad][0]:g} after rounding)")
+    if values.max() > MAX_ROUNDS:
+        raise ValueError(f"rounds: {values.max():g} is above the largest supported number of rounds, {MAX_ROUNDS} "
+                         "(2^53: integers >= 1 up to there are exact in float64)")
+    return values.astype(np.int64)
+
+
 # ----------------------------------------------------------------------------------------
 # The grid
 
@@ -228,8 +258,12 @@ def _delta_label(rule) -> str:
     return repr(float(rule))
 
 
-def build_spec(randomizer, n, delta, axes: Mapping) -> dict:
-    """A JSON-serializable description of the grid (what the fingerprint covers)."""
+def build_spec(randomizer, n, delta, axes: Mapping, rounds=None) -> dict:
+    """A JSON-serializable description of the grid (what the fingerprint covers).
+
+    ``rounds`` (None: no rounds axis, and no ``"rounds"`` key in the spec, so a sweep without one
+    keeps its fingerprint) adds the numbers of rounds ``T`` as an axis (:func:`parse_rounds`).
+    """
     catalog = catalog_rows()
     names = [randomizer] if isinstance(randomizer, str) else list(randomizer)
     names = [s.strip() for name in names for s in name.split(",")] if names else []
@@ -271,7 +305,13 @@ def build_spec(randomizer, n, delta, axes: Mapping) -> dict:
             rules.append({"name": getattr(item, "__name__", "delta(n)"), "n": n_vals.tolist(), "values": vals.tolist()})
         else:
             rules.append(item)
-    return {"randomizers": names, "options": grids, "n": n_vals.tolist(), "delta": rules}
+    spec = {"randomizers": names, "options": grids, "n": n_vals.tolist(), "delta": rules}
+    if rounds is not None:
+        spec["rounds"] = parse_rounds(rounds).tolist()
+        if not np.all(n_vals >= 2):
+            raise ValueError(f"n: a sweep with a rounds axis needs n >= 2 users (composition of shuffled rounds), "
+                             f"got {n_vals.min():g}")
+    return spec
 
 
 def _rule_values(rule, n: np.ndarray) -> np.ndarray:
@@ -304,7 +344,10 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
         for a in catalog[name].args:
             if a.name not in option_names:
                 option_names.append(a.name)
-    cols: dict[str, list] = {k: [] for k in ("randomizer", *option_names, "n", "delta_rule", "delta")}
+    rounds = spec.get("rounds")
+    r_vals = np.asarray(rounds if rounds is not None else [0], dtype=np.float64)  # [0]: no rounds axis
+    axis_t = ("rounds",) if rounds is not None else ()
+    cols: dict[str, list] = {k: [] for k in ("randomizer", *option_names, "n", *axis_t, "delta_rule", "delta")}
     groups: list[Group] = []
     start = 0
     for name in spec["randomizers"]:
@@ -322,11 +365,13 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
                 free.append(a.name)
             else:
                 raise ValueError(f"{a.name}: required option of randomizer {name!r} ({a.help}; {a.range_text()})")
-        total = math.prod(len(a) for a in axes) * len(n_vals) * len(rules)
+        total = math.prod(len(a) for a in axes) * len(n_vals) * len(r_vals) * len(rules)
         if total > MAX_GRID_POINTS:
             raise ValueError(f"grid: {total} points for randomizer {name!r} exceed the limit of {MAX_GRID_POINTS} "
                              "(set JAXSHUFFLE_MAX_GRID to lift it)")
-        combos = list(itertools.product(*axes, range(len(n_vals)), range(len(rules))))
+        # the rounds axis (one value, ignored, without one) varies between n and delta (row order unchanged
+        # without it)
+        combos = list(itertools.product(*axes, range(len(n_vals)), range(len(r_vals)), range(len(rules))))
         size = len(combos)
         opts = {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(free)}
         for k, rule in derived.items():
@@ -335,7 +380,8 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
                 val = np.round(val)
             opts[k] = np.array(val, dtype=np.float64)
         opts = {a.name: opts[a.name] for a in entry.args}
-        n_idx = np.asarray([c[-2] for c in combos], dtype=np.int64)
+        n_idx = np.asarray([c[-3] for c in combos], dtype=np.int64)
+        t_idx = np.asarray([c[-2] for c in combos], dtype=np.int64)
         r_idx = np.asarray([c[-1] for c in combos], dtype=np.int64)
         n_pts = n_vals[n_idx]
         delta = np.empty(size)
@@ -350,6 +396,8 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
         for k in option_names:
             cols[k].extend(opts[k].tolist() if k in opts else [math.nan] * size)
         cols["n"].extend(n_pts.tolist())
+        if rounds is not None:
+            cols["rounds"].extend(r_vals[t_idx].tolist())
         cols["delta_rule"].extend(_delta_label(rules[j]) for j in r_idx)
         cols["delta"].extend(delta.tolist())
         groups.append(Group(name, start, start + size, opts))

@@ -5,6 +5,11 @@ points whose randomizer carries its concrete mechanism (k-ary RR), one *mechanis
 distinct point: the blanket-pair upper bound and the exact-dataset lower bound of
 :func:`jaxshuffle.accountant.with_mechanism_bounds` (the hook ``amplify(..., upper_from="best")``
 uses). :meth:`SweepGrid.combine` folds them in by ``amplify``'s rule.
+
+A sweep with a ``rounds`` axis has a third kind only (:class:`RoundsGrid`): one *rounds job* per
+distinct ``(randomizer options, n, T, delta)`` point, bucketed by ``(randomizer options, n)``; a
+bucket is one chunk, evaluated by ONE call of :func:`jaxshuffle.accountant.rounds.composed_epsilon`
+over all its ``T`` and ``delta`` (one round PLD built per bucket, composed for every cell).
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle.sweeps.grid import catalog_rows, expand
-from jaxshuffle.sweeps.store import BOOL_COLUMNS, RESULT_ORDER, SOURCE_NAMES, STATUS_NAMES
+from jaxshuffle.sweeps.store import (
+    BOOL_COLUMNS,
+    RESULT_ORDER,
+    ROUND_SOURCES,
+    ROUNDS_EXTRA,
+    ROUNDS_RESULT_ORDER,
+    SOURCE_NAMES,
+    STATUS_NAMES,
+)
 
 
 # ----------------------------------------------------------------------------------------
@@ -128,6 +141,9 @@ class SweepGrid:
     randomizer in ``mechanism_buckets``, rows in ``mechanism_rows``).
     """
 
+    result_order = RESULT_ORDER  #: result columns after the parameter columns
+    extra_width = 0  #: columns of a chunk's ``extra`` array (none: two-count and mechanism searches)
+
     def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False, upper_from: str = "worst-case"):
         from jaxshuffle.accountant import JOB_ROLES
         from jaxshuffle.accountant.amplify import UPPER_FROM
@@ -233,9 +249,9 @@ class SweepGrid:
         return self.pending0 - np.bincount(self.points_of_jobs(np.nonzero(job_done)[0]), minlength=self.size)
 
     def combine(self, lower: np.ndarray, upper: np.ndarray, status: np.ndarray, aux: np.ndarray,
-                points: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                points: np.ndarray | None = None, extra: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Result columns for ``points`` (all by default); job arrays indexed by job id (``aux``: the
-        runner's fourth array, read for mechanism searches only)."""
+        runner's fourth array, read for mechanism searches only; ``extra`` is not used)."""
         from jaxshuffle.accountant import JOB_ROLES, PointInfo, combine_amplification
         from jaxshuffle.accountant.amplify import fold_mechanism_columns
 
@@ -284,3 +300,157 @@ class SweepGrid:
         for k in BOOL_COLUMNS:
             out[k] = out[k].astype(bool)
         return out
+
+
+# ----------------------------------------------------------------------------------------
+# Rounds: composed epsilon over T rounds (accountant.rounds.composed_epsilon), one call per (options, n)
+
+
+#: Cost of one rounds bucket in the progress display's units (two-count window counts).
+ROUNDS_COST = 1 << 16
+
+
+class RoundsPlan(NamedTuple):
+    """A bucket of rounds jobs: the ``(T, delta)`` cells of ONE ``(randomizer options, n)`` (hashable, picklable).
+
+    ``options`` name the leading columns of the bucket's rows (then ``n``, ``rounds``, ``delta``);
+    ``blanket_points`` and ``discretization`` are :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s
+    (None: its defaults); ``window`` is a cost weight for progress and ETA only.
+    """
+
+    randomizer: str
+    options: tuple
+    blanket_points: int | None = None
+    discretization: float | None = None
+    window: int = ROUNDS_COST
+
+
+def evaluate_rounds(plan: RoundsPlan, rows: np.ndarray, size: int):
+    """One rounds bucket through ONE :func:`~jaxshuffle.accountant.rounds.composed_epsilon` call.
+
+    ``rows`` (shape ``(m, len(plan.options) + 3)``: options, ``n``, ``rounds``, ``delta``) share their
+    options and ``n``; the call covers every distinct ``T`` and ``delta`` among them (one round PLD,
+    composed for all), so a point's values are those of ``composed_epsilon(randomizer, n, Ts, deltas)``
+    with the bucket's ``Ts`` and ``deltas``. Returns ``(lower, upper, status, aux, extra)``: ``lower`` 0
+    (no lower bound on the mechanism), ``upper`` the certified composed epsilon, ``status`` the index of
+    its source in :data:`jaxshuffle.accountant.rounds.SOURCES`, ``aux`` 0, ``extra`` the
+    :data:`~jaxshuffle.sweeps.store.ROUNDS_EXTRA` columns. ``size`` is not used (no padding).
+    """
+    from jaxshuffle.accountant.rounds import SOURCES, composed_epsilon
+
+    rows = np.asarray(rows, dtype=np.float64)
+    k = len(plan.options)
+    m = len(rows)
+    if m == 0 or not np.array_equal(rows[:, :k + 1], np.broadcast_to(rows[0, :k + 1], (m, k + 1))):
+        raise ValueError("internal: a rounds chunk must hold the points of one (randomizer options, n)")
+    params = catalog_rows()[plan.randomizer].fn(**{name: float(rows[0, i]) for i, name in enumerate(plan.options)})
+    T, delta = rows[:, k + 1], rows[:, k + 2]
+    c = composed_epsilon(params, float(rows[0, k]), np.unique(T), np.unique(delta),
+                         discretization=plan.discretization, blanket_points=plan.blanket_points)
+    i = np.searchsorted(c.rounds, T.astype(np.int64))
+    j = np.searchsorted(c.delta, delta)
+    if not (np.array_equal(c.rounds[i], T) and np.array_equal(c.delta[j], delta)):
+        raise ValueError("internal: composed_epsilon returned other rounds or deltas than asked")
+    source = np.asarray([SOURCES.index(str(x)) for x in c.upper_source[i, j]], dtype=np.int8)
+    values = {"pld": c.pld, "pld_lower": c.lower, "blanket_pld": c.blanket_pld, "basic": c.basic,
+              "advanced": c.advanced}
+    extra = np.stack([values[key][i, j] if key in values else np.full(m, c.discretization)
+                      for key in ROUNDS_EXTRA], axis=1).astype(np.float64)
+    return np.zeros(m), np.asarray(c.upper, np.float64)[i, j], source, np.zeros(m, np.int32), extra
+
+
+class RoundsGrid:
+    """The points of a sweep with a rounds axis and their rounds jobs (the same interface as :class:`SweepGrid`).
+
+    Every point is one ``(randomizer options, n, T, delta)`` cell; identical cells are one job. Jobs
+    are bucketed by ``(randomizer options, n)``: a bucket is one chunk (:func:`evaluate_rounds`), in
+    ``mechanism_buckets`` (the name :func:`~jaxshuffle.sweeps.run.sweep` reads extra buckets under);
+    there are no two-count searches (``jobs`` is empty).
+    """
+
+    result_order = ROUNDS_RESULT_ORDER
+    extra_width = len(ROUNDS_EXTRA)
+
+    def __init__(self, spec: dict, blanket_points: int | None = None, discretization: float | None = None):
+        import jax.numpy as jnp
+
+        if "rounds" not in spec:
+            raise ValueError("internal: RoundsGrid needs a spec with a rounds axis")
+        self.spec = spec
+        self.table, self.groups, self.option_names = expand(spec)
+        self.size = len(self.table["n"])
+        self.jobs = np.zeros((0, 7))
+        self.point_job = np.full(self.size, -1, dtype=np.int64)
+        self.pqb = np.full((self.size, 3), np.nan)  # the randomizer's p, beta, q per point
+        self.mechanism_buckets: list = []
+        blocks, next_id = [], 0
+        widths = [len(catalog_rows()[g.name].args) for g in self.groups]
+        width = max(widths, default=0) + 3
+        for g in self.groups:
+            entry = catalog_rows()[g.name]
+            sl = slice(g.start, g.stop)
+            names = tuple(a.name for a in entry.args)
+            params = entry.fn(**{k: jnp.asarray(g.options[k]) for k in names})  # checks the options
+            shape = (g.stop - g.start,)
+            self.pqb[sl] = np.stack([np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
+                                     for x in (params.p, params.beta, params.q)], axis=1)
+            rows = np.stack([g.options[k] for k in names]
+                            + [self.table[k][sl] for k in ("n", "rounds", "delta")], axis=1)
+            distinct, inverse = np.unique(rows, axis=0, return_inverse=True)  # sorted: one bucket's rows adjacent
+            ids = next_id + np.arange(len(distinct))
+            self.point_job[sl] = ids[inverse.ravel()]
+            _, first = np.unique(distinct[:, :-2], axis=0, return_index=True)  # one bucket per (options, n)
+            stops = np.append(np.sort(first)[1:], len(distinct))
+            for a, b in zip(np.sort(first), stops):
+                self.mechanism_buckets.append((RoundsPlan(g.name, names, blanket_points, discretization),
+                                               ids[a:b], np.zeros(b - a)))
+            block = np.full((len(distinct), width), np.nan)
+            block[:, :len(names)], block[:, -3:] = distinct[:, :-3], distinct[:, -3:]
+            blocks.append(block)
+            next_id += len(distinct)
+        self.rounds_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
+        self.n_jobs = next_id
+        self.pending0 = np.ones(self.size, dtype=np.int64)
+        order = np.argsort(self.point_job, kind="stable")
+        self._job_points = order
+        self._job_ptr = np.searchsorted(self.point_job[order], np.arange(self.n_jobs + 1))
+
+    def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
+        """The rows of a rounds chunk: its randomizer's options, then ``n``, ``rounds``, ``delta``."""
+        rows = self.rounds_rows[np.asarray(ids)]
+        return np.concatenate([rows[:, :len(plan.options)], rows[:, -3:]], axis=1)
+
+    points_of_jobs = SweepGrid.points_of_jobs
+    pending = SweepGrid.pending
+
+    def combine(self, lower: np.ndarray, upper: np.ndarray, status: np.ndarray, aux: np.ndarray,
+                points: np.ndarray | None = None, extra: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Result columns for ``points`` (all by default): job arrays indexed by job id; ``status`` holds the
+        index of the composed bound's source, ``extra`` the :data:`~jaxshuffle.sweeps.store.ROUNDS_EXTRA`
+        columns (``lower`` and ``aux`` are not used)."""
+        if points is None:
+            points = np.arange(self.size)
+        points = np.sort(np.asarray(points, dtype=np.int64))
+        out: dict[str, np.ndarray] = {"index": points}
+        for k, v in self.table.items():
+            out[k] = v[points]
+        j = self.point_job[points]
+        if extra is None:
+            extra = np.full((self.n_jobs, self.extra_width), np.nan)
+        out["upper"] = np.asarray(upper, dtype=np.float64)[j]
+        out["upper_source"] = np.asarray(ROUND_SOURCES)[np.asarray(status)[j].astype(np.int64)]
+        out["certified"] = np.ones(points.size, dtype=bool)  # every candidate is a certified upper bound
+        for c, key in enumerate(ROUNDS_EXTRA):
+            out[key] = np.asarray(extra, dtype=np.float64)[j, c]
+        for c, key in enumerate(("p", "beta", "q")):
+            out[key] = self.pqb[points, c]
+        return out
+
+
+def make_grid(spec: dict, settings: dict):
+    """The grid of a sweep from its spec and settings: :class:`RoundsGrid` with a rounds axis, else
+    :class:`SweepGrid`."""
+    if "rounds" in spec:
+        r = settings.get("rounds") or {}
+        return RoundsGrid(spec, r.get("blanket_points"), r.get("discretization"))
+    return SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])

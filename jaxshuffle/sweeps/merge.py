@@ -9,12 +9,12 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxshuffle.sweeps.jobs import SweepGrid
+from jaxshuffle.sweeps.jobs import make_grid
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
     METHODS,
-    RESULT_ORDER,
+    RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
     SweepResult,
     environment,
@@ -55,30 +55,38 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
             raise ValueError(f"inputs: {p} belongs to a different sweep (fingerprint {m['fingerprint']} "
                              f"!= {manifest['fingerprint']})")
     spec, settings = manifest["spec"], manifest["settings"]
-    if manifest.get("schema", 1) != STORE_SCHEMA:
+    if manifest.get("schema", 1) not in RESUMABLE_SCHEMAS:
         raise ValueError(f"inputs: written in sweep store schema {manifest.get('schema', 1)}, this jaxshuffle reads "
-                         f"schema {STORE_SCHEMA} (the blanket bound and upper_from): rerun the shards with this "
-                         "version")
-    grid = SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])
+                         f"schemas {', '.join(map(str, RESUMABLE_SCHEMAS))} (writes {STORE_SCHEMA}; 2: the blanket "
+                         "bound and upper_from, 3: the rounds axis): rerun the shards with this version")
+    grid = make_grid(spec, settings)
     J = grid.n_jobs
     if J != manifest["jobs"]:
         raise ValueError("inputs: the grid does not rebuild to the recorded number of searches "
                          "(different jaxshuffle version?)")
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
     status_j, aux_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
+    extra_j = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
     seen = np.zeros(J, dtype=bool)
     for data in parts:
         ids = data["jobs"]
+        if extra_j is not None and np.shape(data.get("extra")) != (len(ids), grid.extra_width):
+            raise ValueError("inputs: a chunk or shard of this rounds sweep has no composed-epsilon columns "
+                             "(damaged, or written by another jaxshuffle): rerun that shard")
         again = seen[ids]
         if again.any():
             same = (np.array_equal(lower_j[ids[again]], data["lower"][again])
                     and np.array_equal(upper_j[ids[again]], data["upper"][again])
                     and np.array_equal(status_j[ids[again]], data["status"][again])
-                    and np.array_equal(aux_j[ids[again]], data["iterations"][again]))
+                    and np.array_equal(aux_j[ids[again]], data["iterations"][again])
+                    and (extra_j is None or np.array_equal(extra_j[ids[again]], data["extra"][again],
+                                                           equal_nan=True)))
             if not same:
                 raise ValueError("inputs: two shards disagree on a value of the same search")
         lower_j[ids], upper_j[ids], status_j[ids] = data["lower"], data["upper"], data["status"]
         aux_j[ids] = data["iterations"]
+        if extra_j is not None:
+            extra_j[ids] = data["extra"]
         seen[ids] = True
     pending = grid.pending(seen)
     points = np.nonzero(pending == 0)[0]
@@ -87,8 +95,8 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
                          "(run the remaining shards, or pass --allow-partial)")
     import jax
 
-    order = ["index", *grid.table.keys(), *RESULT_ORDER]
-    cols = grid.combine(lower_j, upper_j, status_j, aux_j, points)
+    order = ["index", *grid.table.keys(), *grid.result_order]
+    cols = grid.combine(lower_j, upper_j, status_j, aux_j, points, extra_j)
     meta = {**environment(jax.local_devices()), "methods": METHODS, "columns": COLUMNS,
             "fingerprint": manifest["fingerprint"], "grid": spec, "settings": settings,
             "tolerances": {"rtol": settings["rtol"], "max_iter": MAX_ITER},
@@ -107,6 +115,8 @@ def read_shard(path: Path) -> tuple[dict, dict]:
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+            if "extra" in z.files:
+                data["extra"] = z["extra"]
             manifest = json.loads(str(z["manifest"]))
     except Exception as exc:
         raise ValueError(f"inputs: {path} is not a readable shard file ({exc})") from None

@@ -19,13 +19,13 @@ import numpy as np
 
 from jaxshuffle._config import VERSION, require_x64
 from jaxshuffle.sweeps.grid import build_spec
-from jaxshuffle.sweeps.jobs import MechanismPlan, SweepGrid
+from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan, make_grid
 from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
     METHODS,
-    RESULT_ORDER,
+    RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
     SweepResult,
     atomic_write,
@@ -273,7 +273,8 @@ def _fingerprint(spec: dict, settings: dict) -> str:
 def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
           scaled_variant: bool = False, upper_from: str = "best", merge_buckets: bool = True, shard=None, devices=None,
           chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
-          wait: bool = False, executor=None, **options) -> SweepResult:
+          wait: bool = False, executor=None, rounds=None, blanket_points: int | None = None,
+          discretization: float | None = None, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
     Args:
@@ -283,6 +284,16 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       delta: number, rule in ``n`` (``"0.01/n"``), callable ``f(n)``, grid string, or a list.
       **options: randomizer options (``eps0="0.5:4:8"``, ``k=[3, 10]``); omitted options with a
         catalog default take it.
+      rounds: numbers of rounds ``T`` on the same users, a grid axis (``"1..1000:20"``, ``[1, 10, 100]``;
+        rounded to integers >= 1). Each point then holds the certified epsilon of its ``T`` rounds at
+        its (total) ``delta``: :func:`jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper`` and its
+        source, with the candidates ``pld``, ``blanket_pld``, ``basic``, ``advanced`` (and ``pld_lower``,
+        ``discretization``) as columns, instead of the single-round columns. One round PLD is built per
+        ``(randomizer options, n)`` and composed for all its ``T`` and ``delta`` at once (one chunk).
+        Needs ``upper_from="best"`` and no ``scaled_variant``; ``lower`` and ``rtol`` are not used.
+        ``None`` (default): no rounds axis, a single-round sweep.
+      blanket_points, discretization: with ``rounds``, passed to ``composed_epsilon`` (profile points of
+        the k-RR blanket pair's PLD, 0 skips it; the loss grid spacing); ``None``: its defaults.
       out: directory for the files (``None``: in memory only, nothing written, no resume).
       rtol: relative width of every epsilon bracket (``search.epsilon``'s rtol).
       lower: compute the Theorem 5.1 lower bound where the catalog has its parameters.
@@ -328,15 +339,41 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       SweepInterrupted (a KeyboardInterrupt) on Ctrl-C (or SIGTERM where a handler raises it): the
         finished chunks (and their rows in ``results.csv``) are saved; the same call resumes.
     """
-    spec = build_spec(randomizer, n, delta, options)
+    spec = build_spec(randomizer, n, delta, options, rounds=rounds)
+    rounds_settings = _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_variant)
     return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant, upper_from=upper_from,
                 merge_buckets=merge_buckets, shard=shard,
                 devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite,
-                wait=wait, executor=executor)
+                wait=wait, executor=executor, rounds_settings=rounds_settings)
+
+
+def _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_variant) -> dict | None:
+    """The settings of a rounds axis (None without one); ValueError naming the parameter for a bad value."""
+    if "rounds" not in spec:
+        for name, value in (("blanket_points", blanket_points), ("discretization", discretization)):
+            if value is not None:
+                raise ValueError(f"{name}: applies to a sweep with a rounds axis only (give rounds=, --rounds)")
+        return None
+    if upper_from != "best":
+        raise ValueError(f"upper_from: a sweep with a rounds axis reports the smallest certified composed bound "
+                         f"(composed_epsilon); upper_from must be 'best', got {upper_from!r}")
+    if scaled_variant:
+        raise ValueError("scaled_variant: not used by the composition over rounds; leave it off with a rounds axis")
+    if blanket_points is not None:
+        bp = float(blanket_points)
+        if not (bp == math.floor(bp) and (bp == 0 or 2 <= bp <= 1 << 16)):
+            raise ValueError(f"blanket_points: must be 0 (skip the blanket pair's PLD) or an integer in [2, 65536], "
+                             f"got {blanket_points!r}")
+        blanket_points = int(bp)
+    if discretization is not None:
+        discretization = float(discretization)
+        if not (math.isfinite(discretization) and discretization > 0):
+            raise ValueError(f"discretization: must be a finite number > 0, got {discretization!r}")
+    return {"blanket_points": blanket_points, "discretization": discretization}
 
 
 def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard, devices, chunk_size, memory,
-         quiet, overwrite, wait=False, executor=None):
+         quiet, overwrite, wait=False, executor=None, rounds_settings=None):
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
@@ -352,14 +389,14 @@ def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, s
                                upper_from=upper_from,
                                merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
                                chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
-                               guard=guard, locks=locks, executor=executor)
+                               guard=guard, locks=locks, executor=executor, rounds_settings=rounds_settings)
     finally:
         for lock in locks:
             lock.release()
 
 
 def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard_i, shard_n, devices,
-                chunk_size, memory, quiet, overwrite, wait, guard, locks, executor=None):
+                chunk_size, memory, quiet, overwrite, wait, guard, locks, executor=None, rounds_settings=None):
     devs = _devices(devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
     # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
@@ -370,6 +407,8 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                 "upper_from": upper_from,
                 "merge_buckets": bool(merge_buckets),
                 "platform": platform_name if merge_buckets else "any"}
+    if rounds_settings is not None:  # only then: a sweep without a rounds axis keeps its fingerprint
+        settings["rounds"] = dict(rounds_settings)
     fingerprint = _fingerprint(spec, settings)
     if out is not None and (Path(out) / "sweep.json").exists() and merge_buckets:
         # Resuming on another platform: keep the bucket merging (hence the values) of the original run.
@@ -379,8 +418,8 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
             if _fingerprint(spec, alt) == json.loads((Path(out) / "sweep.json").read_text())["fingerprint"]:
                 settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
     t_plan = time.perf_counter()
-    grid = SweepGrid(spec, lower, scaled_variant, upper_from)
-    buckets = plan_jobs(grid.jobs, merge_buckets, platform_name) + grid.mechanism_buckets
+    grid = make_grid(spec, settings)
+    buckets = (plan_jobs(grid.jobs, merge_buckets, platform_name) if len(grid.jobs) else []) + grid.mechanism_buckets
     if memory is None:
         memory = 2.0 ** 30
         if platform_name != "cpu":
@@ -407,11 +446,13 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
         mpath = out_dir / "sweep.json"
         if mpath.exists():
             old = json.loads(mpath.read_text())
-            if old.get("schema", 1) != STORE_SCHEMA and not overwrite:
+            if old.get("schema", 1) not in RESUMABLE_SCHEMAS and not overwrite:
                 raise ValueError(f"out: {out_dir} holds a sweep in store schema {old.get('schema', 1)} (this "
-                                 f"jaxshuffle writes schema {STORE_SCHEMA}: the blanket bound and upper_from); it "
-                                 "cannot be resumed: use another --out, or --overwrite to recompute it there "
-                                 "(its results.csv still loads with jaxshuffle.sweeps.load)")
+                                 f"jaxshuffle writes schema {STORE_SCHEMA} and resumes schemas "
+                                 f"{', '.join(map(str, RESUMABLE_SCHEMAS))}: 2 added the blanket bound and "
+                                 "upper_from, 3 the rounds axis); it cannot be resumed: use another --out, or "
+                                 "--overwrite to recompute it there (its results.csv still loads with "
+                                 "jaxshuffle.sweeps.load)")
             if old.get("fingerprint") != fingerprint:
                 if not overwrite:
                     raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
@@ -438,9 +479,15 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
     J = grid.n_jobs
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
     status_j, iter_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
+    extra_j = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
     job_done = np.zeros(J, dtype=bool)
     for ci, data in done_chunks.items():
         ids = data["jobs"]
+        if extra_j is not None:
+            extra = data.get("extra")
+            if extra is None or extra.shape != (len(ids), grid.extra_width):
+                continue  # a rounds chunk without its columns (damaged): computed again
+            extra_j[ids] = extra
         lower_j[ids], upper_j[ids] = data["lower"], data["upper"]
         status_j[ids], iter_j[ids] = data["status"], data["iterations"]
         job_done[ids] = True
@@ -450,12 +497,12 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
 
     # Points finished so far (for the progressive CSV): every job of the point done.
     pending = grid.pending(job_done)
-    csv_cols = ["index", *grid.table.keys(), *RESULT_ORDER]
+    csv_cols = ["index", *grid.table.keys(), *grid.result_order]
     csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 else None
     csv_file = None
     if csv_path is not None:  # rebuilt from the chunk files: this also repairs a torn last row
         done_pts = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, iter_j, done_pts)
+        cols = grid.combine(lower_j, upper_j, status_j, iter_j, done_pts, extra_j)
         with guard.writing():
             atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
         if torn_line is not None and not quiet:
@@ -485,7 +532,9 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
             where, link = describe(executor)
             if link:
                 where += f", dashboard {link}"
-        print(f"[sweep] {grid.size} points, {J} distinct searches in {len(buckets)} window buckets, "
+        what = (f"{J} distinct (T, delta) cells in {len(buckets)} (options, n) groups (one composed_epsilon each)"
+                if grid.extra_width else f"{J} distinct searches in {len(buckets)} window buckets")
+        print(f"[sweep] {grid.size} points, {what}, "
               f"{len(chunks)} chunks ({len(mine) - len(todo)} of this {'shard' if shard_n > 1 else 'sweep'}'s "
               f"{len(mine)} already done), {where}", file=sys.stderr, flush=True)
     sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
@@ -503,23 +552,29 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
             saved = "nothing saved (out=None keeps the results in memory)"
         return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
 
-    def record(ci, ids, lo, up, st, it):
-        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished."""
+    def record(ci, ids, lo, up, st, it, extra=None):
+        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished.
+
+        ``extra``: a rounds chunk's composed-epsilon columns (stored in its chunk file too)."""
         nonlocal pending, chunks_done
         with guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
             lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
+            more = {}
+            if extra is not None:
+                extra_j[ids] = extra
+                more["extra"] = np.asarray(extra, dtype=np.float64)
             fresh = ids[~job_done[ids]]
             job_done[ids] = True
             if out_dir is not None:
                 atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
-                             npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
+                             npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it, **more,
                                        fingerprint=np.asarray(fingerprint)))
             touched = grid.points_of_jobs(fresh)
             pending -= np.bincount(touched, minlength=grid.size)
             touched = np.unique(touched)
             fin = touched[pending[touched] == 0]
             if csv_file is not None and fin.size:
-                cols = grid.combine(lower_j, upper_j, status_j, iter_j, fin)
+                cols = grid.combine(lower_j, upper_j, status_j, iter_j, fin, extra_j)
                 csv_file.write(csv_text(cols, csv_cols, False))
                 csv_file.flush()
                 os.fsync(csv_file.fileno())
@@ -549,9 +604,9 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                 compiled = not runner.is_compiled(plan, size)
                 progress.start_chunk(compiled)
                 t = time.perf_counter()
-                lo, up, st, it = runner.run(plan, grid.job_rows(plan, ids), clo, size)
+                arrays = runner.run(plan, grid.job_rows(plan, ids), clo, size)
                 dt = time.perf_counter() - t
-                fin = record(ci, ids, lo, up, st, it)
+                fin = record(ci, ids, *arrays)
                 advance(ci, fin.size, dt, compiled)
                 if sleep:
                     time.sleep(sleep)
@@ -602,6 +657,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                                "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
                                                     "added to the certified divergence band)"},
                 "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
+                             {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
                              {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
                             | {"searches": int(len(ids))} for pl, ids, _ in buckets],
                 "points": grid.size, "searches": J, "chunks": len(chunks),
@@ -624,24 +680,25 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
         if out_dir is not None and shard_n > 1:
             mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
                                        for ci in mine]) if mine else np.zeros(0, np.int64)
+            more = {"extra": extra_j[mine_ids]} if extra_j is not None else {}
             with guard.writing():
                 atomic_write(out_dir / f"shard-{shard_i}-of-{shard_n}.npz",
                              npz_bytes(jobs=mine_ids, lower=lower_j[mine_ids], upper=upper_j[mine_ids],
-                                       status=status_j[mine_ids], iterations=iter_j[mine_ids],
+                                       status=status_j[mine_ids], iterations=iter_j[mine_ids], **more,
                                        manifest=np.asarray(json.dumps(manifest))))
             if not quiet:
                 print(f"[sweep] shard {shard_i}/{shard_n} done -> {out_dir / f'shard-{shard_i}-of-{shard_n}.npz'}; "
                       f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
         if all_done or shard_n == 1:
             points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
-            cols = grid.combine(lower_j, upper_j, status_j, iter_j, points)
+            cols = grid.combine(lower_j, upper_j, status_j, iter_j, points, extra_j)
             result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
             if out_dir is not None and (all_done or shard_n == 1):
                 with guard.writing():
                     write_results(out_dir, result, csv_cols)
             return result
         points = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, iter_j, points)
+        cols = grid.combine(lower_j, upper_j, status_j, iter_j, points, extra_j)
         return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
     except KeyboardInterrupt as exc:
         raise stopped(exc) from None

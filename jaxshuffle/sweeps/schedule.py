@@ -6,6 +6,7 @@ program per bucket, sharded over a 1-D mesh of local devices (results identical 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -77,8 +78,10 @@ def _merge_windows(L: np.ndarray, sym: np.ndarray, cost: float) -> np.ndarray:
 
 
 def _chunk_size(plan, n_jobs: int, ndev: int, platform_name: str, memory: float, fixed: int | None) -> int:
-    from jaxshuffle.sweeps.jobs import MECHANISM_CHUNK, MechanismPlan
+    from jaxshuffle.sweeps.jobs import MECHANISM_CHUNK, MechanismPlan, RoundsPlan
 
+    if isinstance(plan, RoundsPlan):  # the whole bucket: one composed_epsilon call (its grid depends on max T)
+        return max(int(n_jobs), 1)
     if isinstance(plan, MechanismPlan):  # one device, a fixed count (the engine plans its own window)
         return int(fixed or min(MECHANISM_CHUNK, 2 ** math.ceil(math.log2(max(n_jobs, 1)))))
     if fixed:
@@ -153,11 +156,21 @@ class Runner:
     def run(self, plan, jobs: np.ndarray, c_lo: np.ndarray, size: int):
         """``(lower, upper, status, iterations)`` of a chunk; for a mechanism bucket
         (:func:`~jaxshuffle.sweeps.jobs.evaluate_mechanisms`, first device) the fourth array is
-        the status of its lower bound."""
+        the status of its lower bound; a rounds bucket (:func:`~jaxshuffle.sweeps.jobs.evaluate_rounds`,
+        first device) adds a fifth, its composed-epsilon columns."""
         import jax
 
-        from jaxshuffle.sweeps.jobs import MechanismPlan, evaluate_mechanisms
+        from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan, evaluate_mechanisms, evaluate_rounds
 
+        if isinstance(plan, RoundsPlan):
+            # on the default device no context: a jax.default_device context is part of jit's cache key, so
+            # the programs compiled here then serve a direct composed_epsilon call too (and the other way round)
+            first = self.devices[0]
+            with contextlib.nullcontext() if first == jax.devices()[0] else jax.default_device(first):
+                out = evaluate_rounds(plan, jobs, size)
+            self.compiled.add((plan, size))
+            _PROGRAMS_RUN.add((plan, size, self.rtol, self._ids))
+            return out
         if isinstance(plan, MechanismPlan):
             with jax.default_device(self.devices[0]):
                 out = evaluate_mechanisms(plan, jobs, size, self.rtol)

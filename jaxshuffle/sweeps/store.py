@@ -24,13 +24,18 @@ import numpy as np
 from jaxshuffle._config import VERSION
 
 from jaxshuffle.accountant.amplify import UpperSource
+from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
 from jaxshuffle.search import Status
 
 
 
 #: Version of the files' layout and meaning. 2: mechanism searches (blanket column, upper_from setting).
-#: A directory written under another schema is not resumed (a clear error); its results still load.
-STORE_SCHEMA = 2
+#: 3: the rounds axis (composed-epsilon columns; its chunk files carry an ``extra`` array). A sweep
+#: without a rounds axis has schema 2's layout and meaning, so a schema-2 directory is resumed
+#: (:data:`RESUMABLE_SCHEMAS`); a directory written under any other schema is not (a clear error),
+#: and its results still load.
+STORE_SCHEMA = 3
+RESUMABLE_SCHEMAS = (2, 3)
 STATUS_NAMES = tuple(s.label for s in Status)
 SOURCE_NAMES = UpperSource.NAMES
 MAX_ITER = 60
@@ -46,14 +51,16 @@ COLUMNS = {
              "is worst-case the exact all-z / all-x0 datasets; 0 where has_lower is false)",
     "upper": "certified upper bound on eps, amplify's rule for upper_from (default best: the smallest of the "
              "worst-case-beta pair, the (u+v)-scaled pair if scaled_variant, and the blanket pair where the "
-             "randomizer carries its mechanism; 0 if delta >= beta)",
+             "randomizer carries its mechanism; 0 if delta >= beta); with a rounds axis the certified eps of the T "
+             "rounds at total delta (the smallest of pld, blanket_pld, basic, advanced)",
     "paper": "paper's Theorem 4.7 value at the randomizer's beta (NOT a guarantee unless paper_certified)",
     "certified": "upper is a sound (certified) upper bound",
     "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
     "worst_case": "certified eps of the worst-case-beta pair (bound for any randomizer with this p, q)",
     "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
                "the randomizer carries none or upper_from is worst-case)",
-    "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + ")",
+    "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + "; with a rounds axis one of "
+                    + ", ".join(ROUND_SOURCES) + ")",
     "paper_certified": "the paper's pair has w = 0 (then paper is sound and equals worst_case)",
     "has_lower": "lower comes from a Theorem 5.1 pair",
     "status_lower": "engine status of the best lower-bound search",
@@ -61,9 +68,26 @@ COLUMNS = {
     "p": "variation-ratio parameter p (largest probability ratio)",
     "beta": "variation-ratio parameter beta (largest total variation)",
     "q": "variation-ratio blanket ratio q",
+    # a sweep with a rounds axis (jaxshuffle.accountant.rounds.composed_epsilon per point)
+    "rounds": "number of rounds T on the same users (rounds axis: upper is then the certified eps of the T rounds "
+              "at total delta)",
+    "pld": "rounds axis: PLD composition of the worst-case pair over T rounds (certified upper bound)",
+    "pld_lower": "rounds axis: the composed worst-case pair's eps from below (how tight pld is numerically; not a "
+                 "lower bound on the mechanism)",
+    "blanket_pld": "rounds axis: PLD composition of the k-RR blanket pair (certified upper bound; inf where the "
+                   "randomizer has none or blanket_points is 0)",
+    "basic": "rounds axis: basic composition T eps_1(delta/T) of the certified one-round bound (upper bound)",
+    "advanced": "rounds axis: advanced composition (Dwork, Rothblum and Vadhan 2010) of the certified one-round "
+                "bound at delta/(2T), capped by basic (upper bound)",
+    "discretization": "rounds axis: loss grid spacing of the PLD composition (one per (randomizer options, n))",
 }
 RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "blanket", "upper_source",
                  "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
+#: Result columns of a sweep with a rounds axis (one composed_epsilon cell per point; no single-round searches).
+ROUNDS_RESULT_ORDER = ("upper", "upper_source", "certified", "pld", "pld_lower", "blanket_pld", "basic", "advanced",
+                       "discretization", "p", "beta", "q")
+#: The rounds columns a rounds job stores in its chunk file's ``extra`` array, in this order.
+ROUNDS_EXTRA = ("pld", "pld_lower", "blanket_pld", "basic", "advanced", "discretization")
 STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper"}
 BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
 
@@ -111,7 +135,7 @@ def format_cell(key: str, x) -> str:
         return ""
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    if key in ("index", "n") and x == int(x):
+    if key in ("index", "n", "rounds") and x == int(x):
         return str(int(x))
     return repr(x)
 
@@ -357,7 +381,10 @@ def clear_store(out_dir: Path) -> None:
 
 
 def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None) -> dict[int, dict]:
-    """Finished chunks; leftovers of a killed write (temporary files) and unreadable files are removed."""
+    """Finished chunks; leftovers of a killed write (temporary files) and unreadable files are removed.
+
+    A chunk of a rounds bucket also carries ``extra`` (one row per job: :data:`ROUNDS_EXTRA`).
+    """
     done: dict[int, dict] = {}
     for p in sorted(chunk_dir.iterdir()):
         if p.name.startswith("."):  # temporary file of an interrupted atomic write
@@ -369,6 +396,8 @@ def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None) 
             ci = int(p.stem[1:])
             with np.load(p, allow_pickle=False) as z:
                 data = {k: z[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+                if "extra" in z.files:
+                    data["extra"] = z["extra"]
                 ok = fingerprint is None or str(z["fingerprint"]) == fingerprint
             ok = ok and 0 <= ci < n_chunks and len({len(v) for v in data.values()}) == 1
         except Exception:  # truncated or corrupt: recompute this chunk
