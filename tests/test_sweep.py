@@ -209,6 +209,14 @@ def test_upper_from_checked_and_old_store_refused(tmp_path):
     assert len(sw.load(tmp_path)) == 1  # its results still load
     redone = sw.sweep("general", eps0=1, n=3, delta=1e-3, out=tmp_path, overwrite=True, quiet=True)
     assert redone.complete
+    # schema 3 added the rounds axis only: a schema-2 directory (no rounds axis, the same files) is resumed
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    assert manifest["schema"] == sw.store.STORE_SCHEMA == 3
+    manifest["schema"] = 2
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+    resumed = sw.sweep("general", eps0=1, n=3, delta=1e-3, out=tmp_path, quiet=True)
+    assert resumed.complete and resumed.meta["timing"]["chunks_run"] == 0
+    np.testing.assert_array_equal(resumed["upper"], redone["upper"])
 
 
 def test_general_dedupes_paper():

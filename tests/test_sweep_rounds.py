@@ -180,9 +180,9 @@ def test_rounds_shards_merge_and_executor_give_the_same_rows(rounds_run, tmp_pat
             assert merged[key].tolist() == res[key].tolist(), key
 
 
-def test_store_schemas_resumed_and_refused(rounds_run, tmp_path):
-    """Schema 3 added the rounds axis: a schema-2 directory (no rounds axis) is resumed; another schema is refused
-    with a clear error, and its results still load."""
+def test_store_schema_refused_with_a_clear_error(rounds_run, tmp_path):
+    """A rounds directory under a schema this jaxshuffle does not resume is refused with a clear error, and its
+    results still load (test_sweep's old-store test: a schema-2 directory, without rounds, is resumed)."""
     import shutil
 
     _, out, _ = rounds_run
@@ -194,14 +194,8 @@ def test_store_schemas_resumed_and_refused(rounds_run, tmp_path):
     with pytest.raises(ValueError, match=r"store schema 1 .*resumes schemas 2, 3.*cannot be resumed"):
         sw.sweep(**GRID, out=copy)
     assert len(sw.load(copy)) == 12
-    plain = dict(randomizer="general", eps0=1, n=3, delta=1e-3, quiet=True)
-    sw.sweep(**plain, out=tmp_path / "two")
-    manifest = json.loads((tmp_path / "two" / "sweep.json").read_text())
-    assert manifest["schema"] == sw.store.STORE_SCHEMA == 3
-    manifest["schema"] = 2  # as the jaxshuffle before the rounds axis wrote it
-    (tmp_path / "two" / "sweep.json").write_text(json.dumps(manifest))
-    again = sw.sweep(**plain, out=tmp_path / "two")
-    assert again.complete and again.meta["timing"]["chunks_run"] == 0
+    redone = sw.sweep(**GRID, out=copy, overwrite=True)
+    assert redone.complete and json.loads((copy / "sweep.json").read_text())["schema"] == 3
 
 
 def test_rounds_plot_one_line_per_delta_and_group(rounds_run, tmp_path):

@@ -453,7 +453,9 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                                  "upper_from, 3 the rounds axis); it cannot be resumed: use another --out, or "
                                  "--overwrite to recompute it there (its results.csv still loads with "
                                  "jaxshuffle.sweeps.load)")
-            if old.get("fingerprint") != fingerprint:
+            # overwrite recomputes an old-schema directory even when its fingerprint matches (its chunk files
+            # are not this schema's)
+            if old.get("fingerprint") != fingerprint or old.get("schema", 1) not in RESUMABLE_SCHEMAS:
                 if not overwrite:
                     raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
                                      f"!= {fingerprint}); use another --out or --overwrite")
