@@ -1,29 +1,131 @@
 """Blanket (three-count) bound for k-RR vs the stronger clone, the exact-dataset lower bound and
-the paper's Theorem 4.7 value, with seconds per point cold and warm.
+the paper's Theorem 4.7 value, with seconds per point cold and warm (issue 16).
 
     python benchmarks/blanket.py [--ns 1e4,1e6,1e8] [--ks 3,10,100] [--eps0s 0.5,1,2,4] [--batch 100]
+                                 [--big-ks 10] [--big-eps0s 1] [--full] [--matrix-ns 1e4,1e6] [--subset 5,2]
+                                 [--subset-ns 1e4] [--no-cache]
 
-Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
+[1] Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
 k-RR), lower (max of the exact all-z / all-x0 datasets, certified low), paper (Theorem 4.7, not an
-upper bound: docs/math.md section 5), and the blanket's cold (compile + run) and warm seconds.
-The last part times one batched call of ``--batch`` points at n = 1e6 against single calls.
+upper bound in general: docs/math.md section 5; for k-RR a valid lower bound), the blanket
+search's cold seconds (first call at this point with its plan: compiles where the plan's shapes
+are new to this process; the persistent cache may hold programs from an earlier run, --no-cache
+for a true cold start), warm seconds (the same program at a new point, delta * 1.01) and the lower
+bound's seconds (one call). At n >= 1e7 only --big-ks x --big-eps0s run unless --full (the whole
+3 x 3 x 4 table).
+[2] One batched call of --batch points at n = 1e6 (warm) against single calls (warm, mean of 10).
+[3] The general-matrix engine (jaxshuffle.blanket_matrix.matrix_bounds, which amplify uses for a
+randomizer carrying a matrix, randomizers.with_matrix) on k-RR's matrix (k = 10) next to the
+k-RR kernel (krr_bounds) at the same point (cold and warm), and on a subset-selection matrix (2-subsets of
+5 by default) via amplify, one call per n (it takes minutes: the exact datasets' forms need hundreds
+of lines; 2-subsets of 6 planned a 31.5 GB allocation at n = 1e4 and ran out of memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
-import jax
-import numpy as np
+if "--no-cache" in sys.argv:
+    os.environ["JAXSHUFFLE_CACHE"] = "off"
 
-import jaxshuffle as js
-from jaxshuffle import blanket as bl
-from jaxshuffle.randomizers import grr
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxshuffle as js  # noqa: E402
+from jaxshuffle import blanket as bl  # noqa: E402
+from jaxshuffle import randomizers as R  # noqa: E402
+from jaxshuffle.blanket_matrix import matrix_bounds  # noqa: E402
+from jaxshuffle.exact.soundness import grr_matrix  # noqa: E402
+from jaxshuffle.randomizers import grr  # noqa: E402
+
+BIG_N = 1e7
 
 
 def _floats(s):
-    return [float(x) for x in s.split(",")]
+    return [float(x) for x in s.split(",") if x]
+
+
+def timed(f):
+    t = time.perf_counter()
+    out = jax.block_until_ready(f())
+    return out, time.perf_counter() - t
+
+
+def table(a, delta):
+    print(f"[1] k-RR points; device: {jax.devices()[0]}; delta = {delta:g}")
+    print(f"{'n':>6} {'k':>4} {'eps0':>5} {'clone':>11} {'blanket':>11} {'lower':>11} {'paper':>11} "
+          f"{'clone/bl':>8} {'cold s':>7} {'warm s':>7} {'lower s':>7} status", flush=True)
+    for n in _floats(a.ns):
+        for k in _floats(a.ks):
+            for e0 in _floats(a.eps0s):
+                if n >= BIG_N and not a.full and (k not in _floats(a.big_ks) or e0 not in _floats(a.big_eps0s)):
+                    continue
+                clone = float(js.epsilon(js.stronger_clone_pair(e0), n, delta).upper)
+                p = grr(e0, k)
+                paper = float(js.epsilon(js.vr_pair(p.p, p.beta, p.q), n, delta).upper)
+                plan = bl.plan_blanket(e0, k, n, delta)
+                _, cold = timed(lambda: bl.blanket_epsilon(e0, k, n, delta, plan=plan))
+                _, warm = timed(lambda: bl.blanket_epsilon(e0, k, n, delta * 1.01, plan=plan))  # same program
+                r = bl.blanket_epsilon(e0, k, n, delta, plan=plan)
+                if a.no_lower:
+                    lo, lo_s = np.nan, np.nan
+                else:
+                    lo, lo_s = timed(lambda: bl.blanket_lower_epsilon(e0, k, n, delta).lower)
+                print(f"{n:6.0e} {k:4.0f} {e0:5.2f} {clone:11.7f} {float(r.upper):11.7f} {float(lo):11.7f} "
+                      f"{paper:11.7f} {clone / float(r.upper):8.3f} {cold:7.2f} {warm:7.2f} {lo_s:7.2f} "
+                      f"{js.Status(int(r.status)).name}", flush=True)
+    if not a.full and any(n >= BIG_N for n in _floats(a.ns)):
+        print(f"n >= 1e7: only k in {a.big_ks}, eps0 in {a.big_eps0s} run (--full: the whole table)")
+
+
+def batch(a, delta):
+    rng = np.random.default_rng(0)
+    e0 = rng.uniform(0.5, 2.0, a.batch)
+    k = rng.choice([3.0, 10.0], a.batch)
+    n = np.full(a.batch, 1e6)
+    plan = bl.plan_blanket(e0, k, n, delta)
+    _, compile_s = timed(lambda: bl.blanket_epsilon(e0, k, n, delta, plan=plan))
+    _, batched = timed(lambda: bl.blanket_epsilon(e0, k, n, delta * 1.01, plan=plan))
+    timed(lambda: bl.blanket_epsilon(e0[:1], k[:1], n[:1], delta, plan=plan))  # compile the single-point program
+    m = min(a.batch, 10)
+    singles = sum(timed(lambda: bl.blanket_epsilon(e0[i:i + 1], k[i:i + 1], n[i:i + 1], delta, plan=plan))[1]
+                  for i in range(m))
+    print(f"\n[2] batch of {a.batch} k-RR points at n = 1e6 (eps0 in [0.5, 2], k in {{3, 10}}, one plan): "
+          f"{batched:.2f} s warm ({batched / a.batch:.3f} s/point; first call {compile_s:.1f} s); single calls "
+          f"{singles / m:.3f} s/point warm (mean of {m}), x{a.batch} = {singles / m * a.batch:.1f} s "
+          f"({singles / m * a.batch / batched:.1f}x the batch)", flush=True)
+
+
+def matrices(a, delta):
+    print("\n[3] general-matrix engine (blanket_matrix.matrix_bounds) vs the k-RR kernel (krr_bounds), eps0 = 1")
+    print(f"{'n':>6} {'mechanism':>22} {'engine':>8} {'lower':>11} {'upper':>11} {'cold s':>7} {'warm s':>7}  note",
+          flush=True)
+    e0, k = 1.0, 10
+    for n in _floats(a.matrix_ns):
+        kr, kr_cold = timed(lambda: js.krr_bounds(e0, k, n, delta))
+        kr, kr_warm = timed(lambda: js.krr_bounds(e0, k, n, delta))
+        mb, mb_cold = timed(lambda: matrix_bounds(grr_matrix(k, e0), n, delta))
+        mb, mb_warm = timed(lambda: matrix_bounds(grr_matrix(k, e0), n, delta))
+        ku, kl = float(kr.upper), float(kr.lower)
+        agree = max(kl, mb.lower) <= min(ku, mb.upper)
+        print(f"{n:6.0e} {'k-RR k=10':>22} {'kernel':>8} {kl:11.7f} {ku:11.7f} {kr_cold:7.2f} {kr_warm:7.2f}",
+              flush=True)
+        print(f"{n:6.0e} {'k-RR k=10 (matrix)':>22} {'matrix':>8} {mb.lower:11.7f} {mb.upper:11.7f} {mb_cold:7.2f} "
+              f"{mb_warm:7.2f}  brackets {'overlap' if agree else 'DISAGREE'}; uppers differ by "
+              f"{abs(mb.upper / ku - 1):.1e} relative; exact kernel: {mb.exact_kernel}", flush=True)
+    d, s = (int(x) for x in a.subset.split(","))
+    M = R.subset_selection_matrix(e0, d, s)
+    params = R.with_matrix(R.subset_selection(e0, d, s), M)
+    for n in _floats(a.subset_ns):
+        rep, am_cold = timed(lambda: js.amplify(params, n, delta))  # one call: it costs minutes
+        src = js.UpperSource.NAMES[int(rep.upper_source)]
+        print(f"{n:6.0e} {f'{s}-subset of {d} ({M.shape[1]} msgs)':>22} {'amplify':>8} {float(rep.lower):11.7f} "
+              f"{float(rep.upper):11.7f} {am_cold:7.2f} {'-':>7}  one call (amplify(with_matrix(...))); upper from "
+              f"{src}; worst-case pair {float(rep.worst_case):.7f} (ratio {float(rep.worst_case / rep.upper):.2f})",
+              flush=True)
 
 
 def main() -> None:
@@ -31,53 +133,27 @@ def main() -> None:
     ap.add_argument("--ns", default="1e4,1e6,1e8")
     ap.add_argument("--ks", default="3,10,100")
     ap.add_argument("--eps0s", default="0.5,1,2,4")
+    ap.add_argument("--big-ks", default="10", help="k run at n >= 1e7 (unless --full)")
+    ap.add_argument("--big-eps0s", default="1", help="eps0 run at n >= 1e7 (unless --full)")
+    ap.add_argument("--full", action="store_true", help="the whole table at n >= 1e7 too")
     ap.add_argument("--delta", type=float, default=1e-6)
-    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=100, help="points of the batched call at n = 1e6 (0: skip)")
+    ap.add_argument("--matrix-ns", default="1e4,1e6", help="n of the general-matrix engine part ('' skips)")
+    ap.add_argument("--subset", default="5,2", help="d,k of the subset-selection matrix in [3]")
+    ap.add_argument("--subset-ns", default="1e4", help="n of the subset-selection matrix ('' skips; minutes per n)")
     ap.add_argument("--no-lower", action="store_true", help="skip the lower bound (three more searches)")
+    ap.add_argument("--no-cache", action="store_true")
     a = ap.parse_args()
-    delta = a.delta
-    print(f"device: {jax.devices()[0]}; delta = {delta:g}")
-    print(f"{'n':>8} {'k':>4} {'eps0':>5} {'clone':>11} {'blanket':>11} {'lower':>11} {'paper':>11} "
-          f"{'clone/bl':>8} {'cold s':>7} {'warm s':>7} status")
-    for n in _floats(a.ns):
-        for k in _floats(a.ks):
-            for e0 in _floats(a.eps0s):
-                clone = float(js.epsilon(js.stronger_clone_pair(e0), n, delta).upper)
-                p = grr(e0, k)
-                paper = float(js.epsilon(js.vr_pair(p.p, p.beta, p.q), n, delta).upper)
-                plan = bl.plan_blanket(e0, k, n, delta)
-                t0 = time.perf_counter()
-                r = bl.blanket_epsilon(e0, k, n, delta, plan=plan)
-                jax.block_until_ready(r)
-                cold = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                r = bl.blanket_epsilon(e0, k, n, delta * 1.01, plan=plan)  # same program, new point
-                jax.block_until_ready(r)
-                warm = time.perf_counter() - t0
-                r = bl.blanket_epsilon(e0, k, n, delta, plan=plan)
-                lo = np.nan if a.no_lower else float(bl.blanket_lower_epsilon(e0, k, n, delta).lower)
-                print(f"{n:8.0e} {k:4.0f} {e0:5.2f} {clone:11.7f} {float(r.upper):11.7f} {lo:11.7f} {paper:11.7f} "
-                      f"{clone / float(r.upper):8.3f} {cold:7.2f} {warm:7.2f} {js.Status(int(r.status)).name}",
-                      flush=True)
+    print(f"started {time.strftime('%H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}; jaxshuffle from {os.path.dirname(js.__file__)}", flush=True)
+    if a.ns:
+        table(a, a.delta)
     if a.batch:
-        rng = np.random.default_rng(0)
-        e0 = rng.uniform(0.5, 2.0, a.batch)
-        k = rng.choice([3.0, 10.0], a.batch)
-        n = np.full(a.batch, 1e6)
-        plan = bl.plan_blanket(e0, k, n, delta)
-        r = bl.blanket_epsilon(e0, k, n, delta, plan=plan)  # compile
-        jax.block_until_ready(r)
-        t0 = time.perf_counter()
-        jax.block_until_ready(bl.blanket_epsilon(e0, k, n, delta * 1.01, plan=plan))
-        batched = time.perf_counter() - t0
-        singles = 0.0
-        m = min(a.batch, 10)
-        for i in range(m):
-            t0 = time.perf_counter()
-            jax.block_until_ready(bl.blanket_epsilon(e0[i:i + 1], k[i:i + 1], n[i:i + 1], delta, plan=plan))
-            singles += time.perf_counter() - t0
-        print(f"batch of {a.batch} at n = 1e6: {batched:.2f} s ({batched / a.batch:.3f} s/point); "
-              f"single calls: {singles / m:.3f} s/point (mean of {m}), x{a.batch} = {singles / m * a.batch:.1f} s")
+        batch(a, a.delta)
+    if a.matrix_ns or a.subset_ns:
+        matrices(a, a.delta)
+    print(f"finished {time.strftime('%H:%M UTC', time.gmtime())}; load average {os.getloadavg()[1]:.1f} "
+          f"(5 min) on {os.cpu_count()} cores: timings on a shared CPU are upper bounds.")
 
 
 if __name__ == "__main__":
