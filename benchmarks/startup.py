@@ -4,10 +4,7 @@ Each scenario runs as its own Python process (``python -c ...``), so the time in
 interpreter, the import, tracing, compilation (or loading from the persistent cache) and the
 evaluation, as a user waits for it. For each scenario: a run with an empty cache directory,
 then ``--warm`` runs with the cache that run filled (median reported), and the number of XLA
-programs the process compiled and loaded from the cache (JAX's compile log). The warm run's
-time is split (median over the warm runs, from the same log) into tracing Python functions,
-lowering them to MLIR, and XLA compilation or loading from the cache: what is left is the
-interpreter, the import and the evaluation itself.
+programs the process compiled and loaded from the cache (JAX's compile log).
 
 Scenarios: ``import jaxshuffle``; the README's three-line example; ``jaxshuffle epsilon`` for one
 point; ``jaxshuffle calibrate``; ``jaxshuffle compare``; the 12 Table 5 cells in one call.
@@ -44,31 +41,14 @@ SCENARIOS = {
 TARGETS = {"cli epsilon (1 point)": 2.0, "table 5 (12 cells)": 5.0, "cli calibrate": 5.0, "cli compare": 10.0}
 
 
-# JAX's log lines (JAX_LOG_COMPILES=1) that carry a phase's duration: "... in 0.0123 sec"
-PHASES = {"trace": "Finished tracing", "lower": "Finished jaxpr to MLIR", "compile": "Finished XLA compilation"}
-
-
-def _seconds(lines: list[str], prefix: str) -> float:
-    total = 0.0
-    for line in lines:
-        if line.startswith(prefix) and line.endswith(" sec"):
-            try:
-                total += float(line.rsplit(" ", 2)[1])
-            except ValueError:
-                pass
-    return total
-
-
-def run_once(argv: list[str], cache: str, cwd: str) -> tuple[float, int, int, int, dict]:
+def run_once(argv: list[str], cache: str, cwd: str) -> tuple[float, int, int, int]:
     env = {**os.environ, "JAXSHUFFLE_CACHE": cache, "JAX_LOG_COMPILES": "1", "JAX_PLATFORMS": "cpu"}
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
-    lines = res.stderr.splitlines()
-    compiled = sum(line.startswith("Compiling ") for line in lines)
-    hits = sum(line.startswith("Persistent compilation cache hit") for line in lines)
-    phases = {name: _seconds(lines, prefix) for name, prefix in PHASES.items()}
-    return wall, compiled, hits, res.returncode, phases
+    compiled = sum(line.startswith("Compiling ") for line in res.stderr.splitlines())
+    hits = sum(line.startswith("Persistent compilation cache hit") for line in res.stderr.splitlines())
+    return wall, compiled, hits, res.returncode
 
 
 def main() -> None:
@@ -78,22 +58,20 @@ def main() -> None:
     args = ap.parse_args()
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores")
     print(f"{'scenario':<24} {'empty cache s':>13} {'warm s (median)':>16} {'programs':>9} {'cache hits':>10} "
-          f"{'target warm s':>13}   warm: {'trace s':>7} {'lower s':>7} {'compile s':>9}")
+          f"{'target warm s':>13}")
     for name, argv in SCENARIOS.items():
         if args.only and name not in args.only:
             continue
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as cwd:
-            cold, programs, _, rc, _ = run_once(argv, cache, cwd)
+            cold, programs, _, rc = run_once(argv, cache, cwd)
             warm = [run_once(argv, cache, cwd) for _ in range(args.warm)]
         if rc or any(w[3] for w in warm):
             print(f"{name:<24} failed (exit {rc})")
             continue
         med = statistics.median(w[0] for w in warm)
         target = TARGETS.get(name)
-        split = {k: statistics.median(w[4][k] for w in warm) for k in PHASES}
         print(f"{name:<24} {cold:>13.2f} {med:>16.2f} {programs:>9d} {warm[0][2]:>10d} "
-              f"{'' if target is None else f'{target:.0f}':>13}   {'':5} {split['trace']:>7.2f} "
-              f"{split['lower']:>7.2f} {split['compile']:>9.2f}")
+              f"{'' if target is None else f'{target:.0f}':>13}")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,6 @@ the compilation cache turn it into an executable, with no tracing at all.
 Only eager calls use it: when an argument is a tracer (``grad``, ``vmap``, a user's ``jit``)
 the function is called directly, so gradients and transformations are unchanged. The exported
 program is the same computation as the jitted one (tests compare them bit for bit).
-
-A program is a pure function of its arguments, so the last few eager calls' results are kept
-(:data:`MEMO_CALLS`, arguments of at most :data:`MEMO_ELEMENTS` numbers): the same program on
-the same argument bytes returns the kept arrays instead of running again (a calibration's
-re-certification and its report ask ``amplify`` the same question; a k-RR point's blanket
-search takes seconds).
 """
 
 from __future__ import annotations
@@ -31,11 +25,6 @@ import numpy as np
 from jaxshuffle._config import VERSION, program_dir
 
 _LOADED: dict[str, object] = {}
-#: results of the last eager calls kept (keyed by program and argument bytes), and the largest
-#: argument size (numbers, all arguments together) whose results are kept
-MEMO_CALLS = 16
-MEMO_ELEMENTS = 1 << 16
-_MEMO: dict[tuple, tuple] = {}
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
 
 
@@ -64,13 +53,6 @@ def run(name: str, fn: Callable, static, arrays: list):
     if export is None or any(isinstance(a, jax.core.Tracer) for a in arrays):
         return fn(*arrays)
     key = _key(name, static, arrays)
-    memo = None
-    if sum(int(np.size(a)) for a in arrays) <= MEMO_ELEMENTS:
-        host = [np.asarray(a) for a in arrays]
-        memo = (key,) + tuple((h.dtype.str, h.shape, h.tobytes()) for h in host)
-        if memo in _MEMO:
-            _MEMO[memo] = _MEMO.pop(memo)  # most recent last
-            return _MEMO[memo]
     exported = _LOADED.get(key)
     if exported is None:
         folder = program_dir()
@@ -94,9 +76,4 @@ def run(name: str, fn: Callable, static, arrays: list):
                 except OSError:
                     pass
         _LOADED[key] = exported
-    out = exported.call(*arrays)
-    if memo is not None:
-        _MEMO[memo] = out
-        while len(_MEMO) > MEMO_CALLS:
-            _MEMO.pop(next(iter(_MEMO)))
-    return out
+    return exported.call(*arrays)

@@ -689,22 +689,7 @@ def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     code = jnp.full(jnp.shape(eps0), KINDS.index(kind), dtype=jnp.int32)
-    return _brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
-
-
-def _brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
-    """:func:`_coded_brackets`; an eager call runs it as an exported program (:mod:`jaxshuffle._programs`,
-    keyed by the plan and the lane count), so a later process deserializes it instead of tracing
-    it (seconds on a CPU). Traced arguments (``jit``, ``grad``, ``vmap``) take the jitted function
-    itself: gradients and transformations are unchanged."""
-    from jaxshuffle import _programs
-    from jaxshuffle.search import EpsilonBracket
-
-    def flat(e, kk, nn, d, c):
-        return tuple(_coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter))
-
-    arrays = [jnp.asarray(x, jnp.float64) for x in (eps0, k, n, delta)] + [jnp.asarray(code, jnp.int32)]
-    return EpsilonBracket(*_programs.run("blanket_brackets", flat, (plan, rtol, max_iter), arrays))
+    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
 
 
 def _flat_points(eps0, k, n, delta, kind: str):
@@ -776,70 +761,29 @@ def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
     has_z = jnp.asarray(kk.ravel() >= 3)
     codes = jnp.concatenate([jnp.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
                              else jnp.full(P, KINDS.index(kind), dtype=jnp.int32) for kind in kinds])
-    res = _brackets(*(jnp.tile(x, len(kinds)) for x in flat), codes.astype(jnp.int32), plan=plan,
-                    rtol=rtol, max_iter=max_iter)
+    res = _coded_brackets(*(jnp.tile(x, len(kinds)) for x in flat), codes.astype(jnp.int32), plan=plan,
+                          rtol=rtol, max_iter=max_iter)
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
-
-
-#: sum forms that share a plan in :func:`krr_bounds`: the all-z dataset's geometry is the blanket
-#: pair's (same lines and steps), the two all-x0 datasets' is another (a wider window, few lines)
-_FAMILIES = (("blanket", "all_z"), ("all_x0", "all_x0_mirror"))
-
-
-def _family_lanes(flat, e, kk, nn, d, kinds, rtol: float, max_iter: int):
-    """Brackets of every point for each sum form of ``kinds`` (arrays (len(kinds), P)), each family
-    of :data:`_FAMILIES` under its own plan (:func:`_merged_plan` of the whole family, whichever of
-    its kinds are asked for, so the values do not depend on the others asked). One plan for all
-    four would be sized by the largest (the all-x0 window with the blanket pair's lines and
-    steps) and make every lane pay for it (3-10x the work). The blanket family runs one call of
-    ``P`` lanes per sum form, so its program is the one a calibration probes with (one
-    program for every kind: the code is an argument)."""
-    from jaxshuffle.search import EpsilonBracket
-    rows: list = [None] * len(kinds)
-    for family in _FAMILIES:
-        idx = [i for i, kind in enumerate(kinds) if kind in family]
-        if not idx:
-            continue
-        plan = _merged_plan(e, kk, nn, d, family)
-        calls = [[i] for i in idx] if family == _FAMILIES[0] else [idx]
-        for call in calls:
-            res = _kind_lanes(flat, kk, tuple(kinds[i] for i in call), plan, rtol, max_iter)
-            for j, i in enumerate(call):
-                rows[i] = tuple(x[j] for x in res)
-    return EpsilonBracket(*(jnp.stack(col) for col in zip(*rows)))
 
 
 def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
     """One plan covering the blanket pair and the exact datasets of every point (eager), for
-    :func:`krr_bounds` with ``plan=`` (one program for the four sum forms)."""
+    :func:`krr_bounds`."""
     e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
     return _merged_plan(e, kk, nn, d, ("blanket",) + _LOWER_KINDS, block, chunk)
-
-
-def plan_krr_upper(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
-    """The plan :func:`krr_bounds` gives the blanket pair (the upper bound) when it plans itself:
-    that of the blanket pair and the all-z dataset, ``lines`` and ``max_step`` snapped up to powers
-    of two (eager)."""
-    e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
-    return _merged_plan(e, kk, nn, d, _FAMILIES[0], block, chunk)
 
 
 def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6,
                plan: BlanketPlan | None = None, max_iter: int = 40) -> KaryRRBounds:
     """Certified upper (blanket pair) and lower (exact datasets) bounds for shuffled k-ary RR.
 
-    Two plans: the blanket pair and the all-z dataset share one (:func:`plan_krr_upper`), the two
-    all-x0 datasets another. One plan for all four would be sized by the largest of them (the
-    all-x0 datasets' window with the blanket pair's lines and steps), and every lane would pay
-    for it. With ``plan`` given, the four sum forms of every point run as lanes of one program
-    under that plan (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by
-    at most the certified band of its search (``rtol``); a plan never affects soundness. Bad
-    input raises ValueError naming the parameter.
+    One compiled program evaluates the four sum forms of every point as lanes of one batch
+    (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
+    certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
     """
     (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
-    kinds = ("blanket",) + _LOWER_KINDS
-    res = (_kind_lanes(flat, kk, kinds, plan, rtol, max_iter) if plan is not None
-           else _family_lanes(flat, e, kk, nn, d, kinds, rtol, max_iter))
+    plan = plan or plan_krr_bounds(e, kk, nn, d)
+    res = _kind_lanes(flat, kk, ("blanket",) + _LOWER_KINDS, plan, rtol, max_iter)
     lows, st_lows = res.lower[1:], res.status[1:]
     best = jnp.argmax(lows, axis=0)
     status_lower = jnp.take_along_axis(st_lows, best[None], axis=0)[0]
@@ -857,6 +801,6 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     """
     from jaxshuffle.search import EpsilonBracket
     (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
-    res = _family_lanes(flat, e, kk, nn, d, _LOWER_KINDS, rtol, 40)
+    res = _kind_lanes(flat, kk, _LOWER_KINDS, _merged_plan(e, kk, nn, d, _LOWER_KINDS), rtol, 40)
     return EpsilonBracket(*(jnp.max(x, axis=0).reshape(shape) for x in (res.lower, res.upper, res.status)),
                           res.iterations[0].reshape(shape))

@@ -178,22 +178,6 @@ def test_campaign_upper_small():
     assert checked == 48
 
 
-def test_krr_bounds_plans_each_sum_form_and_stays_certified():
-    """krr_bounds without a plan runs each sum form under its own plan (equal plans share a
-    program): the blanket upper stays above the exact epsilon of every dataset tried, the lower
-    below the exact epsilon of the datasets it comes from, and the blanket pair's plan is the
-    one calibrations probe with (plan_krr_upper)."""
-    e0, k, n, delta = 2.0, 3, 7, 1e-3
-    b = bl.krr_bounds(e0, k, n, delta)
-    m = np.asarray(grr_matrix(k, e0))
-    exacts = {name: exact.epsilon(m, 0, 1, others, delta) for name, others in _datasets(k, n).items()}
-    assert all(float(b.upper) >= ex for ex in exacts.values())
-    assert float(b.lower) <= max(exacts["all_z"], exacts["all_x0"])
-    assert 0 < float(b.lower) <= float(b.upper)
-    up = bl.blanket_epsilon(e0, k, n, delta, plan=bl.plan_krr_upper(e0, k, n, delta))
-    np.testing.assert_allclose(float(b.upper), float(up.upper), rtol=1e-12)
-
-
 @pytest.mark.slow
 def test_campaign_full():
     """Issue 16: k in {3,4,5,10}, eps0 in [0.1, 5], n <= 12: no upper below exact, no lower above it."""

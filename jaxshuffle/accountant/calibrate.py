@@ -219,10 +219,7 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
     stage-one answer and, usually, the first expansion), widened (a new plan) only when a probe
     leaves it.
     A plan never affects soundness (:func:`jaxshuffle.blanket.plan_blanket`): every value is a
-    certified upper bound; sharing one plan means every probe runs one compiled program, and as
-    the plan is the one ``amplify`` gives the blanket pair (:func:`_span_plan`), usually the
-    program the final re-certification runs too. A probe runs the blanket lane only: the exact
-    datasets' lower bounds are computed once, by ``amplify`` at the answer.
+    certified upper bound; sharing one plan means every probe runs one compiled program.
     """
     from jaxshuffle.accountant.amplify import UpperSource
 
@@ -249,29 +246,44 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
 
 def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     """Certified upper end of the blanket pair's epsilon bracket at every point (flat lanes of
-    :func:`jaxshuffle.blanket.blanket_epsilon_with_plan`, the blanket lane only: a probe reads no
-    lower bound), which runs eagerly as an exported program (:mod:`jaxshuffle._programs`: a later
-    process skips tracing it)."""
+    :func:`jaxshuffle.blanket.blanket_epsilon_with_plan`), run as an exported program
+    (:mod:`jaxshuffle._programs`: a later process skips tracing it, about 10 s on a CPU)."""
+    from jaxshuffle import _programs
     from jaxshuffle.blanket import blanket_epsilon_with_plan
 
     shape = np.shape(eps0)
     arrays = [jnp.asarray(np.broadcast_to(np.asarray(a, np.float64), shape).ravel()) for a in (eps0, k, n, delta)]
-    return np.asarray(blanket_epsilon_with_plan(*arrays, plan=plan, rtol=rtol).upper).reshape(shape)
+
+    def kernel(e, kk, nn, d):
+        return tuple(blanket_epsilon_with_plan(e, kk, nn, d, plan=plan, rtol=rtol))
+
+    return np.asarray(_programs.run("blanket", kernel, (plan, rtol), arrays)[1]).reshape(shape)
 
 
 def _span_plan(family, lo, hi, n, delta, points: int = 5):
-    """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``:
-    :func:`jaxshuffle.blanket.plan_krr_upper` over the grid (``lines`` and ``max_step`` snapped up
-    to powers of two), the plan ``krr_bounds`` (so ``amplify``) gives the blanket pair at a point
-    of the span. Usually the same plan at the answer, so the re-certification runs the probes'
-    program, on the arguments of the probe there (:mod:`jaxshuffle._programs` keeps that result)."""
-    from jaxshuffle.blanket import plan_krr_upper
+    """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``,
+    with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it)."""
+    from jaxshuffle.blanket import BlanketPlan, plan_blanket
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
     mech = family(jnp.asarray(grid)).mechanism
     shape = np.shape(grid)
-    return plan_krr_upper(*(np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta)))
+    args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
+    p = plan_blanket(*args)
+    return BlanketPlan(window=p.window, block=p.block, lines=_quarter_octave(p.lines),
+                       max_step=_quarter_octave(p.max_step), chunk=p.chunk)
+
+
+def _quarter_octave(v: int) -> int:
+    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
+    few sizes, so calibrations at nearby points share programs, at most 25 % above ``v`` (a probe's
+    cost grows with ``lines`` and ``max_step``)."""
+    v = max(int(v), 1)
+    if v <= 4:
+        return 1 << (v - 1).bit_length()
+    base = 1 << (v.bit_length() - 3)  # v lies in [4 base, 8 base)
+    return -(-v // base) * base
 
 
 def _composed_upper(params: VRParams, n, delta, rounds: int, discretization) -> np.ndarray:
