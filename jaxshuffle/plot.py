@@ -796,12 +796,8 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
         raise ValueError("kind: the surface needs at least 2 values of n and of eps0")
     if kind == "ratio" and not any("ratio" in p for _, p in plans):
         raise ValueError(f"{_where(res)}no eps0 values: the ratio plot needs an eps0 axis")
-    omitted = plans[max_panels:]
-    plans = plans[:max_panels]
-    if omitted:
-        warnings.warn(f"summary_figure: {len(facets)} panels' worth of results; drawing the first {len(plans)} "
-                      f"(left out: {'; '.join(f.label for f, _ in omitted)}). Choose with randomizer= or "
-                      "delta_rule=, or plot subsets.", UserWarning, stacklevel=2)
+    plans, omitted = _first_panels(plans, [f.label for f, _ in plans], max_panels, "summary_figure",
+                                   "Choose with randomizer= or delta_rule=, or plot subsets.")
     width = max(len(p) for _, p in plans)
     per_row = max(1, min(len(plans), 3 // width))
     nrows = math.ceil(len(plans) / per_row)
@@ -992,6 +988,15 @@ def _rounds_rows(sub) -> list[dict]:
     return rows
 
 
+def _first_panels(items: list, labels: list, max_panels: int, who: str, hint: str):
+    """``(items[:max_panels], the rest)``; warns, naming the panels left out and ``hint``, when any are."""
+    omitted = items[max_panels:]
+    if omitted:
+        warnings.warn(f"{who}: {len(items)} panels' worth of results; drawing the first {max_panels} "
+                      f"(left out: {'; '.join(labels[max_panels:])}). {hint}", UserWarning, stacklevel=3)
+    return items[:max_panels], omitted
+
+
 def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, n=None, dpi: int = 150,
                        max_panels: int = MAX_FACETS):
     """A sweep with a rounds axis: composed epsilon against T, one panel per (randomizer, option values, n).
@@ -1016,12 +1021,8 @@ def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, 
         if len(res) == 0:
             raise ValueError(f"n: {n:g} is not in the results")
     panels = _rounds_panels(res)
-    omitted = panels[max_panels:]
-    panels = panels[:max_panels]
-    if omitted:
-        warnings.warn(f"composition_figure: {len(panels) + len(omitted)} panels' worth of results; drawing the first "
-                      f"{len(panels)} (left out: {'; '.join(label for label, _ in omitted)}). Choose with "
-                      "randomizer=, delta_rule= or n=.", UserWarning, stacklevel=2)
+    panels, omitted = _first_panels(panels, [label for label, _ in panels], max_panels, "composition_figure",
+                                    "Choose with randomizer=, delta_rule= or n=.")
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig = Figure(figsize=(6.4 * ncols, 4.8 * nrows + (0.4 if omitted else 0.0)), layout="constrained")

@@ -43,6 +43,15 @@ MECHANISM_CHUNK = 4
 MECHANISM_COST = 1 << 14
 
 
+def _option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int) -> np.ndarray:
+    """Rows ``(options..., tail...)`` of one randomizer laid out ``width`` wide: its ``n_options`` option
+    values first, the ``n_tail`` shared columns (n, rounds, delta) last, NaN between (other randomizers
+    have more options)."""
+    block = np.full((len(distinct), width), np.nan)
+    block[:, :n_options], block[:, width - n_tail:] = distinct[:, :-n_tail], distinct[:, -n_tail:]
+    return block
+
+
 class MechanismPlan(NamedTuple):
     """A bucket of mechanism searches: the points of one catalog randomizer (hashable, picklable).
 
@@ -211,9 +220,7 @@ class SweepGrid:
             for b in np.unique(band):
                 sel = ids[band == b]
                 self.mechanism_buckets.append((MechanismPlan(g.name, names), sel, np.zeros(len(sel))))
-            block = np.full((len(distinct), width), np.nan)
-            block[:, :len(names)], block[:, -2:] = distinct[:, :-2], distinct[:, -2:]
-            blocks.append(block)
+            blocks.append(_option_block(distinct, len(names), width, 2))
             next_id += len(distinct)
         self.mechanism_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
@@ -404,9 +411,7 @@ class RoundsGrid:
             for a, b in zip(np.sort(first), stops):
                 self.mechanism_buckets.append((RoundsPlan(g.name, names, blanket_points, discretization),
                                                ids[a:b], np.zeros(b - a)))
-            block = np.full((len(distinct), width), np.nan)
-            block[:, :len(names)], block[:, -3:] = distinct[:, :-3], distinct[:, -3:]
-            blocks.append(block)
+            blocks.append(_option_block(distinct, len(names), width, 3))
             next_id += len(distinct)
         self.rounds_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
