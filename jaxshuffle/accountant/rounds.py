@@ -19,6 +19,7 @@ minimum of two privacy curves is never composed (it need not be any dominating p
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -84,6 +85,18 @@ def _check_rounds_delta(rounds, delta) -> tuple[np.ndarray, np.ndarray]:
     return rounds.astype(np.int64), delta
 
 
+def checked_blanket_points(blanket_points) -> int | None:
+    """``blanket_points`` as an int (None stays None: the default); ValueError naming it unless it is
+    0 (skip the blanket pair's PLD) or an integer in [2, 65536] (``blanket_round``'s range)."""
+    if blanket_points is None:
+        return None
+    bp = float(blanket_points)
+    if not (bp == math.floor(bp) and (bp == 0 or 2 <= bp <= 1 << 16)):
+        raise ValueError(f"blanket_points: must be 0 (skip the blanket pair's PLD) or an integer in [2, 65536], "
+                         f"got {blanket_points!r}")
+    return int(bp)
+
+
 def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | None = None,
                      blanket_points: int | None = None) -> ComposedEpsilon:
     """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
@@ -108,6 +121,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
     from jaxshuffle.accountant.pld import shuffled_round
 
     rounds, delta = _check_rounds_delta(rounds, delta)
+    blanket_points = checked_blanket_points(blanket_points)
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
     comp = epsilon_over_rounds(r, rounds, delta)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])

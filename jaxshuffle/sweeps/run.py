@@ -359,12 +359,9 @@ def _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_va
                          f"(composed_epsilon); upper_from must be 'best', got {upper_from!r}")
     if scaled_variant:
         raise ValueError("scaled_variant: not used by the composition over rounds; leave it off with a rounds axis")
-    if blanket_points is not None:
-        bp = float(blanket_points)
-        if not (bp == math.floor(bp) and (bp == 0 or 2 <= bp <= 1 << 16)):
-            raise ValueError(f"blanket_points: must be 0 (skip the blanket pair's PLD) or an integer in [2, 65536], "
-                             f"got {blanket_points!r}")
-        blanket_points = int(bp)
+    from jaxshuffle.accountant.rounds import checked_blanket_points
+
+    blanket_points = checked_blanket_points(blanket_points)
     if discretization is not None:
         discretization = float(discretization)
         if not (math.isfinite(discretization) and discretization > 0):
