@@ -108,6 +108,54 @@ class BlanketPlan(NamedTuple):
     chunk: int = 8
 
 
+#: Bytes one lane (one point and sum form) of a compiled blanket search holds per cell of a chunk
+#: (``2 * block`` counts times ``lines + 1`` boundary lines, ``chunk`` blocks at once): XLA's own
+#: memory analysis of the k-RR and matrix searches on CPU, rounded up
+#: (tests/test_blanket.py::test_lane_memory_model_bounds_xla checks that it stays above).
+BYTES_PER_CELL = 2400
+
+
+class BlanketMemoryError(ValueError):
+    """A point needs more memory per lane than the budget allows, even one block at a time."""
+
+
+def lane_bytes(plan: BlanketPlan) -> int:
+    """Estimated peak bytes of one lane of a blanket search with ``plan`` (upper estimate)."""
+    return BYTES_PER_CELL * plan.chunk * 2 * plan.block * (plan.lines + 1) + 64 * plan.window
+
+
+def _budget(memory: float | None) -> float:
+    from jaxshuffle.plan import DEFAULT_MEMORY_BYTES
+    return float(DEFAULT_MEMORY_BYTES if memory is None else memory)
+
+
+def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan:
+    """``plan`` with ``chunk`` halved until :data:`LANES_PER_BATCH` lanes fit the memory budget (default
+    :data:`jaxshuffle.plan.DEFAULT_MEMORY_BYTES`); a smaller chunk costs little time, only memory.
+
+    Raises :class:`BlanketMemoryError` (a ValueError naming ``n``) when one lane alone, one block
+    at a time, exceeds the budget: asked of XLA, such a plan would end in an out-of-memory abort.
+    """
+    budget = _budget(memory)
+    while plan.chunk > 1 and LANES_PER_BATCH * lane_bytes(plan) > budget:
+        plan = plan._replace(chunk=plan.chunk // 2)
+    if lane_bytes(plan) > budget:
+        n_max = float(np.max(n))
+        raise BlanketMemoryError(
+            f"n: the blanket bound at n = {n_max:g} needs about {lane_bytes(plan) / 2**30:.1f} GiB per point "
+            f"({plan.lines} lines x {2 * plan.block} counts per block, window {plan.window}), over the memory "
+            f"budget of {budget / 2**30:.1f} GiB; use a smaller n, or the worst-case pair's bound")
+    return plan
+
+
+def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
+    """Lanes searched at once (a power of two, at most :data:`LANES_PER_BATCH`) within the budget."""
+    lanes, budget = LANES_PER_BATCH, _budget(memory)
+    while lanes > 1 and lanes * lane_bytes(plan) > budget:
+        lanes //= 2
+    return lanes
+
+
 # ----------------------------------------------------------------------------------------
 # Sum forms of k-ary RR.
 
@@ -206,13 +254,7 @@ def _walk(nw, lo, hi, p, q, M: int):
         lr = jnp.log(jnp.where(ok, i, 1.0) / jnp.where(ok, nw - i + 1.0, 1.0)) + lrr
         return jnp.where(ok, lb + lr, -jnp.inf), acc
 
-    carry = (lb, jnp.zeros_like(lb))
-    if M <= 8:
-        for o in range(M):
-            carry = step(o, carry)
-    else:
-        carry = jax.lax.fori_loop(0, M, step, carry)
-    acc = carry[1]
+    acc = jax.lax.fori_loop(0, M, step, (lb, jnp.zeros_like(lb)))[1]
     # each ratio: quotient, its log, log(q/p) and the running sum (|log b| <= 746 before a flush)
     rel = M * 4.0 * _ULP * (4.0 + jnp.abs(lrr) + jnp.log(jnp.maximum(nw, 0.0) + 2.0) + 746.0) + REL_ERR
     return acc, rel
@@ -548,8 +590,8 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     b = _pow2(min(block, max(8, _pow2(np.max(n) + 1) // 4)))
     L, lines, step, _ = _plan_numbers(eps0, k, n, delta, kind, b)
     window = max(_pow2(np.max(L)), 2 * b)
-    return BlanketPlan(window=window, block=b, lines=int(max(4, 4 * np.ceil(np.max(lines) / 4))),
-                       max_step=int(np.max(step)), chunk=int(max(1, min(chunk, window // (2 * b)))))
+    return fit_memory(BlanketPlan(window=window, block=b, lines=int(max(4, 4 * np.ceil(np.max(lines) / 4))),
+                                  max_step=int(np.max(step)), chunk=int(max(1, min(chunk, window // (2 * b))))), n)
 
 
 def _check(eps0, k, n, delta, kind):
@@ -592,11 +634,14 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     s_lo = window_start(n, f.pS, plan.window)
     div = functools.partial(point_divergence, f, n, s_lo=s_lo, plan=plan)
     # The Gaussian model's root as first point.
-    lo_g, hi_g = jnp.zeros(()), eps0s
-    for _ in range(50):
+    def gaussian_bisection(_, bracket):
+        lo_g, hi_g = bracket
         mid = 0.5 * (lo_g + hi_g)
         above = gaussian_delta(f, n, jnp.exp(mid)) > delta
-        lo_g, hi_g = jnp.where(above, mid, lo_g), jnp.where(above, hi_g, mid)
+        return jnp.where(above, mid, lo_g), jnp.where(above, hi_g, mid)
+
+    # a loop, not 50 unrolled copies: the unrolled form was a large share of the program's compile time
+    lo_g, hi_g = jax.lax.fori_loop(0, 50, gaussian_bisection, (jnp.zeros(()), eps0s))
     x0 = jnp.clip(hi_g, 1e-9, eps0s)
     st0 = jnp.where(valid & ~trivial, Status.MAX_ITER, jnp.where(trivial & valid, Status.ZERO, Status.INVALID))
     state = _Search(jnp.asarray(0), jnp.zeros(()), eps0s, x0, st0.astype(jnp.int8), ~valid | trivial,
@@ -655,11 +700,11 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
     from jaxshuffle.search import EpsilonBracket, Status
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
     sg = jax.lax.stop_gradient
-    # lanes run LANES_PER_BATCH at a time (vmapped inside a batch, sequential across batches): each
-    # lane's search holds window x lines arrays (~50 MB at n = 1e4), so one vmap over a large batch
-    # grew memory with the batch (64 k-RR points: 9 GB)
+    # lanes run a few at a time (vmapped inside a batch, sequential across batches, as many as the
+    # memory budget allows: lanes_per_batch): one vmap over a large batch grew memory with the batch
+    # (64 k-RR points: 9 GB)
     lower, upper, status, it = jax.lax.map(lambda a: search(*a), (sg(eps0), sg(k), sg(n), sg(delta), code),
-                                           batch_size=LANES_PER_BATCH)
+                                           batch_size=lanes_per_batch(plan))
     diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
             | (status == jnp.int8(Status.ERROR_LIMITED)))
 
@@ -748,9 +793,10 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> Blanke
              for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
     # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
     # probes) share one compiled program; a larger plan only costs time, never soundness
-    return BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
-                       lines=_pow2(max(p.lines for p in plans)), max_step=_pow2(max(p.max_step for p in plans)),
-                       chunk=min(p.chunk for p in plans))
+    return fit_memory(BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
+                                  lines=_pow2(max(p.lines for p in plans)),
+                                  max_step=_pow2(max(p.max_step for p in plans)),
+                                  chunk=min(p.chunk for p in plans)), nn)
 
 
 def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):

@@ -212,3 +212,54 @@ def test_gradients_match_finite_differences():
     fdd = (up(1.0, 1e-4 * (1 + h)) - up(1.0, 1e-4 * (1 - h))) / (2 * h * 1e-4)
     assert abs(g0 - fd0) <= 1e-3 * abs(fd0)
     assert abs(gd - fdd) <= 1e-3 * abs(fdd)
+
+
+def _xla_temp_bytes(plan: bl.BlanketPlan, lanes: int) -> int:
+    """Temporary bytes XLA's memory analysis gives for the compiled k-RR search of ``lanes`` lanes."""
+    x = jnp.ones(lanes)
+    code = jnp.zeros(lanes, dtype=jnp.int32)
+    compiled = bl._coded_brackets.lower(x, 3.0 * x, 1e4 * x, 1e-6 * x, code, plan=plan, rtol=1e-6,
+                                        max_iter=40).compile()
+    return int(compiled.memory_analysis().temp_size_in_bytes)
+
+
+@pytest.mark.slow
+def test_lane_memory_model_bounds_xla():
+    """lanes_per_batch(plan) * lane_bytes(plan) bounds what XLA allocates for one batch of the search, for
+    plans whose cells differ 16-fold (the model is linear in chunk x block x lines). XLA's own numbers,
+    not RSS, so the test does not depend on the allocator."""
+    for plan in (bl.BlanketPlan(window=1024, block=64, lines=16, max_step=8, chunk=8),
+                 bl.BlanketPlan(window=1024, block=64, lines=64, max_step=8, chunk=4)):
+        lanes = bl.lanes_per_batch(plan)
+        measured = _xla_temp_bytes(plan, lanes)
+        print(plan, "lanes", lanes, "XLA temp MB", measured / 2**20, "model MB", lanes * bl.lane_bytes(plan) / 2**20)
+        assert measured <= lanes * bl.lane_bytes(plan)
+        assert measured >= 0.25 * lanes * bl.lane_bytes(plan)  # the model is not vacuous either
+
+
+def test_memory_budget_cuts_chunk_then_lanes_then_refuses():
+    """fit_memory halves chunk until LANES_PER_BATCH lanes fit; lanes_per_batch then halves lanes;
+    a lane over the budget alone is refused naming n (ValueError, before any allocation)."""
+    plan = bl.BlanketPlan(window=1 << 16, block=64, lines=512, max_step=8, chunk=8)
+    budget = 8 * bl.lane_bytes(plan._replace(chunk=2))
+    fitted = bl.fit_memory(plan, 1e6, memory=budget)
+    assert fitted.chunk == 2 and bl.lanes_per_batch(fitted, memory=budget) == bl.LANES_PER_BATCH
+    one = bl.lane_bytes(plan._replace(chunk=1))
+    assert bl.fit_memory(plan, 1e6, memory=2 * one).chunk == 1
+    assert bl.lanes_per_batch(plan._replace(chunk=1), memory=2 * one) == 2
+    with pytest.raises(bl.BlanketMemoryError, match=r"n: the blanket bound at n = 1e\+06 needs about"):
+        bl.fit_memory(plan, 1e6, memory=0.5 * one)
+
+
+def test_amplify_falls_back_when_the_blanket_plan_is_over_budget(monkeypatch):
+    """A k-RR point whose blanket plan exceeds the budget keeps the worst-case pair's bound (amplify), or
+    is refused by name when the blanket bound is asked for alone (upper_from='blanket')."""
+    import jaxshuffle.plan as plan_mod
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    from jaxshuffle.randomizers import grr
+    monkeypatch.setattr(plan_mod, "DEFAULT_MEMORY_BYTES", 1 << 10)
+    rep = amplify(grr(1.0, 10), 1e4, 1e-6)
+    assert int(rep.upper_source) != UpperSource.BLANKET and float(rep.upper) == float(rep.worst_case)
+    assert not np.isfinite(float(rep.blanket))
+    with pytest.raises(ValueError, match="n: the blanket bound at n = 10000 needs"):
+        amplify(grr(1.0, 10), 1e4, 1e-6, upper_from="blanket")

@@ -216,12 +216,13 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
         from jaxshuffle.blanket_matrix import matrix_bounds
         nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-        res = [matrix_bounds(np.asarray(mech.matrix), a, b) for a, b in zip(nn, dd)]
-        blanket = np.array([r.upper for r in res]).reshape(shape)
-        low = np.array([r.lower for r in res]).reshape(shape)
+        res = [_within_memory(lambda: matrix_bounds(np.asarray(mech.matrix), a, b), only) for a, b in zip(nn, dd)]
+        covered = np.array([r is not None for r in res], bool).reshape(shape)
+        blanket = np.array([np.inf if r is None else r.upper for r in res]).reshape(shape)
+        low = np.array([0.0 if r is None else r.lower for r in res]).reshape(shape)
         status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
-        status_low = np.full(shape, Status.CONVERGED, np.int8)
-        covered = np.ones(shape, bool)
+        status = np.where(covered, status, Status.INVALID).astype(np.int8)
+        status_low = np.where(covered, Status.CONVERGED, Status.ZERO).astype(np.int8)
         return _fold(rep, blanket, low, status, status_low, covered, only)
     from jaxshuffle.blanket import krr_bounds
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
@@ -232,12 +233,27 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     blanket = np.full(eps0.shape, np.inf)
     low = np.zeros(eps0.shape)
     status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)
-    if covered.any():
-        b = krr_bounds(eps0[covered], k[covered], nn[covered], dd[covered], rtol=rtol)
+    b = _within_memory(lambda: krr_bounds(eps0[covered], k[covered], nn[covered], dd[covered], rtol=rtol),
+                       only) if covered.any() else None
+    if b is None:
+        covered[:] = False
+    else:
         blanket[covered], low[covered] = np.asarray(b.upper), np.asarray(b.lower)
         status[covered], status_low[covered] = np.asarray(b.status), np.asarray(b.status_lower)
     blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
     return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
+
+
+def _within_memory(bounds, only: bool):
+    """``bounds()``, or None where its plan exceeds the memory budget (the point then keeps the
+    worst-case pair's bound); with ``only`` (blanket bound asked for by name) the error propagates."""
+    from jaxshuffle.blanket import BlanketMemoryError
+    try:
+        return bounds()
+    except BlanketMemoryError:
+        if only:
+            raise
+        return None
 
 
 def _fold(rep: AmplificationReport, blanket, low, status, status_low, covered, only: bool) -> AmplificationReport:

@@ -263,7 +263,7 @@ def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
 def _span_plan(family, lo, hi, n, delta, points: int = 5):
     """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``,
     with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it)."""
-    from jaxshuffle.blanket import BlanketPlan, plan_blanket
+    from jaxshuffle.blanket import BlanketPlan, fit_memory, plan_blanket
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
@@ -271,8 +271,8 @@ def _span_plan(family, lo, hi, n, delta, points: int = 5):
     shape = np.shape(grid)
     args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
     p = plan_blanket(*args)
-    return BlanketPlan(window=p.window, block=p.block, lines=_quarter_octave(p.lines),
-                       max_step=_quarter_octave(p.max_step), chunk=p.chunk)
+    return fit_memory(BlanketPlan(window=p.window, block=p.block, lines=_quarter_octave(p.lines),
+                                  max_step=_quarter_octave(p.max_step), chunk=p.chunk), n)
 
 
 def _quarter_octave(v: int) -> int:
