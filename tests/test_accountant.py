@@ -367,6 +367,7 @@ def test_hierarchical_range_query():
 CAL_RTOL = 1e-4
 
 
+@pytest.mark.usefixtures("release_programs_after")
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(target=st.floats(0.05, 2.0), n=st.sampled_from([2, 5, 12]), k=st.sampled_from([2, 3, 10]))

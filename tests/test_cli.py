@@ -166,6 +166,7 @@ def test_sandwich_cli_json_and_errors(capsys):
     assert cli.main(["sandwich", "--grr", "3", "--n", "3", "--delta", "0.01"]) == 2
 
 
+@pytest.mark.usefixtures("release_programs_after")
 @pytest.mark.slow
 def test_compare_cli_writes_table_and_figure(tmp_path, capsys):
     out = tmp_path / "cmp"
@@ -195,6 +196,7 @@ def test_sweep_entry_point_uses_every_cpu_core_unless_told():
     assert os.environ.get("XLA_FLAGS") == before
 
 
+@pytest.mark.usefixtures("release_programs_after")
 def test_compose_json_brackets_and_beats_basic_composition(capsys):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "10", "--eps0", "1", "--n", "1e4",
                                   "--rounds", "1,20", "--delta", "1e-6", "--blanket-points", "128", "--json"])

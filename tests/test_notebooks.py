@@ -42,6 +42,7 @@ def test_committed_without_outputs(path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("release_programs_after")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path, monkeypatch):
     mpl = pytest.importorskip("matplotlib", reason="the notebooks plot (install the 'plot' extra)")
