@@ -691,11 +691,14 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     return lower, upper, st.status, st.it
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
-def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
+@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter", "gradients"))
+def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int,
+                    gradients: bool = True):
     """Certified brackets over flat lanes, lane ``i`` of sum form ``KINDS[code[i]]`` (one program for
-    every kind). Invalid lanes: status INVALID, ``lower = 0``, ``upper = inf``. ``upper`` has
-    implicit gradients in ``eps0`` and ``delta`` (``jax.lax.custom_root`` on ``log D(eps) = log delta``).
+    every kind). Invalid lanes: status INVALID, ``lower = 0``, ``upper = inf``. With ``gradients``,
+    ``upper`` has implicit gradients in ``eps0`` and ``delta`` (``jax.lax.custom_root`` on
+    ``log D(eps) = log delta``); without, the same values from a program about half the size (the
+    root equation is a second copy of the kernel, traced and linearised on every call).
     """
     from jaxshuffle.search import EpsilonBracket, Status
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
@@ -705,6 +708,8 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
     # (64 k-RR points: 9 GB)
     lower, upper, status, it = jax.lax.map(lambda a: search(*a), (sg(eps0), sg(k), sg(n), sg(delta), code),
                                            batch_size=lanes_per_batch(plan))
+    if not gradients:
+        return EpsilonBracket(lower, upper, status, it)
     diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
             | (status == jnp.int8(Status.ERROR_LIMITED)))
 
@@ -723,18 +728,20 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
 
 
 def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str = "blanket",
-                              rtol: float = 1e-6, max_iter: int = 40):
+                              rtol: float = 1e-6, max_iter: int = 40, gradients: bool = True):
     """Jittable certified bracket over flat float64 arrays ``eps0, k, n, delta`` (shape (P,)).
 
     ``kind="blanket"``: ``upper`` is a certified upper bound on the shuffled k-RR's epsilon.
     Other kinds (exact datasets): ``lower`` is a certified lower bound on that dataset's
     epsilon (and so on the mechanism's). Invalid points: status INVALID, ``lower = 0``,
-    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta``.
+    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta`` unless
+    ``gradients=False`` (same values, a smaller program: for callers that never differentiate).
     """
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     code = jnp.full(jnp.shape(eps0), KINDS.index(kind), dtype=jnp.int32)
-    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
+    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter, gradients=gradients)
+
 
 
 def _flat_points(eps0, k, n, delta, kind: str):
@@ -742,7 +749,7 @@ def _flat_points(eps0, k, n, delta, kind: str):
     e, kk, nn, d = _check(eps0, k, n, delta, kind)
     shape = e.shape
     args = [jnp.asarray(x, dtype=jnp.float64) for x in (eps0, k, n, delta)]
-    flat = [jnp.broadcast_to(a, shape).ravel() for a in args]  # keeps the caller's tracers (gradients)
+    flat = [jnp.broadcast_to(a, shape).ravel() for a in args]  # (eager: planning above read concrete values)
     return (e, kk, nn, d), shape, flat
 
 
@@ -764,7 +771,8 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
     """
     (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, kind)
     plan = plan or plan_blanket(e, kk, nn, d, kind=kind)
-    res = blanket_epsilon_with_plan(*flat, plan=plan, kind=kind, rtol=rtol, max_iter=max_iter)
+    # eager (planning reads concrete values), so never differentiated: the program without custom_root
+    res = blanket_epsilon_with_plan(*flat, plan=plan, kind=kind, rtol=rtol, max_iter=max_iter, gradients=False)
     return type(res)(*(x.reshape(shape) for x in res))
 
 
@@ -808,7 +816,7 @@ def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
     codes = jnp.concatenate([jnp.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
                              else jnp.full(P, KINDS.index(kind), dtype=jnp.int32) for kind in kinds])
     res = _coded_brackets(*(jnp.tile(x, len(kinds)) for x in flat), codes.astype(jnp.int32), plan=plan,
-                          rtol=rtol, max_iter=max_iter)
+                          rtol=rtol, max_iter=max_iter, gradients=False)  # eager callers only
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 

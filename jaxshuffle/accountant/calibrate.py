@@ -255,7 +255,7 @@ def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     arrays = [jnp.asarray(np.broadcast_to(np.asarray(a, np.float64), shape).ravel()) for a in (eps0, k, n, delta)]
 
     def kernel(e, kk, nn, d):
-        return tuple(blanket_epsilon_with_plan(e, kk, nn, d, plan=plan, rtol=rtol))
+        return tuple(blanket_epsilon_with_plan(e, kk, nn, d, plan=plan, rtol=rtol, gradients=False))
 
     return np.asarray(_programs.run("blanket", kernel, (plan, rtol), arrays)[1]).reshape(shape)
 
