@@ -811,12 +811,19 @@ def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
     """Brackets of every point for each sum form of ``kinds``, as one batch: arrays (len(kinds), P).
 
     all_z needs k >= 3: for k = 2 its lane repeats all_x0 (same value, so never the larger one)."""
+    from jaxshuffle import _programs
+    from jaxshuffle.search import EpsilonBracket
     P = kk.size
-    has_z = jnp.asarray(kk.ravel() >= 3)
-    codes = jnp.concatenate([jnp.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
-                             else jnp.full(P, KINDS.index(kind), dtype=jnp.int32) for kind in kinds])
-    res = _coded_brackets(*(jnp.tile(x, len(kinds)) for x in flat), codes.astype(jnp.int32), plan=plan,
-                          rtol=rtol, max_iter=max_iter, gradients=False)  # eager callers only
+    has_z = kk.ravel() >= 3
+    codes = np.concatenate([np.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
+                            else np.full(P, KINDS.index(kind)) for kind in kinds]).astype(np.int32)
+    args = [np.tile(np.asarray(x), len(kinds)) for x in flat] + [codes]  # numpy: no eager jnp programs
+
+    def lanes(e, k, n, d, c):  # eager callers only: the program without the implicit-gradient root
+        return tuple(_coded_brackets(e, k, n, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
+
+    # an exported program (jaxshuffle._programs): a warm process loads it instead of tracing the search
+    res = EpsilonBracket(*_programs.run("krr-lanes", lanes, (plan, rtol, max_iter), args))
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 
