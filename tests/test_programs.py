@@ -41,3 +41,19 @@ def test_a_second_process_reuses_the_program_files(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert first.stdout == second.stdout  # same value, no new program written
     assert int(first.stdout.split()[1]) >= 1
+
+
+def test_krr_bounds_program_gives_the_differentiable_programs_numbers_bit_for_bit():
+    """krr_bounds runs the blanket search exported and without its implicit-gradient root; the jitted
+    program with the root (what blanket_epsilon_with_plan runs under grad) gives the same numbers."""
+    from jaxshuffle import blanket as bl
+    plan = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)
+    eps0, k, n, d = np.array([0.5, 1.0, 2.0]), np.array([3.0, 4.0, 10.0]), np.array([2.0, 5.0, 4.0]), np.full(3, 0.01)
+    via_export = bl.krr_bounds(eps0, k, n, d, plan=plan)
+    kinds = ("blanket",) + bl._LOWER_KINDS
+    codes = np.concatenate([np.full(3, bl.KINDS.index(kind)) for kind in kinds]).astype(np.int32)
+    direct = bl._coded_brackets(*(jnp.asarray(np.tile(x, 4)) for x in (eps0, k, n, d)), jnp.asarray(codes),
+                                plan=plan, rtol=1e-6, max_iter=40, gradients=True)
+    np.testing.assert_array_equal(np.asarray(via_export.upper), np.asarray(direct.upper)[:3])
+    np.testing.assert_array_equal(np.asarray(via_export.status), np.asarray(direct.status)[:3])
+    np.testing.assert_array_equal(np.asarray(via_export.lower), np.asarray(direct.lower)[3:].reshape(3, 3).max(axis=0))
