@@ -204,7 +204,8 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     is one; ``upper_source`` says which), or the blanket value alone with ``only=True``;
     ``lower`` becomes the larger of ``rep.lower`` and the exact datasets' certified lower bound
     (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
-    n > 1e12) keep ``rep``'s values (``only=True``: ValueError). Eager: concrete values only.
+    n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
+    (``only=True``: ValueError). Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
