@@ -124,11 +124,6 @@ def lane_bytes(plan: BlanketPlan) -> int:
     return BYTES_PER_CELL * plan.chunk * 2 * plan.block * (plan.lines + 1) + 64 * plan.window
 
 
-def _budget(memory: float | None) -> float:
-    from jaxshuffle.plan import DEFAULT_MEMORY_BYTES
-    return float(DEFAULT_MEMORY_BYTES if memory is None else memory)
-
-
 def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan:
     """``plan`` with ``chunk`` halved until :data:`LANES_PER_BATCH` lanes fit the memory budget (default
     :data:`jaxshuffle.plan.DEFAULT_MEMORY_BYTES`); a smaller chunk costs little time, only memory.
@@ -136,7 +131,8 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
     Raises :class:`BlanketMemoryError` (a ValueError naming ``n``) when one lane alone, one block
     at a time, exceeds the budget: asked of XLA, such a plan would end in an out-of-memory abort.
     """
-    budget = _budget(memory)
+    from jaxshuffle.plan import memory_budget
+    budget = memory_budget(memory)
     while plan.chunk > 1 and LANES_PER_BATCH * lane_bytes(plan) > budget:
         plan = plan._replace(chunk=plan.chunk // 2)
     if lane_bytes(plan) > budget:
@@ -150,7 +146,8 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
 
 def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
     """Lanes searched at once (a power of two, at most :data:`LANES_PER_BATCH`) within the budget."""
-    lanes, budget = LANES_PER_BATCH, _budget(memory)
+    from jaxshuffle.plan import memory_budget
+    lanes, budget = LANES_PER_BATCH, memory_budget(memory)
     while lanes > 1 and lanes * lane_bytes(plan) > budget:
         lanes //= 2
     return lanes
@@ -728,29 +725,34 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
 
 
 def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str = "blanket",
-                              rtol: float = 1e-6, max_iter: int = 40, gradients: bool = True):
+                              rtol: float = 1e-6, max_iter: int = 40):
     """Jittable certified bracket over flat float64 arrays ``eps0, k, n, delta`` (shape (P,)).
 
     ``kind="blanket"``: ``upper`` is a certified upper bound on the shuffled k-RR's epsilon.
     Other kinds (exact datasets): ``lower`` is a certified lower bound on that dataset's
     epsilon (and so on the mechanism's). Invalid points: status INVALID, ``lower = 0``,
-    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta`` unless
-    ``gradients=False`` (same values, a smaller program: for callers that never differentiate).
+    ``upper = inf``. ``upper`` has implicit gradients in ``eps0`` and ``delta``.
     """
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     code = jnp.full(jnp.shape(eps0), KINDS.index(kind), dtype=jnp.int32)
-    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter, gradients=gradients)
+    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
 
 
+def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 1e-6, max_iter: int = 40):
+    """:func:`_coded_brackets` for eager callers (concrete flat arrays; lane ``i`` of sum form
+    ``KINDS[code[i]]``): the same values, from the program without the implicit-gradient root (no
+    caller here differentiates), run as an exported program (:mod:`jaxshuffle._programs`), so a
+    warm process loads it instead of tracing the search."""
+    from jaxshuffle import _programs
+    from jaxshuffle.search import EpsilonBracket
 
-def _flat_points(eps0, k, n, delta, kind: str):
-    """Validated, broadcast float64 inputs (numpy) and their shape; the traced-friendly flat copies."""
-    e, kk, nn, d = _check(eps0, k, n, delta, kind)
-    shape = e.shape
-    args = [jnp.asarray(x, dtype=jnp.float64) for x in (eps0, k, n, delta)]
-    flat = [jnp.broadcast_to(a, shape).ravel() for a in args]  # (eager: planning above read concrete values)
-    return (e, kk, nn, d), shape, flat
+    def lanes(e, kk, nn, d, c):
+        return tuple(_coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
+
+    args = [np.asarray(x, np.float64) for x in (eps0, k, n, delta)] + [np.asarray(code, np.int32)]
+    return EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
+
 
 
 def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
@@ -769,11 +771,11 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, kind)
+    e, kk, nn, d = _check(eps0, k, n, delta, kind)
     plan = plan or plan_blanket(e, kk, nn, d, kind=kind)
-    # eager (planning reads concrete values), so never differentiated: the program without custom_root
-    res = blanket_epsilon_with_plan(*flat, plan=plan, kind=kind, rtol=rtol, max_iter=max_iter, gradients=False)
-    return type(res)(*(x.reshape(shape) for x in res))
+    code = np.full(e.size, KINDS.index(kind), np.int32)
+    res = eager_brackets(e.ravel(), kk.ravel(), nn.ravel(), d.ravel(), code, plan=plan, rtol=rtol, max_iter=max_iter)
+    return type(res)(*(x.reshape(e.shape) for x in res))
 
 
 class KaryRRBounds(NamedTuple):
@@ -807,23 +809,17 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> Blanke
                                   chunk=min(p.chunk for p in plans)), nn)
 
 
-def _kind_lanes(flat, kk, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
-    """Brackets of every point for each sum form of ``kinds``, as one batch: arrays (len(kinds), P).
+def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
+    """Brackets of every point (``points``: validated numpy ``eps0, k, n, delta`` of one shape) for each
+    sum form of ``kinds``, as one batch: arrays (len(kinds), P).
 
     all_z needs k >= 3: for k = 2 its lane repeats all_x0 (same value, so never the larger one)."""
-    from jaxshuffle import _programs
-    from jaxshuffle.search import EpsilonBracket
-    P = kk.size
-    has_z = kk.ravel() >= 3
+    P = points[1].size
+    has_z = points[1].ravel() >= 3
     codes = np.concatenate([np.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
-                            else np.full(P, KINDS.index(kind)) for kind in kinds]).astype(np.int32)
-    args = [np.tile(np.asarray(x), len(kinds)) for x in flat] + [codes]  # numpy: no eager jnp programs
-
-    def lanes(e, k, n, d, c):  # eager callers only: the program without the implicit-gradient root
-        return tuple(_coded_brackets(e, k, n, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
-
-    # an exported program (jaxshuffle._programs): a warm process loads it instead of tracing the search
-    res = EpsilonBracket(*_programs.run("krr-lanes", lanes, (plan, rtol, max_iter), args))
+                            else np.full(P, KINDS.index(kind)) for kind in kinds])
+    res = eager_brackets(*(np.tile(x.ravel(), len(kinds)) for x in points), codes, plan=plan, rtol=rtol,
+                         max_iter=max_iter)
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 
@@ -842,9 +838,10 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
     certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
     """
-    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
+    e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
+    shape = e.shape
     plan = plan or plan_krr_bounds(e, kk, nn, d)
-    res = _kind_lanes(flat, kk, ("blanket",) + _LOWER_KINDS, plan, rtol, max_iter)
+    res = _kind_lanes(points, ("blanket",) + _LOWER_KINDS, plan, rtol, max_iter)
     lows, st_lows = res.lower[1:], res.status[1:]
     best = jnp.argmax(lows, axis=0)
     status_lower = jnp.take_along_axis(st_lows, best[None], axis=0)[0]
@@ -861,7 +858,8 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     exceeds delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
     """
     from jaxshuffle.search import EpsilonBracket
-    (e, kk, nn, d), shape, flat = _flat_points(eps0, k, n, delta, "blanket")
-    res = _kind_lanes(flat, kk, _LOWER_KINDS, _merged_plan(e, kk, nn, d, _LOWER_KINDS), rtol, 40)
+    e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
+    shape = e.shape
+    res = _kind_lanes(points, _LOWER_KINDS, _merged_plan(e, kk, nn, d, _LOWER_KINDS), rtol, 40)
     return EpsilonBracket(*(jnp.max(x, axis=0).reshape(shape) for x in (res.lower, res.upper, res.status)),
                           res.iterations[0].reshape(shape))

@@ -248,10 +248,14 @@ def plan_for(pair: TwoCountPair, n, delta) -> Plan:
     return Plan(window, min(window, MIN_BLOCK), m, bool(np.all(r0 == r1)), linear)
 
 
+def memory_budget(memory: float | None = None) -> float:
+    """Bytes a batched call may hold: ``memory``, or :data:`DEFAULT_MEMORY_BYTES` (read at call time)."""
+    return float(DEFAULT_MEMORY_BYTES if memory is None else memory)
+
+
 def chunk_lanes(plan: Plan, memory: float | None = None) -> int:
     """Largest power-of-two batch of one plan's program that fits the memory budget."""
-    budget = DEFAULT_MEMORY_BYTES if memory is None else float(memory)
-    lanes = budget / (plan.window * BYTES_PER_COUNT * (1 if plan.symmetric else 2))
+    lanes = memory_budget(memory) / (plan.window * BYTES_PER_COUNT * (1 if plan.symmetric else 2))
     return int(2 ** max(0, math.floor(math.log2(max(lanes, 1.0)))))
 
 

@@ -246,18 +246,13 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
 
 def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     """Certified upper end of the blanket pair's epsilon bracket at every point (flat lanes of
-    :func:`jaxshuffle.blanket.blanket_epsilon_with_plan`), run as an exported program
-    (:mod:`jaxshuffle._programs`: a later process skips tracing it, about 10 s on a CPU)."""
-    from jaxshuffle import _programs
-    from jaxshuffle.blanket import blanket_epsilon_with_plan
+    :func:`jaxshuffle.blanket.eager_brackets`, an exported program: a later process skips tracing it)."""
+    from jaxshuffle.blanket import KINDS, eager_brackets
 
     shape = np.shape(eps0)
-    arrays = [jnp.asarray(np.broadcast_to(np.asarray(a, np.float64), shape).ravel()) for a in (eps0, k, n, delta)]
-
-    def kernel(e, kk, nn, d):
-        return tuple(blanket_epsilon_with_plan(e, kk, nn, d, plan=plan, rtol=rtol, gradients=False))
-
-    return np.asarray(_programs.run("blanket", kernel, (plan, rtol), arrays)[1]).reshape(shape)
+    arrays = [np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in (eps0, k, n, delta)]
+    code = np.full(arrays[0].size, KINDS.index("blanket"), np.int32)
+    return np.asarray(eager_brackets(*arrays, code, plan=plan, rtol=rtol).upper).reshape(shape)
 
 
 def _span_plan(family, lo, hi, n, delta, points: int = 5):
