@@ -4,15 +4,25 @@
 CI runs everything. Hypothesis is derandomized for every test (profile ``jaxshuffle``), so a CI
 run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally.
 """
+import atexit
 import ctypes
 import gc
 import os
+import shutil
 import signal
+import tempfile
 
-# The test process runs without the persistent caches: one run of the full suite aborted inside
-# JAX's compilation-cache write (jax 0.10.2, a large CPU executable); tests of the caches set
-# JAXSHUFFLE_CACHE themselves, in subprocesses.
-os.environ["JAXSHUFFLE_CACHE"] = "off"
+# One persistent cache for the whole test run, shared by both xdist workers and every subprocess
+# they start (README examples, CLI runs, notebooks): the suite compiles the same engine programs in
+# many modules and processes, and compilation is most of its time. The folder is fresh for each
+# run (the controller creates it before the workers start, and they inherit the variable), so no
+# test sees programs from an earlier run or from the user's cache. Tests of the caches themselves
+# set JAXSHUFFLE_CACHE in their subprocesses.
+if not os.environ.get("JAXSHUFFLE_TEST_CACHE"):
+    os.environ["JAXSHUFFLE_TEST_CACHE"] = tempfile.mkdtemp(prefix="jaxshuffle-tests-")
+    atexit.register(shutil.rmtree, os.environ["JAXSHUFFLE_TEST_CACHE"], True)
+SESSION_CACHE = os.environ["JAXSHUFFLE_TEST_CACHE"]
+os.environ["JAXSHUFFLE_CACHE"] = SESSION_CACHE
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -65,12 +75,13 @@ def _return_freed_memory() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _float64_and_no_cache_guard():
+def _float64_and_shared_cache_guard():
     assert jax.config.read("jax_enable_x64")
     yield
-    # A test that turned JAX's persistent cache on in this process would expose every later test to
-    # the cache-write abort; in-process CLI calls must keep JAXSHUFFLE_CACHE=off.
-    assert not jax.config.jax_compilation_cache_dir, "a test enabled the persistent compilation cache"
+    # Every test in this process shares the run's cache; one that moved it would leave later tests
+    # compiling into (or loading from) a folder the run does not own.
+    assert jax.config.jax_compilation_cache_dir == os.path.join(SESSION_CACHE, "xla"), \
+        "a test moved the persistent compilation cache"
 
 
 @pytest.fixture

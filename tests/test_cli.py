@@ -22,14 +22,6 @@ from jaxshuffle.randomizers import CATALOG
 DONE_WHEN = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "0.01"]
 
 
-@pytest.fixture(autouse=True)
-def _cache_off(monkeypatch):
-    """In-process CLI calls run without the persistent caches: ``cli.main`` would otherwise turn on
-    JAX's compilation cache for the rest of the pytest process (a full run once aborted inside
-    JAX 0.10.2's cache write). The cache is tested in subprocesses (``test_enables_persistent_cache``)."""
-    monkeypatch.setenv("JAXSHUFFLE_CACHE", "off")
-
-
 def run(capsys, argv):
     code = cli.main(argv)
     out = capsys.readouterr()
