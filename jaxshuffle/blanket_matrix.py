@@ -337,10 +337,7 @@ def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan, ite
 
         return jax.lax.fori_loop(0, iters, body, (lo, hi))
 
-    # lanes run as many at a time as the memory budget allows (a vmap over every lane asked XLA for
-    # 31.5 GB for a 6-input subset-selection matrix at n = 1e4)
-    return jax.lax.map(lambda a: lane(*a), (w, a0, a1, v0, v1, eps_max, eps_top, upper),
-                       batch_size=bl.lanes_per_batch(plan))
+    return jax.vmap(lane)(w, a0, a1, v0, v1, eps_max, eps_top, upper)
 
 
 class MatrixBounds(NamedTuple):
@@ -368,24 +365,28 @@ def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: fl
                   plan: bl.BlanketPlan | None = None):
     """Certified epsilons of every form: ``(upper ends of up_forms, lower ends of low_forms)`` (numpy).
 
-    One compiled program runs both sides as lanes of one batch; lanes, categories and victim-only
-    columns are padded to powers of two so that similar mechanisms share it. ``plan`` (default:
+    Both sides run as lanes of one program, called on batches of :func:`~jaxshuffle.blanket.lanes_per_batch`
+    lanes: the memory budget bounds what one call holds (a vmap over every lane asked XLA for
+    31.5 GB for a 6-input subset-selection matrix at n = 1e4), and the program's shape does not
+    depend on how many forms a mechanism has. Categories and victim-only columns are padded to
+    powers of two, so that similar mechanisms share the program. ``plan`` (default:
     :func:`plan_forms`) never affects soundness, only tightness.
     """
     C = bl._pow2(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
-    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1]))
+    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1], 2))  # 1 and 2 columns share a program
     width = dict(w=C, a0=C, a1=C, v0=V, v1=V)
     both = PairForms(*(np.concatenate([_pad(a, width[k]), _pad(b, width[k])]) if k in width else np.concatenate([a, b])
                        for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
     own_plan, eps_top = plan_forms(both, n, delta)
     F, total = len(up_forms.w), len(both.w)
     side = np.arange(total) < F
-    lanes = bl._pow2(total)
-    fill = np.arange(lanes) % total  # padding lanes repeat real ones (their results are not read)
-    args = [jnp.asarray(np.asarray(x)[fill]) for x in (both.w, both.a0, both.a1, both.v0, both.v1, both.eps_max,
-                                                        eps_top, side)]
-    lo, hi = (np.asarray(x)[:total] for x in _brackets(*args, jnp.float64(n), jnp.float64(delta),
-                                                         plan=plan or own_plan))
+    plan = plan or own_plan
+    batch = bl.lanes_per_batch(plan)
+    fill = np.arange(-(-total // batch) * batch) % total  # padding lanes repeat real ones (results not read)
+    args = [np.asarray(x)[fill] for x in (both.w, both.a0, both.a1, both.v0, both.v1, both.eps_max, eps_top, side)]
+    parts = [_brackets(*(jnp.asarray(a[s:s + batch]) for a in args), jnp.float64(n), jnp.float64(delta), plan=plan)
+             for s in range(0, fill.size, batch)]
+    lo, hi = (np.concatenate([np.asarray(p[i]) for p in parts])[:total] for i in (0, 1))
     # v_inf > delta: the divergence never drops to delta, eps = inf (a blanket form: at most; a dataset: at least)
     ups = np.where(up_forms.v_inf > delta * (1.0 - 8 * _ULP), np.inf, hi[:F])
     lows = np.where(low_forms.v_inf > delta * (1.0 + 8 * _ULP), np.inf, lo[F:])
