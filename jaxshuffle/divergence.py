@@ -522,10 +522,10 @@ def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30)
     def kernel(plan, u, v, w, r0, r1, n, eps, c_lo):
         return divergence_with_plan((u, v, w, r0, r1), n, eps, c_lo, plan)
 
-    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size)
+    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, c_lo], shape)
     if bool(jnp.any(res.step_overflow)):  # pragma: no cover - the estimate is conservative
         raise RuntimeError("internal: threshold step exceeded the planned bound")
-    return Divergence(*(x.reshape(shape) for x in res))
+    return res
 
 
 def hockey_stick(pair: TwoCountPair, n, eps) -> jax.Array:

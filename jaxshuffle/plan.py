@@ -36,6 +36,10 @@ from jaxshuffle.pair import TwoCountPair, check_fields
 R_FLOOR = 1e-150  # r0, r1 are raised to this in the kernel; the change in D is bounded and added
 INV_S_MAX = 1e200  # stands for 1/(1-r0-r1) when that is 0 (only ever multiplies 0 or dominates)
 MIN_BLOCK = 512  # chain block length (one continued-fraction tail anchors each block)
+# Shortest window of the search programs: smaller windows cost microseconds per evaluation,
+# but every distinct window is another program to trace and compile (~3.5 s on 2 cores), so
+# the windows of small n share one.
+MIN_SEARCH_WINDOW = 1024
 EPS_CAP = 700.0  # t = e^eps stays finite in float64
 # The window leaves out at most this fraction of delta of binomial mass; it only widens the band.
 TRUNC_FRACTION = 1e-6
@@ -188,14 +192,17 @@ def linear_safe(n, r0, r1, max_step: int):
 def plan_epsilon(u, v, w, r0, r1, n, delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Static plan inputs of a search, eagerly, for flat numpy arrays of valid points.
 
-    Returns ``(window, c_lo, max_step)`` per point: the window (a power of two) and its
-    first count leave out at most ``TRUNC_FRACTION * delta`` of the others' binomial mass
-    (Chernoff), and ``max_step`` bounds the threshold step ``|k_{c'+1} - k_{c'}|`` over
+    Returns ``(window, c_lo, max_step)`` per point: the window (a power of two, at least
+    :data:`MIN_SEARCH_WINDOW`) and its first count leave out at most ``TRUNC_FRACTION * delta``
+    of the others' binomial mass (Chernoff), and ``max_step`` bounds the threshold step ``|k_{c'+1} - k_{c'}|`` over
     every ``eps`` in ``[0, log max(u/v, v/u)]`` the search can visit. Group points into
     programs with :func:`bucket_plans`; :func:`jaxshuffle.search.epsilon` does.
     """
     u, v, w, r0, r1, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (u, v, w, r0, r1, n, delta)))
-    L, c_lo = plan_windows(n, np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR), TRUNC_FRACTION * delta)
+    r_sum = np.maximum(r0, R_FLOOR) + np.maximum(r1, R_FLOOR)
+    L, _ = plan_windows(n, r_sum, TRUNC_FRACTION * delta)
+    L = np.maximum(L, MIN_SEARCH_WINDOW)
+    c_lo = window_start(n, r_sum, L)
     M = np.zeros(L.shape, dtype=np.int64)
     flat = [x.ravel() for x in (u, v, w, r0, r1, n)]
     for s in range(0, M.size, 65536):  # bounds the (33, block) temporaries of the estimate
@@ -259,27 +266,35 @@ def chunk_lanes(plan: Plan, memory: float | None = None) -> int:
     return int(2 ** max(0, math.floor(math.log2(max(lanes, 1.0)))))
 
 
-def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list[jax.Array], size: int, *,
+def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list, shape: tuple[int, ...], *,
                 memory: float | None = None):
-    """Run ``kernel(plan, *args_subset)`` per bucket and scatter its NamedTuple back to ``size`` points.
+    """Run ``kernel(plan, *args_subset)`` per bucket; its NamedTuple comes back with arrays of ``shape``.
 
     Each bucket is evaluated in chunks of at most :func:`chunk_lanes` points, each padded to a
     power of two (repeating its first point), so a few compiled programs serve every call and
-    memory stays bounded. jnp gathers/scatters keep gradients flowing.
+    memory stays bounded. When an argument is traced (``grad``/``jvp`` of an eager call), jnp
+    gathers and scatters keep the gradients flowing; otherwise numpy does them, so that a call
+    compiles no program besides the kernel's.
     """
+    traced = any(isinstance(a, jax.core.Tracer) for a in flat_args)
+    flat_args = [jnp.asarray(a) if traced else np.asarray(a) for a in flat_args]
+    size = math.prod(shape)
     out = None
     for plan, ix in buckets.items():
         step = chunk_lanes(plan, memory)
         for s in range(0, ix.size, step):
             part = ix[s:s + step]
             padded = int(2 ** np.ceil(np.log2(max(part.size, 1))))
-            take = jnp.asarray(np.concatenate([part, np.repeat(part[:1], padded - part.size)]))
-            res = kernel(plan, *(a[take] for a in flat_args))
+            take = np.concatenate([part, np.repeat(part[:1], padded - part.size)])
+            res = kernel(plan, *(a[jnp.asarray(take) if traced else take] for a in flat_args))
             if out is None:
-                out = {k: jnp.zeros((size,), jnp.asarray(v).dtype) for k, v in res._asdict().items()}
+                out = {k: (jnp if traced else np).zeros((size,), np.dtype(v.dtype)) for k, v in res._asdict().items()}
             for k, val in res._asdict().items():
-                out[k] = out[k].at[jnp.asarray(part)].set(val[: part.size])
-    return type(res)(**out)
+                if traced:
+                    out[k] = out[k].at[jnp.asarray(part)].set(val[: part.size])
+                else:
+                    out[k][part] = np.asarray(val)[: part.size]
+    return type(res)(**{k: v.reshape(shape) if traced else jnp.asarray(v.reshape(shape)) for k, v in out.items()})
 
 
 def prepare_batch(pair: TwoCountPair, n, other, other_name: str, what: str):
@@ -290,8 +305,10 @@ def prepare_batch(pair: TwoCountPair, n, other, other_name: str, what: str):
                         f"got {type(pair).__name__}")
     n, other = f64(n), f64(other)
     shape = broadcast_shapes_or_raise(pair=np.empty(pair.shape), n=n, **{other_name: other})
-    flat = [jnp.broadcast_to(x, shape).ravel() for x in (*pair.arrays(), n, other)]
     values = [np.broadcast_to(concrete(x, what), shape).ravel() for x in (*pair.arrays(), n, other)]
+    if not any(isinstance(x, jax.core.Tracer) for x in (*pair.arrays(), n, other)):
+        return values, values, shape  # no eager jnp programs for concrete input
+    flat = [jnp.broadcast_to(x, shape).ravel() for x in (*pair.arrays(), n, other)]
     return flat, values, shape
 
 

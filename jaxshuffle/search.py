@@ -276,6 +276,12 @@ def _log_divergence_root_eq(eps, u, v, w, r0, r1, n, delta, c_lo, plan):
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
+def _brackets(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
+    """The search over a flat batch, without gradients: ``(lower, upper, status, iterations)``."""
+    search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
+    return jax.vmap(search)(u, v, w, r0, r1, n, delta, c_lo)
+
+
 def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
     """Jittable core over a flat batch (see :func:`epsilon`); ``plan`` and ``rtol`` static.
 
@@ -284,9 +290,9 @@ def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-
     ``upper = inf``, ``status = INVALID``. ``upper`` carries implicit gradients.
     """
     u, v, w, r0, r1 = pair_arrays
-    search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
-    lower, upper, status, it = jax.vmap(search)(*(jax.lax.stop_gradient(x) for x in pair_arrays),
-                                                jax.lax.stop_gradient(n), jax.lax.stop_gradient(delta), c_lo)
+    lower, upper, status, it = _brackets(*(jax.lax.stop_gradient(x) for x in pair_arrays),
+                                         jax.lax.stop_gradient(n), jax.lax.stop_gradient(delta), c_lo,
+                                         plan=plan, rtol=rtol, max_iter=max_iter)
 
     def f(eps):
         g = functools.partial(_log_divergence_root_eq, plan=plan)
@@ -346,13 +352,15 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
 
     def kernel(plan, *arrays):
-        def flat_search(u, v, w, r0, r1, n, delta, c_lo):
-            return tuple(epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=max_iter))
+        if any(isinstance(a, jax.core.Tracer) for a in arrays):  # under grad/jvp: with the implicit gradients
+            return epsilon_with_plan(tuple(arrays[:5]), *arrays[5:], plan, rtol=rtol, max_iter=max_iter)
+        # Concrete values: the search alone, an exported program. custom_root's forward value is the
+        # search's upper, so the numbers are the same; tracing its root equation (a second copy of the
+        # divergence) was a third of a cold call's tracing.
+        flat_search = functools.partial(_brackets, plan=plan, rtol=rtol, max_iter=max_iter)
+        return EpsilonBracket(*_programs.run("epsilon-search", flat_search, (plan, rtol, max_iter), list(arrays)))
 
-        return EpsilonBracket(*_programs.run("epsilon", flat_search, (plan, rtol, max_iter), list(arrays)))
-
-    res = run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, jnp.asarray(c_lo)], n_.size, memory=memory)
-    return EpsilonBracket(*(x.reshape(shape) for x in res))
+    return run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, c_lo], shape, memory=memory)
 
 
 def _epsilon_planned(pair: TwoCountPair, n, delta, plan: Plan, rtol: float, max_iter: int) -> EpsilonBracket:
