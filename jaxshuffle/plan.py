@@ -266,13 +266,25 @@ def chunk_lanes(plan: Plan, memory: float | None = None) -> int:
     return int(2 ** max(0, math.floor(math.log2(max(lanes, 1.0)))))
 
 
+# A chunk of a bucket is padded to at least this many window counts (lanes x window): a few
+# lanes of a small window cost microseconds, and one padded shape serves 1, 2, 4, ... points.
+MIN_CHUNK_COUNTS = 8192
+
+
+def padded_lanes(plan: Plan, points: int, memory: float | None = None) -> int:
+    """Lanes of the program that evaluates ``points`` points of one chunk: a power of two, at least
+    ``MIN_CHUNK_COUNTS / window`` (within :func:`chunk_lanes`)."""
+    floor = min(max(1, MIN_CHUNK_COUNTS // plan.window), chunk_lanes(plan, memory))
+    return max(int(2 ** np.ceil(np.log2(max(points, 1)))), floor)
+
+
 def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list, shape: tuple[int, ...], *,
                 memory: float | None = None):
     """Run ``kernel(plan, *args_subset)`` per bucket; its NamedTuple comes back with arrays of ``shape``.
 
-    Each bucket is evaluated in chunks of at most :func:`chunk_lanes` points, each padded to a
-    power of two (repeating its first point), so a few compiled programs serve every call and
-    memory stays bounded. When an argument is traced (``grad``/``jvp`` of an eager call), jnp
+    Each bucket is evaluated in chunks of at most :func:`chunk_lanes` points, each padded to
+    :func:`padded_lanes` (repeating its first point), so a few compiled programs serve every call
+    and memory stays bounded. When an argument is traced (``grad``/``jvp`` of an eager call), jnp
     gathers and scatters keep the gradients flowing; otherwise numpy does them, so that a call
     compiles no program besides the kernel's.
     """
@@ -284,7 +296,7 @@ def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list, shape:
         step = chunk_lanes(plan, memory)
         for s in range(0, ix.size, step):
             part = ix[s:s + step]
-            padded = int(2 ** np.ceil(np.log2(max(part.size, 1))))
+            padded = padded_lanes(plan, part.size, memory)
             take = np.concatenate([part, np.repeat(part[:1], padded - part.size)])
             res = kernel(plan, *(a[jnp.asarray(take) if traced else take] for a in flat_args))
             if out is None:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxshuffle as js
-from jaxshuffle.plan import bucket_plans, plan_epsilon
+from jaxshuffle.plan import bucket_plans, padded_lanes, plan_epsilon
 from jaxshuffle.search import epsilon_with_plan
 
 
@@ -20,7 +20,7 @@ def test_exported_program_gives_the_jitted_numbers_bit_for_bit():
     fields = [np.asarray(x) for x in pair.broadcast().arrays()]
     L, c_lo, M = plan_epsilon(*fields, n, d)
     for plan, ix in bucket_plans(L, M, fields[3], fields[4], n).items():
-        pad = int(2 ** np.ceil(np.log2(ix.size)))  # run_buckets pads a bucket to a power of two
+        pad = padded_lanes(plan, ix.size)  # as run_buckets pads a chunk
         take = np.concatenate([ix, np.repeat(ix[:1], pad - ix.size)])
         direct = epsilon_with_plan(tuple(jnp.asarray(f[take]) for f in fields), jnp.asarray(n[take]),
                                    jnp.asarray(d[take]), jnp.asarray(c_lo[take]), plan)
