@@ -1,0 +1,80 @@
+"""Certified divergence of the blanket (three-count) sum form, for k-ary RR and its exact lower bounds.
+
+docs/math.md section "Tight sound bounds for a concrete randomizer: the blanket pair" (and "The
+blanket engine"). One module per concept:
+
+* :mod:`jaxshuffle.blanket.kernel`: the sum form (B1) of k-RR and its exact datasets, and its
+  certified evaluation at one point (:func:`point_divergence`; the derivation and the certificate
+  are in that module's docstring).
+* :mod:`jaxshuffle.blanket.plan`: static shapes (:class:`BlanketPlan`, :func:`plan_blanket`) and
+  the memory model (:func:`fit_memory`, :func:`lanes_per_batch`).
+* :mod:`jaxshuffle.blanket.search`: the certified bracketing search and the public entry points.
+
+Public API: :func:`blanket_epsilon` (certified upper bound for shuffled k-RR, or a dataset's
+bracket with ``kind=``), :func:`blanket_lower_epsilon` (certified lower bound),
+:func:`plan_blanket` and the jittable :func:`blanket_epsilon_with_plan`, :func:`point_divergence`
+(one sum form's certified divergence), :func:`krr_sum_form`.
+"""
+
+from jaxshuffle.blanket.kernel import (
+    KINDS,
+    SumForm,
+    coded_sum_form,
+    coefficients,
+    gaussian_delta,
+    krr_sum_form,
+    point_divergence,
+    window_start,
+)
+from jaxshuffle.blanket.plan import (
+    BYTES_PER_CELL,
+    LANES_PER_BATCH,
+    MIN_WINDOW,
+    BlanketMemoryError,
+    BlanketPlan,
+    _pow2 as _pow2,
+    fit_memory,
+    lane_bytes,
+    lanes_per_batch,
+    plan_blanket,
+    plan_geometry,
+)
+from jaxshuffle.blanket.search import (
+    _LOWER_KINDS as _LOWER_KINDS,
+    KaryRRBounds,
+    _coded_brackets as _coded_brackets,
+    blanket_epsilon,
+    blanket_epsilon_with_plan,
+    blanket_lower_epsilon,
+    eager_brackets,
+    krr_bounds,
+    plan_krr_bounds,
+)
+
+__all__ = [
+    "BYTES_PER_CELL",
+    "KINDS",
+    "LANES_PER_BATCH",
+    "MIN_WINDOW",
+    "BlanketMemoryError",
+    "BlanketPlan",
+    "KaryRRBounds",
+    "SumForm",
+    "blanket_epsilon",
+    "blanket_epsilon_with_plan",
+    "blanket_lower_epsilon",
+    "coded_sum_form",
+    "coefficients",
+    "eager_brackets",
+    "fit_memory",
+    "gaussian_delta",
+    "krr_bounds",
+    "krr_sum_form",
+    "lane_bytes",
+    "lanes_per_batch",
+    "plan_blanket",
+    "plan_geometry",
+    "plan_krr_bounds",
+    "point_divergence",
+    "window_start",
+]

@@ -1,0 +1,456 @@
+"""Certified divergence of the blanket (three-count) sum form, for k-ary RR and its exact lower bounds.
+
+docs/math.md section "Tight sound bounds for a concrete randomizer: the blanket pair"; the
+derivation, in this package's words, is docs/parts/blanket.md. Every quantity below is a
+*sum form* ("GPARV"): with counts ``(A, B, C, D) ~ Multinomial(n; pS pA, pS qA, qS pC, qS qC)``
+and coefficients affine in ``t = e^eps``,
+
+    delta(t) = (1/n) E[(cA A + cB B + cC C + cD D)_+],    cX = x0 + x1 t.       (sum form)
+
+* k-ary RR, blanket pair (B1): ``E0 = e^eps0``, ``r = 1/(E0+k-1)``, categories x0, x1, "z",
+  null with probabilities ``(r, r, (k-2) r, (E0-1) r)`` and coefficients
+  ``(E0 - t, 1 - t E0, 1 - t, 0)``. Certified *upper* bound on the shuffled k-RR's delta.
+* Exact all-z dataset (k >= 3): ``(E0-t, 1-tE0, (1-t)/E0, 1-t)`` with ``(r, r, E0 r, (k-3) r)``.
+* Exact all-x0 dataset: ``(1-t/E0, 1-tE0, 1-t)`` with ``(E0 r, r, (k-2) r)`` and its mirror
+  ``(E0-t, 1/E0-t, 1-t)`` with ``(r, E0 r, (k-2) r)``. The two exact datasets' epsilons are
+  *lower* bounds on the mechanism's (:func:`blanket_lower_epsilon`).
+
+Evaluation (``s = A+B``, ``N = n-s``, ``A|s ~ Bin(s, pA)``, ``C|s ~ Bin(N, pC)``): with
+``g = cA - cB > 0`` the summand is ``g (A - tau(s, c))``, ``tau = h0 + hs s + hc c`` (C and D are
+swapped first if needed so that ``hc >= 0``). The smallest counted ``A`` is
+``j = floor(tau) + 1``; it is constant on *stretches* of c, bounded by the lines
+``e_jb(s) = (jb - h0 - hs s)/hc`` (last c of the stretch ``m = ceil(e) - 1``). Per stretch
+
+    sum_{c in I} b_N(c) E[(A - tau)_+] = SF_s(j) (K_s P_I - hc E_I) + s pA qA b_{s-1}(j-1) P_I,
+
+``K_s = s pA - h0 - hs s``, ``P_I`` = F differences, ``E_I`` = G differences with
+``G(m) = E[C; C <= m] = N pC F_N(m) - pC (N-m) b_N(m)``. Stepping ``s -> s+2`` moves a line
+``jb -> jb+1`` by a fixed ``Delta e = (1 - 2 hs)/hc`` (``-(E0+1)`` for B1), so along each line
+
+    F_{N-2}(m') = F_N(m) + pC b_{N-1}(m) + pC b_{N-2}(m) +- (pmfs of Bin(N-2, pC) between m, m')
+    SF_{s+2}(j') = SF_s(j) -+ (pmfs of Bin(s, pA) between j, j') + pA(1+qA) b_s(j'-1) + pA^2 b_s(j'-2)
+
+and one continued-fraction tail per line and block of ``plan.block`` steps anchors the sums.
+
+Certificate (every term on the safe side): the tested accuracies ``REL_ERR`` (Loader pmf) and
+``REL_TAIL`` (continued fraction) of :mod:`jaxshuffle._binomial`, the chain of log ratios of each
+walk, the rounding of every sum, the c-mass outside the tracked lines (the computed tails
+plus their errors) and the s-mass outside the window (Chernoff) times the largest summand
+``max(cX)_+``, the misassignment of a boundary cell by a rounded ``e`` (``|tau - jb| b_s(jb)``),
+and the rounding of the category probabilities (``TV <= sqrt(n/2) 16u`` by Pinsker).
+``-d delta/dt`` is the Q-mass of the region, from the same sums; it gives the certified tangent
+used by the search (``jaxshuffle.divergence.Divergence`` fields).
+
+The kernel: the sum form (B1) of k-RR and its exact datasets (:func:`krr_sum_form`), and
+:func:`point_divergence`, one sum form's certified divergence at one point.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxshuffle import _binomial
+from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
+
+if TYPE_CHECKING:  # annotations only: the kernel imports nothing from plan or search at run time
+    from jaxshuffle.blanket.plan import BlanketPlan
+
+_ULP = 2.3e-16
+_FLUSH = 2.3e-308
+_LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such tails are exact, never walked)
+
+
+class SumForm(NamedTuple):
+    """Four-category sum form: probabilities and coefficients ``cX = x0 + x1 t`` (scalars or batches).
+
+    ``s = A + B ~ Bin(n, pS)``, ``A | s ~ Bin(s, pA)``, ``C | s ~ Bin(n - s, pC)``, ``D = n - s - C``.
+    Complements are given separately (``qS = 1 - pS`` etc.) so that no digit is lost.
+    """
+
+    pS: jax.Array
+    qS: jax.Array
+    pA: jax.Array
+    qA: jax.Array
+    pC: jax.Array
+    qC: jax.Array
+    a0: jax.Array
+    a1: jax.Array
+    b0: jax.Array
+    b1: jax.Array
+    c0: jax.Array
+    c1: jax.Array
+    d0: jax.Array
+    d1: jax.Array
+
+
+# ----------------------------------------------------------------------------------------
+# Sum forms of k-ary RR.
+
+KINDS = ("blanket", "all_z", "all_x0", "all_x0_mirror")
+
+
+def krr_sum_form(eps0: ArrayLike, k: ArrayLike, kind: str) -> SumForm:
+    """The sum form of k-RR for ``kind`` in :data:`KINDS` (float64, broadcasts; jittable).
+
+    ``blanket``: (B1), an upper bound on every dataset. ``all_z`` (k >= 3), ``all_x0`` and
+    ``all_x0_mirror`` (``D(Q||P)`` of the all-x0 dataset): exact divergences of those datasets.
+    """
+    eps0, k = jnp.broadcast_arrays(jnp.asarray(eps0, jnp.float64), jnp.asarray(k, jnp.float64))
+    E0 = jnp.exp(eps0)
+    em1 = jnp.expm1(eps0)
+    den = E0 + k - 1.0
+    zero, one = jnp.zeros_like(E0), jnp.ones_like(E0)
+    if kind == "blanket":
+        pS, qS = 2.0 / den, (em1 + k - 2.0) / den
+        pC = jnp.clip((k - 2.0) / jnp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
+        qC = jnp.clip(em1 / jnp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
+        return SumForm(pS, qS, 0.5 * one, 0.5 * one, pC, qC, E0, -one, one, -E0, one, -one, zero, zero)
+    if kind == "all_z":
+        rest = E0 + (k - 3.0)  # >= E0 after rounding, so pC <= 1 (E0 + k - 3.0 could round below E0)
+        pS, qS = 2.0 / den, rest / den
+        pC = E0 / rest
+        qC = (k - 3.0) / rest
+        return SumForm(pS, qS, 0.5 * one, 0.5 * one, pC, qC, E0, -one, one, -E0, one / E0, -one / E0, one, -one)
+    if kind == "all_x0":
+        pS, qS = (E0 + 1.0) / den, (k - 2.0) / den
+        pA, qA = E0 / (E0 + 1.0), 1.0 / (E0 + 1.0)
+        return SumForm(pS, qS, pA, qA, one, zero, one, -one / E0, one, -E0, one, -one, one, -one)
+    if kind == "all_x0_mirror":
+        pS, qS = (E0 + 1.0) / den, (k - 2.0) / den
+        pA, qA = 1.0 / (E0 + 1.0), E0 / (E0 + 1.0)
+        return SumForm(pS, qS, pA, qA, one, zero, E0, -one, one / E0, -one, one, -one, one, -one)
+    raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
+
+
+def coded_sum_form(eps0, k, code) -> SumForm:
+    """The sum form of kind ``KINDS[code]`` with ``code`` a (traced) integer: one compiled program
+    serves every kind, so the upper bound and the exact lower bounds run as lanes of one batch."""
+    forms = [krr_sum_form(eps0, k, kind) for kind in KINDS]
+    return SumForm(*(jnp.stack(fields)[code] for fields in zip(*forms)))
+
+
+def coefficients(f: SumForm, t):
+    """``(cA, cB, cC, cD)`` at ``t``."""
+    return f.a0 + f.a1 * t, f.b0 + f.b1 * t, f.c0 + f.c1 * t, f.d0 + f.d1 * t
+
+
+def gaussian_delta(f: SumForm, n, t):
+    """Gaussian model of the sum form's delta (heuristic: first guesses and planning only)."""
+    cA, cB, cC, cD = coefficients(f, t)
+    xp = jnp if isinstance(t, jax.Array) else np
+    probs = (f.pS * f.pA, f.pS * f.qA, f.qS * f.pC, f.qS * f.qC)
+    mu = sum(p * c for p, c in zip(probs, (cA, cB, cC, cD)))
+    m2 = sum(p * c * c for p, c in zip(probs, (cA, cB, cC, cD)))
+    sd = xp.sqrt(xp.maximum(m2 - mu * mu, 1e-300))
+    z = xp.sqrt(n) * mu / sd
+    if xp is np:
+        from scipy.special import ndtr
+        phi = np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+    else:
+        ndtr = jax.scipy.special.ndtr
+        phi = jnp.exp(-0.5 * z * z) / jnp.sqrt(2 * jnp.pi)
+    return (n * mu * ndtr(z) + xp.sqrt(n) * sd * phi) / n
+
+
+# ----------------------------------------------------------------------------------------
+# Small helpers (one point; scalars or arrays inside the kernel).
+
+
+def _lpmf(n, x, p, q):
+    return _binomial.log_pmf(n, x, p, q)
+
+
+def _pmf(n, x, p, q):
+    return jnp.exp(_lpmf(n, x, p, q))
+
+
+def _walk(nw, lo, hi, p, q, M: int):
+    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` (``hi - lo + 1 <= M``), walking down from ``min(hi, nw)``
+    by exact log ratios ``b(i-1)/b(i) = i/(nw-i+1) * q/p``. Returns ``(sum, rel_err)``."""
+    top = jnp.minimum(hi, nw)
+    count = jnp.maximum(top - lo + 1.0, 0.0)
+    lq = jnp.log(jnp.where(q > 0, q, 1.0)) - jnp.log(jnp.where(p > 0, p, 1.0))
+    lrr = jnp.where((p > 0) & (q > 0), lq, _LRR_CAP)
+    lb = _lpmf(nw, top, p, q)
+
+    def step(o, carry):
+        lb, acc = carry
+        i = top - o
+        acc = acc + jnp.where((o < count) & (i >= 0), jnp.exp(lb), 0.0)
+        ok = (i >= 1) & (i <= nw)
+        lr = jnp.log(jnp.where(ok, i, 1.0) / jnp.where(ok, nw - i + 1.0, 1.0)) + lrr
+        return jnp.where(ok, lb + lr, -jnp.inf), acc
+
+    acc = jax.lax.fori_loop(0, M, step, (lb, jnp.zeros_like(lb)))[1]
+    # each ratio: quotient, its log, log(q/p) and the running sum (|log b| <= 746 before a flush)
+    rel = M * 4.0 * _ULP * (4.0 + jnp.abs(lrr) + jnp.log(jnp.maximum(nw, 0.0) + 2.0) + 746.0) + REL_ERR
+    return acc, rel
+
+
+@jax.custom_jvp
+def _sf_value(n, k, p, q):
+    """``P[Bin(n,p) >= k]`` by the continued fraction; custom derivative ``d/dp = k b_n(k)/p`` (along p + q = 1)."""
+    return jnp.exp(_binomial.log_sf(n, k, p, q))
+
+
+@_sf_value.defjvp
+def _sf_value_jvp(primals, tangents):
+    n, k, p, q = primals
+    _, _, dp, dq = tangents
+    val = _sf_value(n, k, p, q)
+    # n b_{n-1}(k-1) = k b_n(k)/p = (n-k+1) b_n(k-1)/q; the form without 0/0.
+    dens = jnp.where(p >= q, k * _pmf(n, k, p, q) / jnp.where(p > 0, p, 1.0),
+                     (n - k + 1.0) * _pmf(n, k - 1.0, p, q) / jnp.where(q > 0, q, 1.0))
+    dens = jnp.where((k >= 1) & (k <= n), dens, 0.0)
+    return val, dens * 0.5 * (dp - dq)
+
+
+def _tail_small_side(n, k, p, q):
+    """``P[Bin(n,p) >= k]`` by the continued fraction, asked for on its small side: ``(sf, abs_err)``."""
+    n, k, p, q = jnp.broadcast_arrays(n, k, p, q)
+    upper = k > n * p
+    kk = jnp.where(upper, k, n - k + 1.0)
+    pp, qq = jnp.where(upper, p, q), jnp.where(upper, q, p)
+    live = (n >= 0) & (kk >= 1) & (kk <= n)
+    small = jnp.where(live, _sf_value(jnp.where(live, n, 2.0), jnp.where(live, kk, 1.0), pp, qq),
+                      jnp.where(kk <= 0, 1.0, 0.0))
+    sf = jnp.where(upper, small, 1.0 - small)
+    return sf, REL_TAIL * small + 2.0 * _ULP
+
+
+def _mass_excess(p, q):
+    """``|p + q - 1|`` exactly (two-sum): the float pair's binomial has mass ``(p + q)^m``."""
+    s = p + q
+    bb = s - p
+    return jnp.abs((s - 1.0) + ((p - (s - bb)) + (q - bb)))
+
+
+def _cdf_exact(n, m, p):
+    """``(known, value)``: where ``P[Bin(n,p) <= m]`` is exactly 0 or 1 (outside the support, p in {0,1})."""
+    det = jnp.where(p >= 1.0, n, 0.0)
+    deterministic = (p <= 0.0) | (p >= 1.0)
+    known = (m < 0) | (m >= n) | deterministic
+    value = jnp.where(m < 0, 0.0, jnp.where(m >= n, 1.0, (m >= det).astype(jnp.float64)))
+    return known, value
+
+
+def _chernoff_outside(n, p, lo, hi):
+    """Upper bound on ``P[X < lo] + P[X > hi]``, ``X ~ Bin(n, p)`` (Chernoff; exact 0 where the range covers 0..n)."""
+    def log_bound(m):
+        a = jnp.clip(m / jnp.maximum(n, 1.0), 1e-300, 1.0 - 1e-16)
+        pc = jnp.clip(p, 1e-300, 1.0 - 1e-16)
+        kl = a * jnp.log(a / pc) + (1.0 - a) * (jnp.log1p(-a) - jnp.log1p(-pc))
+        return -n * kl * (1.0 - 1e-10)
+
+    mu = n * p
+    below = jnp.where(lo <= 0, 0.0, jnp.where(lo - 1.0 < mu, jnp.exp(log_bound(lo - 1.0)), 1.0))
+    above = jnp.where(hi >= n, 0.0, jnp.where(hi + 1.0 > mu, jnp.exp(log_bound(hi + 1.0)), 1.0))
+    below = jnp.where((p >= 1.0) & (lo <= n), 0.0, below)
+    above = jnp.where((p <= 0.0) & (hi >= 0), 0.0, above)
+    return jnp.minimum(below + above, 1.0)
+
+
+def window_start(n, pS, window):
+    """First s of a window of ``window`` counts around the mean of ``Bin(n, pS)`` (numpy or traced)."""
+    xp = jnp if isinstance(n, jax.Array) or isinstance(pS, jax.Array) else np
+    return xp.clip(xp.floor(n * pS) - window // 2, 0.0, xp.maximum(n + 1.0 - window, 0.0))
+
+
+# ----------------------------------------------------------------------------------------
+# The kernel: one point.
+
+
+def _geometry(f: SumForm, n, t):
+    """Threshold geometry: ``(g, h0, hs, hc, swap)`` with C and D swapped where ``hc`` would be negative."""
+    cA, cB, cC, cD = coefficients(f, t)
+    g = cA - cB
+    gs = jnp.where(g > 0, g, 1.0)
+    hc_raw = -(cC - cD) / gs
+    swap = hc_raw < 0
+    cC, cD = jnp.where(swap, cD, cC), jnp.where(swap, cC, cD)
+    h0 = -cD * n / gs
+    hs = -(cB - cD) / gs
+    hc = -(cC - cD) / gs
+    return g, h0, hs, hc, swap
+
+
+def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
+    """Certified ``delta(e^eps)`` of one sum form (scalars) at ``eps >= 0``; band, Q-mass and tangent.
+
+    ``lower <= delta <= upper``; invalid points (``g <= 0``, ``n < 1``, NaN) get ``upper = inf``,
+    ``lower = 0``. A line moving more than ``plan.max_step`` per step gives ``[0, inf]``.
+    """
+    L, B, J, M = plan.window, plan.block, plan.lines, plan.max_step
+    nb = L // (2 * B)
+    t = jnp.exp(jnp.maximum(eps, 0.0))
+    swap0 = _geometry(f, n, t)[4]
+    f = f._replace(pC=jnp.where(swap0, f.qC, f.pC), qC=jnp.where(swap0, f.pC, f.qC),
+                   c0=jnp.where(swap0, f.d0, f.c0), c1=jnp.where(swap0, f.d1, f.c1),
+                   d0=jnp.where(swap0, f.c0, f.d0), d1=jnp.where(swap0, f.c1, f.d1))
+    g, h0, hs, hc, _ = _geometry(f, n, t)
+    cA, cB, cC, cD = coefficients(f, t)
+    valid = (g > 0) & (n >= 1) & jnp.isfinite(t) & ~jnp.isnan(eps) & (eps >= 0)
+    gmax = jnp.maximum(jnp.maximum(jnp.maximum(cA, cB), jnp.maximum(cC, cD)), 0.0)
+    lines_mode = (hc > 0) & (f.pC > 0) & (f.pC < 1)
+    hcl = jnp.where(lines_mode, hc, 1.0)
+    pS, qS, pA, qA, pC, qC = f.pS, f.qS, f.pA, f.qA, f.pC, f.qC
+    # Weights W_s = Bin(n, pS) pmf over the window (one Loader pmf per s, REL_ERR each).
+    s_all = s_lo + jnp.arange(L, dtype=jnp.float64)
+    W_all = jnp.where(s_all <= n, _pmf(n, s_all, pS, qS), 0.0)
+    delta_e = (1.0 - 2.0 * hs) / hcl  # line move per step s -> s+2
+
+    def block(kb):
+        idx = 2 * B * kb + jnp.arange(2)[:, None] + 2 * jnp.arange(B)[None, :]  # (2, B), int
+        s = s_lo + idx.astype(jnp.float64)
+        N = n - s
+        W = W_all[idx]
+        live = (s <= n)
+        i_step = jnp.arange(B, dtype=jnp.float64)[None, :]
+        s_a, N_a = s[:, :1], N[:, :1]  # anchors (2, 1)
+        # Lowest c to cover over the block (anchor coordinates), then the first boundary jb.
+        mu_a = N_a * pC
+        half = 9.0 * jnp.sqrt(jnp.maximum(N_a, 0.0) * pC * qC) + 10.0
+        drift = (B - 1.0) * (delta_e + 2.0 * pC)
+        c_need = mu_a - half - jnp.maximum(drift, 0.0)
+        J0 = jnp.floor(h0 + hs * s_a + hc * c_need)  # (2, 1)
+        b_idx = jnp.arange(J + 1, dtype=jnp.float64)[None, None, :]
+        jb = J0[..., None] + b_idx + i_step[..., None]  # (2, B, J+1) boundary j
+        e = (jb - h0 - hs * s[..., None]) / hcl
+        m_lines = jnp.clip(jnp.ceil(e) - 1.0, -1.0, N[..., None])
+        m_nl = jnp.where(b_idx == 0, -1.0, N[..., None])
+        m = jnp.where(lines_mode, m_lines, m_nl)
+        tau_nl = h0 + hs * s + hc * N * jnp.where(pC >= 1.0, 1.0, 0.0)
+        j_nl = jnp.floor(tau_nl) + 1.0
+        j = jnp.where(lines_mode, jb, j_nl[..., None])  # stretch b (b >= 1) uses j[..., b]
+        # ---- F_N(m) along each line: anchor + recurrence.
+        Nl = N[..., None]
+        m_next = jnp.concatenate([m[:, 1:], m[:, -1:]], axis=1)
+        step_live = (i_step[..., None] < B - 1) & (Nl - 2.0 >= -1.0)
+        b1 = _pmf(Nl - 1.0, m, pC, qC)
+        b2 = _pmf(Nl - 2.0, m, pC, qC)
+        lo_w = jnp.minimum(m, m_next) + 1.0
+        hi_w = jnp.maximum(m, m_next)
+        walk, wrel = _walk(Nl - 2.0, lo_w, hi_w, pC, qC, M)
+        sgn = jnp.sign(m_next - m)
+        incF = jnp.where(step_live, pC * (b1 + b2) + sgn * walk, 0.0)
+        absF = jnp.where(step_live, pC * (b1 + b2) + walk, 0.0)
+        overflow = jnp.any(step_live & live[..., None] & (jnp.abs(m_next - m) > M))
+        F_anchor, eF_anchor = _tail_small_side(N_a[..., None], N_a[..., None] - m[:, :1], qC, pC)  # P[C <= m]
+        known_a, exact_a = _cdf_exact(N_a[..., None], m[:, :1], pC)
+        F_anchor = jnp.where(known_a, exact_a, F_anchor)
+        eF_anchor = jnp.where(known_a, 0.0, eF_anchor)
+        cum = jnp.cumsum(incF, axis=1) - incF
+        cum_abs = jnp.cumsum(absF, axis=1) - absF
+        F = F_anchor + cum
+        eF = eF_anchor + wrel * cum_abs + (B + 4.0) * _ULP * (F_anchor + cum_abs) + (M + 4.0) * B * _FLUSH
+        known, exact = _cdf_exact(Nl, m, pC)
+        F = jnp.clip(jnp.where(known, exact, F), 0.0, 1.0)
+        eF = jnp.where(known, 0.0, eF)
+        bN = _pmf(Nl, m, pC, qC)
+        G = Nl * pC * F - pC * (Nl - m) * bN
+        eG = Nl * pC * eF + pC * jnp.abs(Nl - m) * bN * REL_ERR + 4.0 * _ULP * (Nl * pC * F + pC * jnp.abs(Nl - m) * bN)
+        # ---- SF_s(j) along each stretch.
+        sl = s[..., None]
+        j_next = jnp.concatenate([j[:, 1:], j[:, -1:]], axis=1)
+        lo_a = jnp.minimum(j, j_next)
+        hi_a = jnp.maximum(j, j_next) - 1.0
+        walkA, wrelA = _walk(sl, lo_a, hi_a, pA, qA, M)
+        bj1 = _pmf(sl, j_next - 1.0, pA, qA)
+        bj2 = _pmf(sl, j_next - 2.0, pA, qA)
+        sgnA = jnp.sign(j_next - j)
+        incS = jnp.where(step_live, -sgnA * walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
+        absS = jnp.where(step_live, walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
+        overflow = overflow | jnp.any(step_live & live[..., None] & (jnp.abs(j_next - j) > M))
+        S_anchor, eS_anchor = _tail_small_side(s_a[..., None], j[:, :1], pA, qA)
+        cumS = jnp.cumsum(incS, axis=1) - incS
+        cumS_abs = jnp.cumsum(absS, axis=1) - absS
+        SF = S_anchor + cumS
+        eSF = eS_anchor + wrelA * cumS_abs + (B + 4.0) * _ULP * (S_anchor + cumS_abs) + (M + 4.0) * B * _FLUSH
+        s_known = (j <= 0) | (j > sl)
+        SF = jnp.clip(jnp.where(s_known, jnp.where(j <= 0, 1.0, 0.0), SF), 0.0, 1.0)
+        eSF = jnp.where(s_known, 0.0, eSF)
+        # ---- Per stretch b = 1..J.
+        P = F[..., 1:] - F[..., :-1]
+        eP = eF[..., 1:] + eF[..., :-1] + 2.0 * _ULP
+        P = jnp.maximum(P, 0.0)
+        E = G[..., 1:] - G[..., :-1]
+        eE = eG[..., 1:] + eG[..., :-1] + 2.0 * _ULP * (jnp.abs(G[..., 1:]) + jnp.abs(G[..., :-1]))
+        Sb, eSb, jj = SF[..., 1:], eSF[..., 1:], j[..., 1:]
+        pb = _pmf(sl - 1.0, jj - 1.0, pA, qA)
+        K = sl * pA - h0 - hs * sl
+        eK = 8.0 * _ULP * (sl * pA + jnp.abs(h0) + jnp.abs(hs * sl))
+        X = K * P - hc * E
+        eX = jnp.abs(K) * eP + eK * P + jnp.abs(hc) * eE + 4.0 * _ULP * (jnp.abs(K) * P + jnp.abs(hc * E))
+        v2 = sl * pA * qA * pb * P
+        cell = Sb * X + v2
+        e_cell = (eSb * jnp.abs(X) + Sb * eX + sl * pA * qA * (pb * REL_ERR * P + pb * eP)
+                  + 8.0 * _ULP * (jnp.abs(Sb * X) + v2))
+        # Q-mass: -(1/n) E[dZ/dt; region] per stretch.
+        da, db, dc, dd = f.a1, f.b1, f.c1, f.d1
+        EA = sl * pA * (Sb * P + qA * pb * P)
+        qcell = -((da - db) * EA + Sb * ((db * sl + dd * Nl) * P + (dc - dd) * E))
+        e_q = (jnp.abs(da - db) * sl * pA * (eSb * P + Sb * eP + qA * pb * (REL_ERR * P + eP))
+               + eSb * jnp.abs((db * sl + dd * Nl) * P + (dc - dd) * E)
+               + Sb * (jnp.abs(db * sl + dd * Nl) * eP + jnp.abs(dc - dd) * eE)
+               + 8.0 * _ULP * (jnp.abs(da - db) * EA + Sb * (jnp.abs(db * sl + dd * Nl) * P + jnp.abs((dc - dd) * E))))
+        # Boundary cells a rounded e may misassign (|tau - jb| <= tau_err there).
+        tau_err = 16.0 * _ULP * (jnp.abs(jb) + jnp.abs(h0) + jnp.abs(hs * sl) + hc * jnp.abs(e) + 1.0)
+        b_jb = _pmf(sl, jb, pA, qA)
+        assign = jnp.where(lines_mode, jnp.sum(tau_err * b_jb, axis=-1), 0.0)
+        # c-mass outside the lines: below line 0 and above line J.
+        drop_c = (F[..., 0] + eF[..., 0]) + (1.0 - F[..., -1] + eF[..., -1])
+        Wl = jnp.where(live, W, 0.0)
+        val = jnp.sum(Wl * jnp.sum(cell, axis=-1))
+        abs_val = jnp.sum(Wl * jnp.sum(jnp.abs(Sb * X) + v2, axis=-1))
+        err = jnp.sum(Wl * jnp.sum(e_cell, axis=-1))
+        q = jnp.sum(Wl * jnp.sum(qcell, axis=-1))
+        eq = jnp.sum(Wl * jnp.sum(e_q, axis=-1))
+        abs_q = jnp.sum(Wl * jnp.sum(jnp.abs(qcell), axis=-1))
+        return (val, abs_val, err, q, eq, abs_q, jnp.sum(Wl * assign), jnp.sum(Wl * drop_c), overflow)
+
+    out = jax.lax.map(block, jnp.arange(nb), batch_size=min(plan.chunk, nb))
+    val, abs_val, err, q, eq, abs_q, assign, drop_c, overflow = (jnp.sum(x) if x.dtype != bool else jnp.any(x)
+                                                                for x in out)
+    scale = g / n
+    w_rel = REL_ERR + 4.0 * _ULP
+    n_terms = L * (J + 1) + 8.0
+    err_total = scale * (err + (w_rel + n_terms * _ULP) * abs_val) + 8.0 * _ULP * scale * abs_val
+    assign_total = scale * assign
+    q_mass = q / n
+    q_err = (eq + (w_rel + n_terms * _ULP) * abs_q) / n + 8.0 * _ULP * abs_q / n
+    outside_s = _chernoff_outside(n, pS, s_lo, s_lo + L - 1.0)
+    drop = gmax * (outside_s + drop_c * (1.0 + w_rel))
+    # Float probabilities: each binomial level's (p, q) has mass (p + q)^m, within exp(+-x) of 1;
+    # the normalised float law is within 16u (relative, per category) of the true one, which moves
+    # sqrt(D) by at most sqrt(n gmax) 16u / 2 (score bound: |dD| <= sqrt(E[(Z_+/n)^2] n) eps, E[.] <= gmax D).
+    x_norm = 1.01 * n * (_mass_excess(pS, qS) + _mass_excess(pA, qA) + _mass_excess(pC, qC)) + 4.0 * _ULP
+    c_pert = 0.5 * jnp.sqrt(n * gmax) * 16.0 * _ULP * 1.01
+    value = scale * val
+    lo_f = jnp.maximum(value - err_total - assign_total, 0.0) * jnp.exp(-x_norm)
+    up_f = (value + err_total + assign_total + drop) * jnp.exp(x_norm)
+    lower = jnp.maximum(jnp.sqrt(lo_f) - c_pert, 0.0) ** 2
+    upper = (jnp.sqrt(up_f) + c_pert) ** 2
+    cmax1 = jnp.maximum(jnp.maximum(jnp.abs(f.a0 + f.a1), jnp.abs(f.b0 + f.b1)),
+                        jnp.maximum(jnp.abs(f.c0 + f.c1), jnp.abs(f.d0 + f.d1)))
+    lin_pert = jnp.sqrt(n) * 16.0 * _ULP * 1.01  # |E_true[h] - E_float[h]| <= sup|h| sqrt(n) eps
+    tan_v = (value - err_total) * jnp.exp(-x_norm * jnp.sign(value - err_total)) - jnp.maximum(cmax1, gmax) * lin_pert
+    slope_pert = jnp.maximum(jnp.maximum(jnp.abs(f.a1), jnp.abs(f.b1)), jnp.maximum(jnp.abs(f.c1), jnp.abs(f.d1)))
+    tan_s = (q_mass - q_err) * jnp.exp(-x_norm) - slope_pert * lin_pert
+    bad = ~valid
+    lower = jnp.where(overflow | bad, 0.0, lower)
+    upper = jnp.where(overflow | bad, jnp.inf, upper)
+    tan_ok = valid & ~overflow
+    return Divergence(
+        value=jnp.where(bad, jnp.inf, value),
+        lower=lower,
+        upper=upper,
+        q_mass=jnp.where(bad, 0.0, q_mass),
+        step_overflow=overflow & valid,
+        tangent_value=jnp.where(tan_ok, tan_v, 0.0),
+        tangent_slope=jnp.where(tan_ok, jnp.maximum(tan_s, 0.0), 0.0),
+    )

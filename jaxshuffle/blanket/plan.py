@@ -1,0 +1,167 @@
+"""Static shapes and the memory model of the blanket programs.
+
+:class:`BlanketPlan` is the static shape of one compiled blanket program (window, block, lines,
+max step, chunk); :func:`plan_blanket` plans it eagerly for k-RR points from the kernel's
+geometry (:func:`plan_geometry`, also used by :mod:`jaxshuffle.blanket_matrix`), and
+:func:`fit_memory` / :func:`lanes_per_batch` keep it within the memory budget
+(:data:`BYTES_PER_CELL`, :func:`lane_bytes`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from jax.typing import ArrayLike
+
+from jaxshuffle.blanket.kernel import KINDS, SumForm, coefficients, gaussian_delta, krr_sum_form
+
+MIN_WINDOW = 16
+#: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
+LANES_PER_BATCH = 8
+
+
+class BlanketPlan(NamedTuple):
+    """Static shape of one compiled blanket program.
+
+    window: s counts summed (a power of two, a multiple of ``2 * block``).
+    block: steps ``s -> s+2`` per anchor (one continued-fraction tail per line and block).
+    lines: stretches tracked per block (``lines + 1`` boundary lines).
+    max_step: largest integer move of a line per step (larger: the point claims nothing).
+    chunk: blocks evaluated together (memory).
+    """
+
+    window: int
+    block: int
+    lines: int
+    max_step: int
+    chunk: int = 8
+
+
+#: Bytes one lane (one point and sum form) of a compiled blanket search holds per cell of a chunk
+#: (``2 * block`` counts times ``lines + 1`` boundary lines, ``chunk`` blocks at once): XLA's own
+#: memory analysis of the k-RR and matrix searches on CPU, rounded up
+#: (tests/test_blanket.py::test_lane_memory_model_bounds_xla checks that it stays above).
+BYTES_PER_CELL = 2400
+
+
+class BlanketMemoryError(ValueError):
+    """A point needs more memory per lane than the budget allows, even one block at a time."""
+
+
+def lane_bytes(plan: BlanketPlan) -> int:
+    """Estimated peak bytes of one lane of a blanket search with ``plan`` (upper estimate)."""
+    return BYTES_PER_CELL * plan.chunk * 2 * plan.block * (plan.lines + 1) + 64 * plan.window
+
+
+def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan:
+    """``plan`` with ``chunk`` halved until :data:`LANES_PER_BATCH` lanes fit the memory budget (default
+    :data:`jaxshuffle.plan.DEFAULT_MEMORY_BYTES`); a smaller chunk costs little time, only memory.
+
+    Raises :class:`BlanketMemoryError` (a ValueError naming ``n``) when one lane alone, one block
+    at a time, exceeds the budget: asked of XLA, such a plan would end in an out-of-memory abort.
+    """
+    from jaxshuffle.plan import memory_budget
+    budget = memory_budget(memory)
+    while plan.chunk > 1 and LANES_PER_BATCH * lane_bytes(plan) > budget:
+        plan = plan._replace(chunk=plan.chunk // 2)
+    if lane_bytes(plan) > budget:
+        n_max = float(np.max(n))
+        raise BlanketMemoryError(
+            f"n: the blanket bound at n = {n_max:g} needs about {lane_bytes(plan) / 2**30:.1f} GiB per point "
+            f"({plan.lines} lines x {2 * plan.block} counts per block, window {plan.window}), over the memory "
+            f"budget of {budget / 2**30:.1f} GiB; use a smaller n, or the worst-case pair's bound")
+    return plan
+
+
+def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
+    """Lanes searched at once (a power of two, at most :data:`LANES_PER_BATCH`) within the budget."""
+    from jaxshuffle.plan import memory_budget
+    lanes, budget = LANES_PER_BATCH, memory_budget(memory)
+    while lanes > 1 and lanes * lane_bytes(plan) > budget:
+        lanes //= 2
+    return lanes
+
+
+# ----------------------------------------------------------------------------------------
+# Planning (eager numpy).
+
+
+def plan_geometry(f: SumForm, n, t, block: int):
+    """Lines and largest line move per step that the kernel needs for sum form ``f`` at ``t`` (numpy).
+
+    ``f`` holds numpy arrays; used by every planner of :func:`point_divergence` (k-RR here, general
+    matrices in :mod:`jaxshuffle.blanket_matrix`). Returns ``(lines, max_step)`` arrays.
+    """
+    cA, cB, cC, cD = (np.asarray(x) for x in coefficients(f, t))
+    g = np.maximum(cA - cB, 1e-300)
+    hc = np.abs(cC - cD) / g
+    swap = (cC - cD) > 0
+    pC = np.where(swap, f.qC, f.pC)
+    cDs = np.where(swap, cC, cD)
+    hs = -(cB - cDs) / g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        de = np.where(hc > 0, np.abs(1.0 - 2.0 * hs) / np.where(hc > 0, hc, 1.0), 0.0)
+    half = 9.0 * np.sqrt(n * np.clip(pC * (1 - pC), 0.0, None)) + 10.0
+    need = hc * (2.0 * half + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0
+    lines = np.minimum(need, hc * (n + 2.0 + (block - 1.0) * (de + 2.0)) + 4.0)
+    step = np.maximum(np.ceil(de) + 3.0, np.ceil(2.0 * np.abs(hs)) + 3.0)
+    return lines, step
+
+
+def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
+    """Per point: s-window length, lines and max step needed up to the planned eps (numpy)."""
+    f = krr_sum_form(np.asarray(eps0, np.float64), np.asarray(k, np.float64), kind)
+    f = SumForm(*(np.asarray(x) for x in f))
+    E0 = np.exp(eps0)
+    # The Gaussian model's root, bisected on [0, eps0]: where the search will look.
+    lo, hi = np.zeros_like(eps0), np.asarray(eps0, np.float64).copy()
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        above = gaussian_delta(f, n, np.exp(mid)) > delta
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    eps_hi = np.minimum(eps0, (1.3 + 20.0 / np.sqrt(n)) * hi + 1e-4)  # the model is good to a few % at large n
+    tol = np.maximum(1e-6 * delta / np.maximum(E0, 1.0), 1e-300)
+    from jaxshuffle.plan import plan_windows
+    L, _ = plan_windows(n + 1.0, f.pS, tol)
+    L = np.maximum(L, 2 * block)
+    lines = np.zeros(np.shape(n))
+    step = np.zeros(np.shape(n))
+    for frac in np.linspace(0.0, 1.0, 17):
+        ln, st = plan_geometry(f, n, np.exp(frac * eps_hi), block)
+        lines, step = np.maximum(lines, ln), np.maximum(step, st)
+    return L, np.ceil(lines), np.minimum(step, n + 3.0), hi
+
+
+def _pow2(x) -> int:
+    return int(2 ** int(np.ceil(np.log2(max(float(x), 1.0)))))
+
+
+def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
+                 block: int = 64, chunk: int = 8) -> BlanketPlan:
+    """One :class:`BlanketPlan` covering every point of ``(eps0, k, n, delta)`` (eager, concrete values).
+
+    A plan never affects soundness: a point it does not cover (a larger eps, n or k) gets
+    a wider band (the c-mass outside the tracked lines is charged) or no claim (a line moving
+    more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
+    """
+    eps0, k, n, delta = _check(eps0, k, n, delta, kind)
+    b = _pow2(min(block, max(8, _pow2(np.max(n) + 1) // 4)))
+    L, lines, step, _ = _plan_numbers(eps0, k, n, delta, kind, b)
+    window = max(_pow2(np.max(L)), 2 * b)
+    return fit_memory(BlanketPlan(window=window, block=b, lines=int(max(4, 4 * np.ceil(np.max(lines) / 4))),
+                                  max_step=int(np.max(step)), chunk=int(max(1, min(chunk, window // (2 * b))))), n)
+
+
+def _check(eps0, k, n, delta, kind):
+    from jaxshuffle._config import check, require_x64
+    require_x64()
+    if kind not in KINDS:
+        raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
+    eps0, k, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
+    check(np.isfinite(eps0) & (eps0 >= 0) & (eps0 <= 50), "eps0", "must be finite, >= 0 and <= 50", value=eps0)
+    kmin = 3 if kind == "all_z" else 2
+    check((k >= kmin) & (k == np.floor(k)) & (k < 1e12), "k", f"must be an integer >= {kmin}", value=k)
+    check((n >= 1) & (n == np.floor(n)) & (n <= 1e12), "n", "must be an integer in [1, 1e12]", value=n)
+    check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
+    return eps0, k, n, delta
