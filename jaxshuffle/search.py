@@ -275,13 +275,13 @@ def _log_divergence_root_eq(eps, u, v, w, r0, r1, n, delta, c_lo, plan):
     return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
 def _brackets(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
     """The search over a flat batch, without gradients: ``(lower, upper, status, iterations)``."""
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
     return jax.vmap(search)(u, v, w, r0, r1, n, delta, c_lo)
 
 
+@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
 def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
     """Jittable core over a flat batch (see :func:`epsilon`); ``plan`` and ``rtol`` static.
 
