@@ -194,8 +194,8 @@ def plan_epsilon(u, v, w, r0, r1, n, delta) -> tuple[np.ndarray, np.ndarray, np.
 
     Returns ``(window, c_lo, max_step)`` per point: the window (a power of two, at least
     :data:`MIN_SEARCH_WINDOW`) and its first count leave out at most ``TRUNC_FRACTION * delta``
-    of the others' binomial mass (Chernoff), and ``max_step`` bounds the threshold step ``|k_{c'+1} - k_{c'}|`` over
-    every ``eps`` in ``[0, log max(u/v, v/u)]`` the search can visit. Group points into
+    of the others' binomial mass (Chernoff), and ``max_step`` bounds the threshold step
+    ``|k_{c'+1} - k_{c'}|`` over every ``eps`` in ``[0, log max(u/v, v/u)]`` the search can visit. Group points into
     programs with :func:`bucket_plans`; :func:`jaxshuffle.search.epsilon` does.
     """
     u, v, w, r0, r1, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (u, v, w, r0, r1, n, delta)))

@@ -29,7 +29,6 @@ from jaxshuffle.blanket.kernel import (
 from jaxshuffle.blanket.plan import (
     BYTES_PER_CELL,
     LANES_PER_BATCH,
-    MIN_WINDOW,
     BlanketMemoryError,
     BlanketPlan,
     _pow2 as _pow2,
@@ -55,7 +54,6 @@ __all__ = [
     "BYTES_PER_CELL",
     "KINDS",
     "LANES_PER_BATCH",
-    "MIN_WINDOW",
     "BlanketMemoryError",
     "BlanketPlan",
     "KaryRRBounds",

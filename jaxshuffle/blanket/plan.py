@@ -16,7 +16,6 @@ from jax.typing import ArrayLike
 
 from jaxshuffle.blanket.kernel import KINDS, SumForm, coefficients, gaussian_delta, krr_sum_form
 
-MIN_WINDOW = 16
 #: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
 LANES_PER_BATCH = 8
 
