@@ -1,0 +1,55 @@
+"""Small helpers shared by the plot modules: the lazy matplotlib import, a new figure's axes, the
+limits on lines and panels, and line colours and legends.
+
+Nothing here imports matplotlib at import time (only when a function is called).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
+
+#: At most this many labelled lines of one kind (values of n, or of eps0) in a panel.
+MAX_LINES = 8
+
+#: At most this many facets (rows of panels) in :func:`summary_figure`.
+MAX_FACETS = 12
+
+
+def _require_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
+        raise ImportError(_INSTALL) from exc
+    return matplotlib
+
+
+def _new_ax():
+    _require_matplotlib()
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
+    return ax
+
+
+def _line_colors(values):
+    """viridis colour of each value by its log position among ``values`` (one colour per n across panels)."""
+    _require_matplotlib()
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    v = np.asarray(values, dtype=np.float64)
+    t = np.log(v) if v.size and v.min() > 0 else v
+    span = (t.max() - t.min()) if t.size else 0.0
+    return [cmap(0.9 * ((x - t.min()) / span if span > 0 else 0.0)) for x in t]
+
+
+def _lines_legend(ax, lines: int, handles=None, labels=None, title=None):
+    """Legend of a panel with ``lines`` coloured lines: inside for a few, outside on the right for more."""
+    if lines > 4:
+        kw = dict(fontsize=7.5, title=title, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0, frameon=False)
+    else:
+        kw = dict(fontsize=8, title=title, title_fontsize=8, loc="best")
+    return ax.legend(handles, labels, **kw) if handles is not None else ax.legend(**kw)

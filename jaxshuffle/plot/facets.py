@@ -1,0 +1,290 @@
+"""Reading results into plottable form and choosing a figure's form.
+
+:func:`_as_result` turns a :class:`jaxshuffle.sweeps.SweepResult`, a path or a mapping of columns
+into a SweepResult with the columns a plot needs (else a ValueError naming the file and what is
+missing); :func:`_facets` splits it into panels (rows of panels): one per randomizer, delta rule
+and value of every independent option axis; :func:`_representative` picks the values of ``n``
+(or ``eps0``, delta) a panel draws; :func:`_panel_kinds` and :func:`_first_panels` choose which
+panels a figure draws; number and delta formatting for titles and legends. No drawing here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# ----------------------------------------------------------------------------------------
+# Input: a SweepResult, a path or a mapping; clear errors for empty or unusable results
+
+def _where(res) -> str:
+    """``"results: PATH: "`` (or ``"results: "`` for results not read from a file), the start of an error message."""
+    return f"results: {res.path}: " if getattr(res, "path", None) is not None else "results: "
+
+
+def _as_result(results, need=()):
+    """``results`` as a SweepResult with rows and the ``need`` columns, else a ValueError saying what is wrong."""
+    from jaxshuffle.sweeps.store import SweepResult, load
+
+    if isinstance(results, SweepResult):
+        res = results
+    elif isinstance(results, (str, os.PathLike)):
+        try:
+            res = load(results)
+        except (ValueError, OSError, csv.Error, zipfile.BadZipFile, KeyError, EOFError) as exc:
+            msg = str(exc)
+            if isinstance(exc, ValueError) and not isinstance(exc, UnicodeDecodeError) and str(results) in msg:
+                raise ValueError(msg if msg.startswith("results:") else f"results: {msg}") from None
+            raise ValueError(f"results: {os.fspath(results)} is not a readable sweep results file "
+                             f"(results.csv, results.npz or a sweep directory): {type(exc).__name__}: {msg}") from None
+    elif hasattr(results, "keys"):
+        cols = {k: np.asarray(results[k]) for k in results.keys()}
+        sizes = {k: c.shape for k, c in cols.items()}
+        if any(len(s) != 1 for s in sizes.values()) or len({s[0] for s in sizes.values()}) > 1:
+            raise ValueError("results: the columns must be 1-D arrays of one length (got shapes "
+                             + ", ".join(f"{k} {s}" for k, s in sizes.items()) + ")")
+        res = SweepResult(cols, {})
+    else:
+        raise TypeError("results: expected a SweepResult, a path, or a mapping of columns, "
+                        f"not {type(results).__name__}")
+    where = _where(res)
+    if not res.columns:
+        raise ValueError(f"{where}no columns (an empty file?): nothing to plot")
+    if len(res) == 0:
+        raise ValueError(f"{where}no rows (a header-only file, or an empty sweep): nothing to plot")
+    missing = [c for c in need if c not in res]
+    if missing:
+        raise ValueError(f"{where}no column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"(it has: {', '.join(res.keys())}); a sweep's results.csv has n, eps0, delta, upper, ...")
+    for c in need:
+        col = res[c]
+        if col.dtype.kind not in "fiub":
+            raise ValueError(f"{where}column {c} is not numeric (dtype {col.dtype})")
+        if c != "eps0" and not np.isfinite(col.astype(np.float64)).any():
+            raise ValueError(f"{where}column {c} has no finite value ({len(res)} rows): nothing to plot")
+    return res
+
+
+def _rows(res, mask):
+    from jaxshuffle.sweeps.store import SweepResult
+
+    return SweepResult({k: c[mask] for k, c in res.columns.items()}, res.meta, res.path)
+
+
+def _fmt_num(x: float) -> str:
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    e = math.floor(math.log10(abs(x)))
+    m = x / 10 ** e
+    if abs(e) <= 3:
+        return f"{x:.4g}"
+    if abs(m - 1) < 1e-9:
+        return f"$10^{{{e}}}$"
+    return f"${m:.3g}\\times10^{{{e}}}$"
+
+
+def _delta_text(rule: str) -> str:
+    try:
+        return _fmt_num(float(rule))
+    except ValueError:
+        return rule
+
+
+def _pick(res, column: str, wanted):
+    """``res`` restricted to ``column == wanted`` (default: its first value), and the value."""
+    values = res.unique(column)
+    chosen = wanted if wanted is not None else str(values[0])
+    if chosen not in values:
+        raise ValueError(f"{column}: {chosen!r} is not in the results ({', '.join(map(str, values))})")
+    return res.select(**{column: chosen}), chosen
+
+
+def _finite_unique(col) -> np.ndarray:
+    col = np.asarray(col)
+    if col.dtype.kind not in "fiu":
+        return np.unique(col)
+    col = col.astype(np.float64)
+    return np.unique(col[np.isfinite(col)])
+
+
+def _function_of(res, base, key: str) -> bool:
+    """True if column ``key`` is determined by the ``base`` columns (a derived option, not an independent axis)."""
+    def num(c):
+        return np.nan_to_num(np.asarray(res[c], dtype=np.float64), nan=-1.2345e300)
+
+    if not base:
+        return _finite_unique(res[key]).size <= 1
+    axes = [num(c) for c in base]
+    pairs = np.unique(np.stack(axes, 1), axis=0).shape[0]
+    triples = np.unique(np.stack([*axes, num(key)], 1), axis=0).shape[0]
+    return triples == pairs
+
+
+def _function_of_axes(res, key: str) -> bool:
+    """True if the column is determined by (eps0, n) (a derived option), not an independent axis."""
+    return _function_of(res, [c for c in ("eps0", "n") if c in res], key)
+
+
+# ----------------------------------------------------------------------------------------
+# Facets: one panel (row of panels) per randomizer, delta rule and value of every independent option
+
+@dataclass
+class _Facet:
+    res: object
+    name: str
+    rule: str
+    notes: list = field(default_factory=list)
+    keys: dict = field(default_factory=dict)  # the values that tell this facet from the others
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k} = {_num_text(v)}" if k not in ("randomizer", "delta_rule") else
+                 (str(v) if k == "randomizer" else f"δ = {_delta_text(str(v))}") for k, v in self.keys.items()]
+        return ", ".join(parts) or self.name
+
+
+def _num_text(v) -> str:
+    return f"{v:g}" if isinstance(v, (float, np.floating, int, np.integer)) else str(v)
+
+
+def _option_columns(res) -> list[str]:
+    """Numeric columns that are randomizer options (not results, not the n axis, not eps0)."""
+    from jaxshuffle.sweeps.store import COLUMNS
+
+    out = [k for k in res.keys() if k not in COLUMNS and k != "eps0" and res[k].dtype.kind in "fiu"]
+    if "delta_rule" not in res and "delta" in res:
+        out.append("delta")
+    return out
+
+
+def _split(res, key):
+    col = res[key]
+    if col.dtype.kind in "fiu":
+        col = col.astype(np.float64)
+        for v in _finite_unique(col):
+            yield float(v), _rows(res, col == v)
+        if np.isnan(col).any():
+            yield math.nan, _rows(res, np.isnan(col))
+    else:
+        for v in res.unique(key):
+            yield v, _rows(res, col == v)
+
+
+def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
+    """Split the results into panels: nothing is dropped except by an explicit selection."""
+    for k, v in (fixed or {}).items():
+        if k not in res:
+            raise ValueError(f"fixed: the results have no column {k!r}")
+        sel = res.select(**{k: v})
+        if len(sel) == 0:
+            raise ValueError(f"{k}: {v!r} is not in the results ({', '.join(map(_num_text, res.unique(k)))})")
+        res = sel
+    if randomizer is not None and "randomizer" in res:
+        res, _ = _pick(res, "randomizer", randomizer)
+    if delta_rule is not None:
+        if "delta_rule" in res:
+            res, _ = _pick(res, "delta_rule", delta_rule)
+        elif "delta" in res:
+            res = res.select(delta=float(delta_rule))
+            if len(res) == 0:
+                raise ValueError(f"delta_rule: {delta_rule!r} is not in the results")
+    groups = [({}, res)]
+    for key in ("randomizer", "delta_rule"):
+        if key in res:
+            groups = [({**keys, key: v}, sub) for keys, g in groups for v, sub in _split(g, key)]
+    facets = []
+    for keys, g in groups:
+        name = str(keys.get("randomizer", randomizer or "?"))
+        cands = [k for k in _option_columns(g) if _finite_unique(g[k]).size > 1]
+        cands.sort(key=lambda k: (_finite_unique(g[k]).size, k != "delta", k))
+        base = [c for c in ("eps0", "n") if c in g and np.isfinite(g[c].astype(np.float64)).any()]
+        chosen, derived = [], []
+        for k in cands:
+            (derived if _function_of(g, base + chosen, k) else chosen).append(k)
+        parts = [(keys, g)]
+        for k in chosen:
+            parts = [({**kk, k: v}, sub) for kk, gg in parts for v, sub in _split(gg, k)]
+        for kk, sub in parts:
+            if "delta_rule" in sub:
+                rule = str(kk.get("delta_rule", sub["delta_rule"][0]))
+            elif "delta" in sub:
+                d = _finite_unique(sub["delta"])
+                rule = repr(float(d[0])) if d.size == 1 else "δ(n)"
+            else:
+                rule = "?"
+            notes = []
+            for k in _option_columns(sub):
+                if k == "delta":
+                    continue
+                vals = _finite_unique(sub[k])
+                if k in derived and vals.size > 1:
+                    notes.append(f"{k} = {k}(ε₀)" if "eps0" in base else f"{k} = {k}(n)")
+                elif vals.size == 1:
+                    notes.append(f"{k} = {vals[0]:g}")
+            facets.append(_Facet(sub, name, rule, notes, kk))
+    return facets
+
+
+def _subset(res, randomizer, delta_rule, fixed: dict | None = None, *, who: str = "this plot"):
+    """One panel's rows (the first facet; a warning names what else the results hold), name, rule, notes."""
+    facets = _facets(res, randomizer, delta_rule, fixed)
+    if len(facets) > 1:
+        shown = "; ".join(f.label for f in facets[:6]) + ("; ..." if len(facets) > 6 else "")
+        warnings.warn(f"{who}: the results hold {len(facets)} panels ({shown}); drawing the first "
+                      f"({facets[0].label}). Choose one with randomizer=, delta_rule= or fixed={{column: value}}, "
+                      "or draw them all with summary_figure.", UserWarning, stacklevel=3)
+    f = facets[0]
+    return f.res, f.name, f.rule, f.notes
+
+
+def _representative(values, m: int) -> np.ndarray:
+    """At most ``m`` of the sorted unique ``values``, evenly spaced in log (linear if any is <= 0), ends included."""
+    v = np.sort(np.unique(np.asarray(values, dtype=np.float64)))
+    v = v[np.isfinite(v)]
+    if v.size <= m:
+        return v
+    t = np.log(v) if v[0] > 0 else v
+    targets = np.linspace(t[0], t[-1], m)
+    return v[np.unique(np.abs(t[:, None] - targets[None, :]).argmin(0))]
+
+
+def _shown_note(what: str, shown, total) -> str:
+    return "" if len(shown) == len(total) else f"{len(shown)} of {len(total)} {what} values drawn"
+
+
+# ----------------------------------------------------------------------------------------
+# A figure's form: which panels a facet gets, and which panels are drawn
+
+def _panel_kinds(f: _Facet, kind: str, n) -> list[str]:
+    res = f.res
+    e0 = _finite_unique(res["eps0"]) if "eps0" in res else np.array([])
+    ns = np.unique(res["n"])
+    if e0.size == 0:
+        return ["n"]  # no eps0 axis for this randomizer: certified eps against n
+    surface_ok = e0.size >= 2 and ns.size >= 2
+    dense = e0.size >= 3 and ns.size >= 3
+    if kind == "auto":
+        if dense:
+            return ["surface", "ratio"]
+        if n is not None or e0.size >= ns.size:
+            return ["ratio"]
+        return ["n"]
+    if kind == "ratio":
+        return ["ratio"]
+    if kind == "surface":
+        return ["surface"] if surface_ok else (["ratio"] if e0.size >= ns.size else ["n"])
+    return ["surface", "ratio"] if surface_ok else ["ratio"]
+
+
+def _first_panels(items: list, labels: list, max_panels: int, who: str, hint: str):
+    """``(items[:max_panels], the rest)``; warns, naming the panels left out and ``hint``, when any are."""
+    omitted = items[max_panels:]
+    if omitted:
+        warnings.warn(f"{who}: {len(items)} panels' worth of results; drawing the first {max_panels} "
+                      f"(left out: {'; '.join(labels[max_panels:])}). {hint}", UserWarning, stacklevel=3)
+    return items[:max_panels], omitted
