@@ -87,6 +87,45 @@ def test_band_contains_enumeration(eps0, k, n, frac, kind):
             assert abs(float(d.q_mass) + fwd) <= slack
 
 
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(eps0=st.floats(0.1, 5.0), k=st.sampled_from([2, 3, 4, 5, 10]), n=st.integers(1, 60),
+       frac=st.floats(0.05, 1.0), back=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
+def test_tangent_is_below_the_divergence(eps0, k, n, frac, back, kind):
+    """docs blanket "tangent": D(t') >= tangent_value + (t - t') tangent_slope for 1 <= t' <= t
+    (the search's certified lower end), against enumeration; at t' = t it is tight."""
+    if kind == "all_z" and k < 3:
+        k = 3
+    eps = frac * eps0
+    d = _div(jnp.float64(eps0), jnp.float64(k), jnp.float64(n), jnp.float64(eps), kind=kind)
+    t = math.exp(eps)
+    t2 = 1.0 + back * (t - 1.0)
+    line = float(d.tangent_value) + (t - t2) * float(d.tangent_slope)
+    ref2 = krr_delta(eps0, k, n, math.log(t2), kind)
+    assert line <= ref2 * (1 + REF_REL) + 1e-300, (line, ref2)
+    ref = krr_delta(eps0, k, n, eps, kind)
+    assert float(d.tangent_value) >= ref - 1e-4 * ref - 1e-12  # tight at t (a useful tangent, not only a sound one)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [1e6, 1e8])
+def test_tangent_below_the_certified_band_at_large_n(n):
+    """Large n (the float law's perturbation matters most): the tangent at t lies below the certified
+    upper end at smaller t' (D_true(t') <= upper(t')), and within the band's width of it at t."""
+    eps0, k, delta = 1.0, 10.0, 1e-6
+    plan = bl.plan_blanket(eps0, k, n, delta)
+    f = bl.krr_sum_form(jnp.float64(eps0), jnp.float64(k), "blanket")
+    s_lo = bl.window_start(jnp.float64(n), f.pS, plan.window)
+    div = jax.jit(lambda e: bl.point_divergence(f, jnp.float64(n), e, s_lo, plan))
+    eps = float(bl.blanket_epsilon(eps0, k, n, delta, plan=plan).upper)
+    d = div(jnp.float64(eps))
+    t = math.exp(eps)
+    assert float(d.lower) - float(d.tangent_value) <= 2.0 * (float(d.upper) - float(d.lower))
+    for frac in (1e-7, 1e-5, 1e-3):
+        e2 = math.log(t - frac * (t - 1.0))
+        line = float(d.tangent_value) + (t - math.exp(e2)) * float(d.tangent_slope)
+        assert line <= float(div(jnp.float64(e2)).upper)
+
+
 def test_recurrence_matches_anchors():
     """docs blanket "recurrences": one-step blocks (a continued-fraction anchor at every s) agree with long ones."""
     plan = SMALL._replace(block=1)
@@ -277,3 +316,4 @@ def test_amplify_falls_back_when_the_blanket_plan_is_over_budget(monkeypatch):
     assert not np.isfinite(float(rep.blanket))
     with pytest.raises(ValueError, match="n: the blanket bound at n = 10000 needs"):
         amplify(grr(1.0, 10), 1e4, 1e-6, upper_from="blanket")
+

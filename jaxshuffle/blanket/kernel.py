@@ -435,10 +435,16 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     up_f = (value + err_total + assign_total + drop) * jnp.exp(x_norm)
     lower = jnp.maximum(jnp.sqrt(lo_f) - c_pert, 0.0) ** 2
     upper = (jnp.sqrt(up_f) + c_pert) ** 2
-    cmax1 = jnp.maximum(jnp.maximum(jnp.abs(f.a0 + f.a1), jnp.abs(f.b0 + f.b1)),
-                        jnp.maximum(jnp.abs(f.c0 + f.c1), jnp.abs(f.d0 + f.d1)))
-    lin_pert = jnp.sqrt(n) * 16.0 * _ULP * 1.01  # |E_true[h] - E_float[h]| <= sup|h| sqrt(n) eps
-    tan_v = (value - err_total) * jnp.exp(-x_norm * jnp.sign(value - err_total)) - jnp.maximum(cmax1, gmax) * lin_pert
+    # Tangent value: a lower bound on P(E) - t Q(E) under the true law for the computed region E.
+    # With h = Z 1_E / n (|h| <= cabs; negative only on misassigned cells, whose mass is at most
+    # assign_total), Cauchy-Schwarz against the float law: |E_true h - E_float h| <= sqrt(E_float[h^2])
+    # sqrt(chi^2) with E_float[h^2] <= cabs E_float|h| <= cabs (up_f + 2 assign_total) and
+    # chi^2 <= 1.01 n (16u)^2 (n iid users, each within 16u relative): the square-root form of c_pert,
+    # about sqrt(delta / cabs) times the linear bound cabs sqrt(n) 16u (docs/math.md, blanket tangent).
+    cabs = jnp.maximum(jnp.maximum(jnp.abs(cA), jnp.abs(cB)), jnp.maximum(jnp.abs(cC), jnp.abs(cD)))
+    lin_pert = jnp.sqrt(n) * 16.0 * _ULP * 1.01  # sqrt(chi^2) of the float law against the true one
+    v_pert = jnp.sqrt(cabs * (up_f + 2.0 * assign_total * jnp.exp(x_norm))) * lin_pert
+    tan_v = (value - err_total) * jnp.exp(-x_norm * jnp.sign(value - err_total)) - v_pert
     slope_pert = jnp.maximum(jnp.maximum(jnp.abs(f.a1), jnp.abs(f.b1)), jnp.maximum(jnp.abs(f.c1), jnp.abs(f.d1)))
     tan_s = (q_mass - q_err) * jnp.exp(-x_norm) - slope_pert * lin_pert
     bad = ~valid
