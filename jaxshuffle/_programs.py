@@ -4,9 +4,10 @@ JAX's persistent compilation cache removes XLA compilation from a warm start, bu
 to find a program in that cache JAX first traces the Python function, and the engine's search
 program takes 2-4 s to trace on a CPU (measured: the 12 Table 5 cells spent 33 of 39 s of a
 warm-cache process tracing 9 programs). This module keeps each program as a serialized
-``jax.export.Exported`` (StableHLO), keyed by its static shape, the argument shapes and the
-versions, in ``<cache dir>/programs``; a later process deserializes it (milliseconds) and lets
-the compilation cache turn it into an executable, with no tracing at all.
+``jax.export.Exported`` (StableHLO), keyed by its static shape, the argument shapes, the
+versions and a digest of this package's source, in ``<cache dir>/programs``; a later process
+deserializes it (milliseconds) and lets the compilation cache turn it into an executable, with no
+tracing at all.
 
 Only eager calls use it: when an argument is a tracer (``grad``, ``vmap``, a user's ``jit``)
 the function is called directly, so gradients and transformations are unchanged. The exported
@@ -37,8 +38,34 @@ def _export_module():
     return export
 
 
+def source_digest(root: str | None = None) -> str:
+    """SHA-256 of every ``.py`` file under ``root`` (default: this package), paths and contents.
+
+    Part of every program's key: a program exported by other code (an edited checkout, an upgrade
+    that kept the version number) is never loaded, since its meaning may differ (a fixed kernel, a
+    new certificate) under the same name and static key.
+    """
+    root = root or os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()
+
+
+_SOURCE: list[str] = []  # this process's source digest, computed at the first program's key
+
+
 def _key(name: str, static, arrays) -> str:
-    parts = [_VERSION, VERSION, jax.__version__, jax.default_backend(), str(jax.device_count()), name, repr(static)]
+    if not _SOURCE:
+        _SOURCE.append(source_digest())
+    parts = [_VERSION, VERSION, _SOURCE[0], jax.__version__, jax.default_backend(), str(jax.device_count()), name,
+             repr(static)]
     parts += [f"{np.shape(a)}:{np.asarray(a).dtype if not hasattr(a, 'dtype') else a.dtype}" for a in arrays]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 

@@ -57,3 +57,21 @@ def test_krr_bounds_program_gives_the_differentiable_programs_numbers_bit_for_bi
     np.testing.assert_array_equal(np.asarray(via_export.upper), np.asarray(direct.upper)[:3])
     np.testing.assert_array_equal(np.asarray(via_export.status), np.asarray(direct.status)[:3])
     np.testing.assert_array_equal(np.asarray(via_export.lower), np.asarray(direct.lower)[3:].reshape(3, 3).max(axis=0))
+
+
+def test_program_key_follows_the_package_source(tmp_path, monkeypatch):
+    """Exported programs are keyed by a digest of the package's source: an edited file (a fixed kernel
+    under the same version number) gives a new key, so a program exported by other code is never loaded."""
+    import shutil
+
+    from jaxshuffle import _programs
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.dirname(_programs.__file__), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _programs.source_digest(str(pkg))
+    assert before == _programs.source_digest(str(pkg))
+    kernel = pkg / "blanket" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# an edit\n")
+    assert _programs.source_digest(str(pkg)) != before
+    key = _programs._key("epsilon-search", ("plan",), [np.zeros(3)])
+    monkeypatch.setattr(_programs, "_SOURCE", ["another source"])
+    assert _programs._key("epsilon-search", ("plan",), [np.zeros(3)]) != key
