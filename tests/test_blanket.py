@@ -317,3 +317,16 @@ def test_amplify_falls_back_when_the_blanket_plan_is_over_budget(monkeypatch):
     with pytest.raises(ValueError, match="n: the blanket bound at n = 10000 needs"):
         amplify(grr(1.0, 10), 1e4, 1e-6, upper_from="blanket")
 
+
+def test_amplify_skips_the_blanket_above_its_cost_cap():
+    """The automatic blanket source runs only points of bounded cost (plan.AUTO_MAX_CELLS; n = 1e10 at
+    k = 10 would take minutes per point): in one batch, n = 1e4 gets the blanket bound and n = 1e10
+    keeps the worst-case pair's, labelled so; the cost model grows with n."""
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    from jaxshuffle.randomizers import grr
+    cells = bl.point_cells(1.0, 10, np.array([1e4, 1e6, 1e8, 1e10]), 1e-6)
+    assert np.all(np.diff(cells) > 0) and cells[2] <= bl.AUTO_MAX_CELLS < cells[3]
+    rep = amplify(grr(1.0, 10), np.array([1e4, 1e10]), 1e-6)
+    src, up, wc = (np.asarray(x) for x in (rep.upper_source, rep.upper, rep.worst_case))
+    assert src[0] == UpperSource.BLANKET and up[0] < wc[0]
+    assert src[1] != UpperSource.BLANKET and up[1] == wc[1] and not np.isfinite(np.asarray(rep.blanket)[1])

@@ -205,7 +205,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     ``lower`` becomes the larger of ``rep.lower`` and the exact datasets' certified lower bound
     (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
     n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
-    (``only=True``: ValueError). Eager: concrete values only.
+    (``only=True``: ValueError); so do, unless ``only``, k-RR points whose evaluation would cost
+    more than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (n above about 1e9: minutes per point).
+    Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
@@ -231,6 +233,12 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
     if only:
         check(covered, "upper_from", "'blanket' covers eps0 <= 50 and n <= 1e12", value=np.where(covered, 0, eps0))
+    elif covered.any():  # the automatic source: only points of bounded cost (minutes each above the cap)
+        from jaxshuffle.blanket import AUTO_MAX_CELLS, point_cells
+        sized = covered & (eps0 >= 0) & (nn >= 1) & (nn == np.floor(nn)) & (k >= 2) & (k == np.floor(k)) \
+            & (dd > 0) & (dd < 1)
+        if sized.any():
+            covered[sized] = point_cells(eps0[sized], k[sized], nn[sized], dd[sized]) <= AUTO_MAX_CELLS
     blanket = np.full(eps0.shape, np.inf)
     low = np.zeros(eps0.shape)
     status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)

@@ -27,6 +27,7 @@ from jaxshuffle.blanket.kernel import (
     window_start,
 )
 from jaxshuffle.blanket.plan import (
+    AUTO_MAX_CELLS,
     BYTES_PER_CELL,
     LANES_PER_BATCH,
     BlanketMemoryError,
@@ -37,6 +38,7 @@ from jaxshuffle.blanket.plan import (
     lanes_per_batch,
     plan_blanket,
     plan_geometry,
+    point_cells,
 )
 from jaxshuffle.blanket.search import (
     _LOWER_KINDS as _LOWER_KINDS,
@@ -51,6 +53,7 @@ from jaxshuffle.blanket.search import (
 )
 
 __all__ = [
+    "AUTO_MAX_CELLS",
     "BYTES_PER_CELL",
     "KINDS",
     "LANES_PER_BATCH",
@@ -73,6 +76,7 @@ __all__ = [
     "plan_blanket",
     "plan_geometry",
     "plan_krr_bounds",
+    "point_cells",
     "point_divergence",
     "window_start",
 ]

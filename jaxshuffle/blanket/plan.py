@@ -132,6 +132,24 @@ def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     return L, np.ceil(lines), np.minimum(step, n + 3.0), hi
 
 
+#: Largest evaluation cost (window counts x boundary lines, :func:`point_cells`) for which
+#: ``amplify``'s automatic blanket source runs. At eps0 = 1, delta = 1e-6 the point n = 1e8 costs
+#: 0.2 (k = 10) to 0.5 (k = 3) of it and n = 1e9 just over it (k = 100: 0.3). One evaluation costs
+#: about 2 microseconds per cell on a 2-core CPU and k-RR's bounds take about ten, so points above
+#: the cap would take minutes each; they keep the worst-case pair's bound (``upper_from="blanket"``
+#: runs them).
+AUTO_MAX_CELLS = 2**18 * 16
+
+
+def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, block: int = 64) -> np.ndarray:
+    """Per point, the cells (window counts x boundary lines) of one blanket evaluation (numpy; the
+    cost model behind :data:`AUTO_MAX_CELLS`): the window of :func:`plan_blanket` for that point alone."""
+    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
+    L, lines, _, _ = _plan_numbers(eps0, k, n, delta, "blanket", block)
+    window = 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block)))
+    return window * (np.maximum(4, 4 * np.ceil(lines / 4)) + 1)
+
+
 def _pow2(x) -> int:
     return int(2 ** int(np.ceil(np.log2(max(float(x), 1.0)))))
 
