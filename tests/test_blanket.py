@@ -326,6 +326,8 @@ def test_amplify_skips_the_blanket_above_its_cost_cap():
     from jaxshuffle.randomizers import grr
     cells = bl.point_cells(1.0, 10, np.array([1e4, 1e6, 1e8, 1e10]), 1e-6)
     assert np.all(np.diff(cells) > 0) and cells[2] <= bl.AUTO_MAX_CELLS < cells[3]
+    # large eps0: a small window, but lines that move ~1e6 counts per step (a run stopped after 400 s)
+    assert bl.point_cells(20.0, 10, 1e6, 1e-8) > bl.AUTO_MAX_CELLS >= bl.point_cells(4.0, 10, 1e6, 1e-8)
     rep = amplify(grr(1.0, 10), np.array([1e4, 1e10]), 1e-6)
     src, up, wc = (np.asarray(x) for x in (rep.upper_source, rep.upper, rep.worst_case))
     assert src[0] == UpperSource.BLANKET and up[0] < wc[0]

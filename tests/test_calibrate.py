@@ -63,3 +63,20 @@ def test_calibrate_n_under_composition():
     assert float(one.value) < n
     with pytest.raises(ValueError, match="^rounds"):
         calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=1.5)
+
+
+@pytest.mark.slow
+def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pair(monkeypatch):
+    """At n = 1e10 the k-RR blanket pair is above amplify's automatic cost cap, so the calibration,
+    like amplify, runs no blanket probe: it equals the worst-case pair's calibration, and its answer
+    is re-certified by amplify."""
+    blanket_calls = []
+    blanket_upper = cal_module._blanket_upper
+    monkeypatch.setattr(cal_module, "_blanket_upper",
+                        lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
+    k, target, n, delta = 10, 0.01, 1e10, 1e-8
+    c = calibrate_eps0("grr", target, n, delta, k=k)
+    wc = calibrate_eps0("grr", target, n, delta, k=k, upper_from="worst-case")
+    assert not blanket_calls and float(c.value) == float(wc.value)
+    assert int(c.status) == CalibrationStatus.CONVERGED and float(c.upper) <= target
+    assert float(c.upper) == float(amplify(R.grr(np.array([float(c.value)]), k), n, delta, with_paper=False).upper[0])

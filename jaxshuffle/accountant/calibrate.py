@@ -156,9 +156,14 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
         lo_wc, *_, probes = search(lambda x: amplified_upper(x, "worst-case"), x0, max(max_probes // 2, 1))
         x0 = np.where(lo_wc > 0, lo_wc, x0)
+        # amplify's automatic source skips points above the cost cap; so does its calibration, judged
+        # where the blanket probes start (the stage-one answer and the first expansion, 2 x0)
+        blanket = upper_from == "blanket" or (_blanket_affordable(family, x0, n_b, d_b)
+                                              and _blanket_affordable(family, np.minimum(2 * x0, eps0_max), n_b, d_b))
+    if blanket:
         upper_at = _krr_upper(family, n_b, d_b, x0, eps0_max, only=upper_from == "blanket", rtol=engine_rtol,
                               scaled_variant=scaled_variant)
-    else:
+    elif rounds == 1:
         upper_at = amplified_upper
 
     # d log eps / d log eps0 is about 1 at small eps0 and eps0 / 2 at large (eps ~ e^(eps0/2) / sqrt(n)):
@@ -206,6 +211,17 @@ def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
     if mech is None or params.blanket_per_user is not None:
         return False
     return eps0_max <= 50.0 and bool(np.all(n <= 1e12)) and bool(np.all(np.asarray(mech.k) < 1e12))
+
+
+def _blanket_affordable(family, eps0, n, delta) -> bool:
+    """Whether every point's blanket evaluation at ``eps0`` is within amplify's automatic cost cap
+    (:data:`jaxshuffle.blanket.AUTO_MAX_CELLS`)."""
+    from jaxshuffle.blanket import AUTO_MAX_CELLS, point_cells
+
+    mech = family(jnp.asarray(np.maximum(eps0, 1e-9))).mechanism
+    shape = np.broadcast_shapes(np.shape(eps0), np.shape(n), np.shape(delta), np.shape(mech.k))
+    args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
+    return bool(np.all(point_cells(*args) <= AUTO_MAX_CELLS))
 
 
 def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scaled_variant: bool):
