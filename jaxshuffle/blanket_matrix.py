@@ -361,6 +361,29 @@ def _pad(x: np.ndarray, width: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, width - x.shape[1])))
 
 
+def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
+    """Both sides' forms as one batch of lanes, categories and victim-only columns padded to powers of two."""
+    C = bl._pow2(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
+    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1], 2))  # 1 and 2 columns share a program
+    width = dict(w=C, a0=C, a1=C, v0=V, v1=V)
+    return PairForms(*(np.concatenate([_pad(a, width[k]), _pad(b, width[k])]) if k in width else np.concatenate([a, b])
+                       for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
+
+
+def matrix_cells(matrix, n, delta) -> float:
+    """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
+    :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
+    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU: about 20
+    microseconds per cell (32 search steps): k-RR's 10 x 10 matrix at n = 1e6, 1.1e6 cells, 22 s;
+    Hadamard response K = 8 at n = 1e4, 2.1e6 cells, 47 s; at n = 1e6, 8.5e7 cells, over 13 minutes."""
+    R = validate_matrix(matrix)
+    both = _lanes(pair_forms(R, "blanket"), pair_forms(R, "datasets"))
+    plan, _ = plan_forms(both, float(n), float(delta))
+    batch = bl.lanes_per_batch(plan)
+    lanes = -(-len(both.w) // batch) * batch
+    return float(lanes * plan.window * (plan.lines + 1) * (1.0 + plan.max_step / 1024.0))
+
+
 def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: float,
                   plan: bl.BlanketPlan | None = None):
     """Certified epsilons of every form: ``(upper ends of up_forms, lower ends of low_forms)`` (numpy).
@@ -372,11 +395,7 @@ def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: fl
     powers of two, so that similar mechanisms share the program. ``plan`` (default:
     :func:`plan_forms`) never affects soundness, only tightness.
     """
-    C = bl._pow2(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
-    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1], 2))  # 1 and 2 columns share a program
-    width = dict(w=C, a0=C, a1=C, v0=V, v1=V)
-    both = PairForms(*(np.concatenate([_pad(a, width[k]), _pad(b, width[k])]) if k in width else np.concatenate([a, b])
-                       for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
+    both = _lanes(up_forms, low_forms)
     own_plan, eps_top = plan_forms(both, n, delta)
     F, total = len(up_forms.w), len(both.w)
     side = np.arange(total) < F

@@ -203,3 +203,17 @@ def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
     worst = max(exact.epsilon(R, 0, 1, list(o), 0.05) for o in _datasets(4, 4))
     assert float(rep.lower) <= worst * (1 + 1e-9) <= float(rep.upper) * (1 + 1e-9)
     assert catalog.build("metric-exponential", d01=0.5, d02=2.0, d12=2.0).mechanism is None
+
+
+def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
+    """Hadamard response K = 8 at n = 1e6 would take the matrix engine over 13 minutes (matrix_cells about
+    20 times the cap): amplify keeps the worst-case pair's bound there, labelled so, without running it;
+    k-RR's 10 x 10 matrix at n = 1e4 (1 s) and n = 1e6 (22 s) is under the cap."""
+    from jaxshuffle import randomizers as R
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    M = R.hadamard_response_matrix(1.0, 8)
+    assert bm.matrix_cells(M, 1e6, 1e-6) > bl.AUTO_MAX_CELLS >= bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
+    assert bm.matrix_cells(grr_matrix(10, 1.0), 1e4, 1e-6) < bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
+    rep = amplify(R.with_matrix(R.hadamard_response(1.0, 8, 4), M), 1e6, 1e-6)
+    assert int(rep.upper_source) != UpperSource.BLANKET and float(rep.upper) == float(rep.worst_case)
+    assert not np.isfinite(float(rep.blanket))

@@ -205,8 +205,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     ``lower`` becomes the larger of ``rep.lower`` and the exact datasets' certified lower bound
     (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
     n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
-    (``only=True``: ValueError); so do, unless ``only``, k-RR points whose evaluation would cost
-    more than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (n above about 1e9: minutes per point).
+    (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
+    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9; a matrix: its
+    :func:`~jaxshuffle.blanket_matrix.matrix_cells`, n = 1e6 for 8-output matrices: minutes per point).
     Eager: concrete values only.
     """
     mech = randomizer.mechanism
@@ -217,9 +218,17 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         return rep
     shape = np.shape(rep.upper)
     if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
-        from jaxshuffle.blanket_matrix import matrix_bounds
+        from jaxshuffle.blanket import AUTO_MAX_CELLS
+        from jaxshuffle.blanket_matrix import matrix_bounds, matrix_cells
         nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-        res = [_within_memory(lambda: matrix_bounds(np.asarray(mech.matrix), a, b), only) for a, b in zip(nn, dd)]
+        M = np.asarray(mech.matrix)
+
+        def bounds(a, b):  # the automatic source skips points of unbounded cost, as for k-RR below
+            if not only and matrix_cells(M, a, b) > AUTO_MAX_CELLS:
+                return None
+            return _within_memory(lambda: matrix_bounds(M, a, b), only)
+
+        res = [bounds(a, b) for a, b in zip(nn, dd)]
         covered = np.array([r is not None for r in res], bool).reshape(shape)
         blanket = np.array([np.inf if r is None else r.upper for r in res]).reshape(shape)
         low = np.array([0.0 if r is None else r.lower for r in res]).reshape(shape)
