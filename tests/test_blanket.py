@@ -107,11 +107,11 @@ def test_tangent_is_below_the_divergence(eps0, k, n, frac, back, kind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [1e6, 1e8])
-def test_tangent_below_the_certified_band_at_large_n(n):
-    """Large n (the float law's perturbation matters most): the tangent at t lies below the certified
-    upper end at smaller t' (D_true(t') <= upper(t')), and within the band's width of it at t."""
-    eps0, k, delta = 1.0, 10.0, 1e-6
+def test_tangent_below_the_certified_band_at_large_n():
+    """Large n (the float law's perturbation grows with sqrt(n)): the tangent at t lies below the certified
+    upper end at smaller t' (D_true(t') <= upper(t')), and within the band's width of it at t. (n = 1e8,
+    where the old linear charge cost 6 evaluations, passes too: 65 s, left out of CI's budget.)"""
+    eps0, k, delta, n = 1.0, 10.0, 1e-6, 1e6
     plan = bl.plan_blanket(eps0, k, n, delta)
     f = bl.krr_sum_form(jnp.float64(eps0), jnp.float64(k), "blanket")
     s_lo = bl.window_start(jnp.float64(n), f.pS, plan.window)

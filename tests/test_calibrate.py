@@ -8,6 +8,7 @@ import pytest
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n, compose, shuffled_round
 from jaxshuffle.accountant import calibrate as cal_module
+from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.calibrate import CalibrationStatus
 
 
@@ -68,15 +69,16 @@ def test_calibrate_n_under_composition():
 @pytest.mark.slow
 def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pair(monkeypatch):
     """At n = 1e10 the k-RR blanket pair is above amplify's automatic cost cap, so the calibration,
-    like amplify, runs no blanket probe: it equals the worst-case pair's calibration, and its answer
-    is re-certified by amplify."""
+    like amplify, runs no blanket probe, and its answer is re-certified by amplify, whose upper there
+    is the worst-case pair's."""
     blanket_calls = []
     blanket_upper = cal_module._blanket_upper
     monkeypatch.setattr(cal_module, "_blanket_upper",
                         lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
     k, target, n, delta = 10, 0.01, 1e10, 1e-8
     c = calibrate_eps0("grr", target, n, delta, k=k)
-    wc = calibrate_eps0("grr", target, n, delta, k=k, upper_from="worst-case")
-    assert not blanket_calls and float(c.value) == float(wc.value)
+    assert not blanket_calls
     assert int(c.status) == CalibrationStatus.CONVERGED and float(c.upper) <= target
-    assert float(c.upper) == float(amplify(R.grr(np.array([float(c.value)]), k), n, delta, with_paper=False).upper[0])
+    rep = amplify(R.grr(np.array([float(c.value)]), k), n, delta, with_paper=False)
+    assert float(c.upper) == float(rep.upper[0]) == float(rep.worst_case[0])
+    assert int(rep.upper_source[0]) != UpperSource.BLANKET
