@@ -42,6 +42,7 @@ the paper authors' repository table (Wang et al., IJCAI 2021), not from Table 2.
 Modules: :mod:`~jaxshuffle.randomizers.params` (containers, option specs, validation),
 :mod:`~jaxshuffle.randomizers.ldp` (Tables 2 and 6), :mod:`~jaxshuffle.randomizers.metric`
 (Table 3), :mod:`~jaxshuffle.randomizers.multi_message` (Table 4),
+:mod:`~jaxshuffle.randomizers.matrices` (finite mechanism matrices for ``with_matrix``),
 :mod:`~jaxshuffle.randomizers.catalog` (the registry and the name resolver :func:`build`).
 
 Rounding: ``p = e^eps0`` is the float ``exp(eps0)`` and ``beta`` is capped at
@@ -58,7 +59,6 @@ from jaxshuffle.randomizers.catalog import CATALOG, Entry, build, build_lower, c
 from jaxshuffle.randomizers.ldp import (
     binary_rr,
     binary_rr_lower,
-    binary_rr_matrix,
     collision,
     duchi,
     general,
@@ -66,14 +66,12 @@ from jaxshuffle.randomizers.ldp import (
     grr_lower,
     hadamard_response,
     hadamard_response_lower,
-    hadamard_response_matrix,
     harmony,
     k_subset_exponential,
     laplace,
     laplace_lower,
     local_hash,
     local_hash_lower,
-    local_hash_matrix,
     pckv_grr,
     privkv,
     privunit,
@@ -81,7 +79,6 @@ from jaxshuffle.randomizers.ldp import (
     sampling_rappor,
     subset_selection,
     subset_selection_lower,
-    subset_selection_matrix,
     wheel,
 )
 from jaxshuffle.randomizers.metric import metric_general, metric_laplace, planar_laplace, planar_laplace_beta
@@ -92,6 +89,12 @@ from jaxshuffle.randomizers.multi_message import (
     cheu_zhilyaev,
     mix_dump,
     pure_dump,
+)
+from jaxshuffle.randomizers.matrices import (
+    binary_rr_matrix,
+    hadamard_response_matrix,
+    local_hash_matrix,
+    subset_selection_matrix,
 )
 from jaxshuffle.randomizers.params import Arg, Inputs, KaryRR, LowerParams, MatrixMechanism, VRParams, with_matrix
 from jaxshuffle.randomizers.witchhat import (
