@@ -177,26 +177,27 @@ def itp_step(a, b, y_a, y_b, eps: float, steps_left, kappa1):
     ceil(log2((b0 - a0) / (2 eps))) + n0`` of the initial bracket; ``kappa1`` the truncation
     constant (``kappa2 = 2``). The regula-falsi point is moved ``kappa1 (b - a)^2`` towards the
     midpoint and projected into ``|x - mid| <= eps 2^steps_left - (b - a) / 2``, which bounds the
-    number of steps to reach ``b - a <= 2 eps`` by ``n_max`` (elementwise, numpy). A point closer
+    number of steps to reach ``b - a <= 2 eps`` by ``n_max`` (elementwise; numpy, or jnp for JAX arrays). A point closer
     than ``1.8 eps`` to an end moves inwards to that distance, so an accurate interpolation
     closes the bracket in one probe instead of creeping up on the root from one side.
     """
+    xp = jnp if any(isinstance(v, jax.Array) for v in (a, b, y_a, y_b, steps_left)) else np
     half = 0.5 * (a + b)
     width = b - a
-    r = np.maximum(eps * np.exp2(steps_left) - 0.5 * width, 0.0)
+    r = xp.maximum(eps * xp.exp2(steps_left) - 0.5 * width, 0.0)
     delta = kappa1 * width ** 2
     denom = y_b - y_a
-    usable = np.isfinite(y_a) & np.isfinite(y_b) & (denom != 0)
-    x_f = np.where(usable, (y_b * a - y_a * b) / np.where(usable, denom, 1.0), half)
-    sigma = np.sign(half - x_f)
-    x_t = np.where(delta <= np.abs(half - x_f), x_f + sigma * delta, half)
-    x = np.where(np.abs(x_t - half) <= r, x_t, half - sigma * r)
+    usable = xp.isfinite(y_a) & xp.isfinite(y_b) & (denom != 0)
+    x_f = xp.where(usable, (y_b * a - y_a * b) / xp.where(usable, denom, 1.0), half)
+    sigma = xp.sign(half - x_f)
+    x_t = xp.where(delta <= xp.abs(half - x_f), x_f + sigma * delta, half)
+    x = xp.where(xp.abs(x_t - half) <= r, x_t, half - sigma * r)
     # a point within 0.9 (2 eps) of an end moves inwards to that distance (towards the midpoint,
     # so the projection's bound still holds): if the root lies beyond it, the bracket closes now
     nudge = 1.8 * eps
     wide = width > 2.0 * nudge
-    x = np.where(wide & (b - x < nudge), b - nudge, x)
-    return np.where(wide & (x - a < nudge), a + nudge, x)
+    x = xp.where(wide & (b - x < nudge), b - nudge, x)
+    return xp.where(wide & (x - a < nudge), a + nudge, x)
 
 
 _GOLDEN = 0.6180339887498949  # (sqrt(5) - 1) / 2

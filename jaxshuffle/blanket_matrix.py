@@ -310,32 +310,70 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
     return bl.fit_memory(plan, n), eps_top
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "iters"))
-def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan, iters: int = 32):
-    """Per form (lane): bisection of ``[lo, hi]`` in eps on the certified value of the lane's side.
+#: relative width ``(hi - lo) / hi`` at which a lane's search stops (about what the 32 bisection steps it
+#: replaced gave)
+SEARCH_RTOL = 1e-9
+#: search steps per lane at most (a lane that has not converged keeps its certified end all the same)
+SEARCH_MAX_ITER = 64
+
+
+class _Search(NamedTuple):
+    it: jax.Array
+    lo: jax.Array
+    hi: jax.Array
+    g_lo: jax.Array  # log(v / delta) at lo and hi (NaN: not probed): ITP's interpolation, steers probes only
+    g_hi: jax.Array
+    tol: jax.Array  # ITP's tolerance, budget and truncation constant, set from the bracket of the first probe
+    n_max: jax.Array
+    kappa: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
+def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan,
+              rtol: float = SEARCH_RTOL, max_iter: int = SEARCH_MAX_ITER):
+    """Per form (lane): a bracket ``[lo, hi]`` in eps on the certified value of the lane's side.
 
     ``upper`` lanes: ``hi`` only moves to probes whose certified upper value is ``<= delta`` (at
     ``eps_max`` a blanket form is exactly ``v_inf``, which the caller compares with delta), so ``hi``
     is a certified upper bound on the form's epsilon. Otherwise ``lo`` only moves to probes whose
-    certified lower value exceeds ``delta``: a certified lower bound.
+    certified lower value exceeds ``delta``: a certified lower bound. Where the probes go never
+    affects soundness, only the number of steps: the first probe at ``eps_top`` (the plan's range)
+    gives ``[0, eps_top]`` or ``[eps_top, eps_max]``; the second is ``0`` in the first case; then ITP
+    steps (:func:`jaxshuffle._bisect.itp_step`: regula falsi on ``log(v / delta)`` with bisection's
+    worst case) until ``hi - lo <= rtol * hi`` or ``max_iter`` probes. One loop holds the only copy of
+    the kernel (three copies compiled three times as long). Returns ``(lo, hi, probes)`` per lane
+    (docs/math.md 18.5).
     """
+    from jaxshuffle._bisect import KAPPA1, itp_step
 
     def lane(w, a0, a1, v0, v1, emax, etop, upper):
-        def at_or_above(e):  # lower lanes: False only where "e is below the form's eps" is certified
-            v = form_divergence(w, a0, a1, v0, v1, n, e, plan, upper)
-            return jnp.where(upper, v <= delta, ~(v > delta))
+        def body(st: _Search) -> _Search:
+            first = st.it == 0
+            x = itp_step(st.lo, st.hi, st.g_lo, st.g_hi, st.tol, st.n_max - st.it, st.kappa)
+            x = jnp.where(first, etop, jnp.where((st.it == 1) & (st.lo == 0), 0.0, x))
+            v = form_divergence(w, a0, a1, v0, v1, n, x, plan, upper)
+            good = jnp.where(upper, v <= delta, ~(v > delta))  # lower lanes: False only where v > delta is certified
+            g = jnp.log(jnp.clip(v, 1e-300, 1e300)) - jnp.log(delta)
+            lo, hi = jnp.where(good, st.lo, x), jnp.where(good, x, st.hi)
+            g_lo, g_hi = jnp.where(good, st.g_lo, g), jnp.where(good, g, st.g_hi)
+            # the first probe: [0, eps_top] (0 not probed yet) or [eps_top, eps_max] (eps_max never probed)
+            lo, hi = jnp.where(first, jnp.where(good, 0.0, etop), lo), jnp.where(first, jnp.where(good, etop, emax), hi)
+            g_lo, g_hi = jnp.where(first & good, jnp.nan, g_lo), jnp.where(first & ~good, jnp.nan, g_hi)
+            # ITP's budget from that bracket: tolerance rtol/2 of a scale below the root, n0 = 1, counted
+            # from the first ITP step (probe 2 after a probe at 0, else probe 1)
+            span0 = hi - lo
+            tol = jnp.where(first, 0.5 * rtol * jnp.maximum(lo, 0.5 * hi), st.tol)
+            itp_budget = jnp.ceil(jnp.log2(jnp.maximum(span0 / (2.0 * tol), 1.0))) + 1.0
+            n_max = jnp.where(first, itp_budget + jnp.where(good, 2.0, 1.0), st.n_max)
+            kappa = jnp.where(first, KAPPA1 / jnp.where(span0 > 0, span0, 1.0), st.kappa)
+            return _Search(st.it + 1, lo, hi, g_lo, g_hi, tol, n_max, kappa)
 
-        top = at_or_above(etop)
-        lo, hi = jnp.where(top, 0.0, etop), jnp.where(top, etop, emax)
-        hi = jnp.where(at_or_above(jnp.zeros(())), 0.0, hi)
+        def running(st: _Search):
+            return (st.it == 0) | ((st.it < max_iter) & (st.hi - st.lo > rtol * st.hi))
 
-        def body(_, st):
-            lo, hi = st
-            mid = 0.5 * (lo + hi)
-            good = at_or_above(mid)
-            return jnp.where(good, lo, mid), jnp.where(good, mid, hi)
-
-        return jax.lax.fori_loop(0, iters, body, (lo, hi))
+        zero = jnp.zeros(())
+        st = jax.lax.while_loop(running, body, _Search(jnp.asarray(0), zero, emax, zero, zero, zero, zero, zero))
+        return st.lo, st.hi, st.it
 
     return jax.vmap(lane)(w, a0, a1, v0, v1, eps_max, eps_top, upper)
 
@@ -373,9 +411,10 @@ def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
 def matrix_cells(matrix, n, delta) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
     :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
-    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU: about 20
-    microseconds per cell (32 search steps): k-RR's 10 x 10 matrix at n = 1e6, 1.1e6 cells, 22 s;
-    Hadamard response K = 8 at n = 1e4, 2.1e6 cells, 47 s; at n = 1e6, 8.5e7 cells, over 13 minutes."""
+    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU: about 4-5
+    microseconds per cell (8-15 probes per lane): k-RR's 10 x 10 matrix at n = 1e6, 1.1e6 cells, 4.7 s;
+    Hadamard response K = 8 at n = 1e4, 2.1e6 cells, 9.1 s (47 s and over 13 minutes at n = 1e6,
+    8.5e7 cells, with the 32 bisection steps before)."""
     R = validate_matrix(matrix)
     both = _lanes(pair_forms(R, "blanket"), pair_forms(R, "datasets"))
     plan, _ = plan_forms(both, float(n), float(delta))

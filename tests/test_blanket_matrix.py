@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -158,6 +159,41 @@ def test_engine_property(seed, n, log_delta):
     """Property (18.5): lower <= exact worst-dataset eps, and every dataset's eps <= upper (3 x 3 matrices)."""
     R = _random_matrix(np.random.default_rng(seed), 3, 3)
     _check_engine(R, n, 10 ** log_delta, {"datasets": 0, "mechanisms": 0})
+
+
+def test_search_keeps_certified_ends_and_converges():
+    """18.5: the bracket search (ITP steps). On every lane of 8 random 3 x 4 matrices, both sides: the kept
+    end is certified by a fresh evaluation (upper lanes: the certified upper value at ``hi`` is ``<= delta``;
+    lower lanes: the certified lower value at ``lo`` exceeds it), and every lane converged to ``rtol``
+    within ITP's worst case: the probes at eps_top and 0, then bisection's step count from ``[0, eps_max]``
+    to that width, plus two (ITP's n0 = 1, and its tolerance is relative to half the first bracket's top).
+    This small plan's certified values are not monotone near eps_max, where ITP falls back to bisection;
+    the plans of ``plan_forms`` take 8-15 probes (docs/math.md 18.5)."""
+    rng = np.random.default_rng(5)
+    n, delta = 5.0, 1e-3
+    forms = []
+    for _ in range(8):
+        R = _random_matrix(rng, 3, 4, zeros=False)
+        forms.append(bm._lanes(bm.pair_forms(R, "blanket"), bm.pair_forms(R, "datasets")))
+        assert len(forms[-1].w) == 6 + 18  # ordered pairs: blanket forms, and every x* for the datasets
+    both = bm.PairForms(*(np.concatenate(x) for x in zip(*forms)))
+    side = np.tile(np.arange(24) < 6, 8)
+    _, eps_top = bm.plan_forms(both, n, delta)
+    lanes = [jnp.asarray(a) for a in (both.w, both.a0, both.a1, both.v0, both.v1)]
+    lo, hi, it = (np.asarray(x) for x in bm._brackets(
+        *lanes, *(jnp.asarray(a) for a in (both.eps_max, eps_top, side)), jnp.float64(n), jnp.float64(delta),
+        plan=SMALL))
+    value = jax.jit(jax.vmap(bm.form_divergence, in_axes=(0, 0, 0, 0, 0, None, 0, None, 0)), static_argnums=7)
+    end = np.where(side, hi, lo)
+    v = np.asarray(value(*lanes, jnp.float64(n), jnp.asarray(end), SMALL, jnp.asarray(side)))
+    at_max = hi >= both.eps_max  # eps_max itself is certified analytically (v_inf, compared by the caller)
+    assert np.all(v[side & ~at_max] <= delta)
+    assert np.all(v[~side & (lo > 0)] > delta)
+    assert np.all((0 <= lo) & (lo <= hi) & (hi - lo <= bm.SEARCH_RTOL * hi))
+    bisection = np.ceil(np.log2(both.eps_max / (bm.SEARCH_RTOL * np.where(hi > 0, hi, 1.0))))
+    assert np.all(it <= 2 + bisection + 2), (it, bisection)
+    assert (side & ~at_max).sum() >= 8 and (~side & (lo > 0)).sum() >= 8
+    print("steps per lane:", np.bincount(it))
 
 
 def test_krr_through_the_general_path():
