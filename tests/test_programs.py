@@ -75,3 +75,25 @@ def test_program_key_follows_the_package_source(tmp_path, monkeypatch):
     key = _programs._key("epsilon-search", ("plan",), [np.zeros(3)])
     monkeypatch.setattr(_programs, "_SOURCE", ["another source"])
     assert _programs._key("epsilon-search", ("plan",), [np.zeros(3)]) != key
+
+
+def test_repeated_eager_brackets_are_served_from_memory(monkeypatch):
+    """A repeated eager blanket evaluation (amplify re-certifying a calibration's answer, then the CLI
+    reporting it) runs its program once: the same inputs, plan and tolerance give the stored result;
+    any other input, plan or tolerance runs again."""
+    from jaxshuffle import _programs
+    from jaxshuffle import blanket as bl
+    runs = []
+    run = _programs.run
+    monkeypatch.setattr(_programs, "run", lambda *a, **kw: runs.append(a[0]) or run(*a, **kw))
+    plan = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)
+    pts = (np.array([0.5, 1.0]), np.array([3.0, 4.0]), np.array([2.0, 5.0]), np.full(2, 0.01))
+    first = bl.krr_bounds(*pts, plan=plan)
+    again = bl.krr_bounds(*(x.copy() for x in pts), plan=plan)
+    assert len(runs) == 1
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    bl.krr_bounds(np.array([0.5, 1.1]), *pts[1:], plan=plan)
+    bl.krr_bounds(*pts, plan=plan, rtol=1e-5)
+    bl.krr_bounds(*pts, plan=plan._replace(lines=32))
+    assert len(runs) == 4
