@@ -80,20 +80,31 @@ def test_program_key_follows_the_package_source(tmp_path, monkeypatch):
 def test_repeated_eager_brackets_are_served_from_memory(monkeypatch):
     """A repeated eager blanket evaluation (amplify re-certifying a calibration's answer, then the CLI
     reporting it) runs its program once: the same inputs, plan and tolerance give the stored result;
-    any other input, plan or tolerance runs again."""
+    any other input, plan or tolerance runs again. (The program is replaced by a counter: this checks
+    the keying, the test above checks the program's numbers.)"""
     from jaxshuffle import _programs
     from jaxshuffle import blanket as bl
+    from jaxshuffle.blanket import search
+    monkeypatch.setattr(search, "_RECENT", {})
     runs = []
-    run = _programs.run
-    monkeypatch.setattr(_programs, "run", lambda *a, **kw: runs.append(a[0]) or run(*a, **kw))
+
+    def fake_run(name, fn, static, args):
+        runs.append(name)
+        return tuple(np.full(args[0].shape, float(len(runs))) for _ in range(4))
+
+    monkeypatch.setattr(_programs, "run", fake_run)
     plan = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)
-    pts = (np.array([0.5, 1.0]), np.array([3.0, 4.0]), np.array([2.0, 5.0]), np.full(2, 0.01))
+    pts = (np.array([0.5, 1.0, 2.0]), np.array([3.0, 4.0, 10.0]), np.array([2.0, 5.0, 4.0]), np.full(3, 0.01))
     first = bl.krr_bounds(*pts, plan=plan)
     again = bl.krr_bounds(*(x.copy() for x in pts), plan=plan)
-    assert len(runs) == 1
-    for a, b in zip(first, again):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    bl.krr_bounds(np.array([0.5, 1.1]), *pts[1:], plan=plan)
+    assert runs == ["blanket-lanes"] and float(first.upper[0]) == float(again.upper[0]) == 1.0
+    bl.krr_bounds(np.array([0.5, 1.1, 2.0]), *pts[1:], plan=plan)
     bl.krr_bounds(*pts, plan=plan, rtol=1e-5)
     bl.krr_bounds(*pts, plan=plan._replace(lines=32))
-    assert len(runs) == 4
+    bl.krr_bounds(*pts, plan=plan, max_iter=41)
+    assert len(runs) == 5
+    for _ in range(search.RECENT_RESULTS + 1):  # bounded: the oldest entries go first
+        bl.krr_bounds(pts[0] + 0.01 * len(runs), *pts[1:], plan=plan)
+    assert len(search._RECENT) == search.RECENT_RESULTS
+    bl.krr_bounds(*pts, plan=plan)
+    assert len(runs) == 5 + search.RECENT_RESULTS + 2  # the first result was dropped, so it ran again
