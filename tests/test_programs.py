@@ -80,8 +80,8 @@ def test_program_key_follows_the_package_source(tmp_path, monkeypatch):
 def test_repeated_eager_brackets_are_served_from_memory(monkeypatch):
     """A repeated eager blanket evaluation (amplify re-certifying a calibration's answer, then the CLI
     reporting it) runs its program once: the same inputs, plan and tolerance give the stored result;
-    any other input, plan or tolerance runs again. (The program is replaced by a counter: this checks
-    the keying, the test above checks the program's numbers.)"""
+    any other input, plan or tolerance runs again, and batches above RECENT_MAX_LANES are not kept. (The
+    program is replaced by a counter: this checks the keying, the test above checks the program's numbers.)"""
     from jaxshuffle import _programs
     from jaxshuffle import blanket as bl
     from jaxshuffle.blanket import search
@@ -108,3 +108,7 @@ def test_repeated_eager_brackets_are_served_from_memory(monkeypatch):
     assert len(search._RECENT) == search.RECENT_RESULTS
     bl.krr_bounds(*pts, plan=plan)
     assert len(runs) == 5 + search.RECENT_RESULTS + 2  # the first result was dropped, so it ran again
+    big = [np.resize(x, search.RECENT_MAX_LANES // 4 + 1) for x in pts]  # 4 lanes per point: above the limit
+    bl.krr_bounds(*big, plan=plan)
+    bl.krr_bounds(*big, plan=plan)
+    assert len(runs) == 5 + search.RECENT_RESULTS + 4  # large batches are not kept (bounded memory)

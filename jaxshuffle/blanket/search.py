@@ -172,16 +172,21 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
     args = [np.asarray(x, np.float64) for x in (eps0, k, n, delta)] + [np.asarray(code, np.int32)]
     key = hashlib.blake2b(repr((plan, rtol, max_iter, [(a.dtype.str, a.shape) for a in args])).encode()
                           + b"".join(np.ascontiguousarray(a).tobytes() for a in args), digest_size=32).digest()
-    if key not in _RECENT:
-        _RECENT[key] = EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
+    if key in _RECENT:
+        return _RECENT[key]
+    res = EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
+    if args[0].size <= RECENT_MAX_LANES:
+        _RECENT[key] = res
         while len(_RECENT) > RECENT_RESULTS:
             _RECENT.pop(next(iter(_RECENT)))
-    return _RECENT[key]
+    return res
 
 
 #: eager brackets kept per process, keyed by a digest of every input (a pure function: a repeated call,
-#: such as amplify re-certifying a calibration's answer and the CLI reporting it, costs nothing)
+#: such as amplify re-certifying a calibration's answer and the CLI reporting it, costs nothing); only
+#: calls of at most RECENT_MAX_LANES lanes, so the store holds at most about 0.5 MB whatever the batches
 RECENT_RESULTS = 16
+RECENT_MAX_LANES = 1024
 _RECENT: dict = {}
 
 
