@@ -411,10 +411,10 @@ def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
 def matrix_cells(matrix, n, delta) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
     :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
-    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU: about 4-5
-    microseconds per cell (8-15 probes per lane): k-RR's 10 x 10 matrix at n = 1e6, 1.1e6 cells, 4.7 s;
-    Hadamard response K = 8 at n = 1e4, 2.1e6 cells, 9.1 s (47 s and over 13 minutes at n = 1e6,
-    8.5e7 cells, with the 32 bisection steps before)."""
+    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU
+    (``benchmarks/blanket.py`` [3], ``benchmarks/results/blanket_matrix_cpu.txt``): k-RR's 10 x 10
+    matrix at n = 1e6, 1.1e6 cells, 5.1 s, about 5 microseconds per cell with 8-15 probes per lane
+    (22 s with the 32 bisection steps before)."""
     R = validate_matrix(matrix)
     both = _lanes(pair_forms(R, "blanket"), pair_forms(R, "datasets"))
     plan, _ = plan_forms(both, float(n), float(delta))
