@@ -318,6 +318,48 @@ def test_amplify_falls_back_when_the_blanket_plan_is_over_budget(monkeypatch):
         amplify(grr(1.0, 10), 1e4, 1e-6, upper_from="blanket")
 
 
+def _plan_cells(plan) -> float:
+    return plan.window * (plan.lines + 1) * (1.0 + plan.max_step / 1024.0)
+
+
+@settings(derandomize=True, deadline=None, max_examples=30)
+@given(eps0=st.floats(0.0, 12.0), k=st.sampled_from([2, 3, 10, 100]), n=st.sampled_from([300, 1e4, 1e6, 1e9]),
+       delta=st.sampled_from([1e-4, 1e-8]))
+def test_point_cells_is_the_cost_of_the_plans_amplify_runs(eps0, k, n, delta):
+    """The cost model prices the plans the searches really get: one kind, plan_blanket's; the four
+    k-RR forms, krr_bounds' merged plan (whose product of maxima can far exceed the blanket lane's)."""
+    assert bl.point_cells(eps0, k, n, delta) == pytest.approx(_plan_cells(bl.plan_blanket(eps0, k, n, delta)))
+    merged = bl.point_cells(eps0, k, n, delta, kinds=("blanket",) + bl.LOWER_KINDS)
+    assert merged == pytest.approx(_plan_cells(bl.plan_krr_bounds(eps0, k, n, delta)))
+    assert merged >= bl.point_cells(eps0, k, n, delta) * (1 - 1e-12)
+
+
+def test_amplify_runs_the_exact_lower_lanes_only_within_the_cost_cap(monkeypatch):
+    """Where the blanket lane is within AUTO_MAX_CELLS but the merged four-lane plan is not, amplify
+    runs the blanket lane alone (its certified upper) and keeps the two-count lower bound, instead of
+    running every lane at the merged plan's cost (eps0 = 10.24, k = 10, n = 1e10: minutes). A point
+    within both caps in the same batch still gets krr_bounds' exact lower bound."""
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    from jaxshuffle.randomizers import grr
+    kinds = ("blanket",) + bl.LOWER_KINDS
+    e, d = np.array([5.0, 1.0]), np.array([1e-8, 1e-6])
+    alone, both = bl.point_cells(e, 10, 1e4, d), bl.point_cells(e, 10, 1e4, d, kinds=kinds)
+    cap = 20000
+    assert alone[0] <= cap < both[0] and both[1] <= cap  # 14418, 41600 and 17544 cells
+    monkeypatch.setattr(bl, "AUTO_MAX_CELLS", cap)
+    calls = []
+    real = bl.krr_bounds
+    monkeypatch.setattr(bl, "krr_bounds", lambda *a, **kw: calls.append(np.asarray(a[0]).copy()) or real(*a, **kw))
+    rep = amplify(grr(e, 10), 1e4, d)
+    two_count = amplify(grr(e, 10), 1e4, d, upper_from="worst-case")
+    assert len(calls) == 1 and np.array_equal(calls[0], [1.0])
+    src, up, low = (np.asarray(x) for x in (rep.upper_source, rep.upper, rep.lower))
+    assert np.all(src == UpperSource.BLANKET)
+    assert up[0] == float(bl.blanket_epsilon(5.0, 10, 1e4, 1e-8).upper) < float(np.asarray(two_count.upper)[0])
+    assert low[0] == float(np.asarray(two_count.lower)[0])
+    assert low[1] == max(float(bl.krr_bounds(1.0, 10, 1e4, 1e-6).lower), float(np.asarray(two_count.lower)[1]))
+
+
 def test_amplify_skips_the_blanket_above_its_cost_cap():
     """The automatic blanket source runs only points of bounded cost (plan.AUTO_MAX_CELLS; n = 1e10 at
     k = 10 would take minutes per point): in one batch, n = 1e4 gets the blanket bound and n = 1e10

@@ -50,7 +50,7 @@ def test_krr_bounds_program_gives_the_differentiable_programs_numbers_bit_for_bi
     plan = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)
     eps0, k, n, d = np.array([0.5, 1.0, 2.0]), np.array([3.0, 4.0, 10.0]), np.array([2.0, 5.0, 4.0]), np.full(3, 0.01)
     via_export = bl.krr_bounds(eps0, k, n, d, plan=plan)
-    kinds = ("blanket",) + bl._LOWER_KINDS
+    kinds = ("blanket",) + bl.LOWER_KINDS
     codes = np.concatenate([np.full(3, bl.KINDS.index(kind)) for kind in kinds]).astype(np.int32)
     direct = bl._coded_brackets(*(jnp.asarray(np.tile(x, 4)) for x in (eps0, k, n, d)), jnp.asarray(codes),
                                 plan=plan, rtol=1e-6, max_iter=40, gradients=True)

@@ -208,7 +208,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
     than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9; a matrix: its
     :func:`~jaxshuffle.blanket_matrix.matrix_cells`, n = 1e6 for 8-output matrices: minutes per point).
-    Eager: concrete values only.
+    k-RR's exact-dataset lanes run only where their merged plan is within the cap too
+    (:func:`~jaxshuffle.blanket.point_cells` with every kind); elsewhere the blanket lane runs alone
+    and ``lower`` keeps ``rep``'s. Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
@@ -236,28 +238,37 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         status = np.where(covered, status, Status.INVALID).astype(np.int8)
         status_low = np.where(covered, Status.CONVERGED, Status.ZERO).astype(np.int8)
         return _fold(rep, blanket, low, status, status_low, covered, only)
-    from jaxshuffle.blanket import krr_bounds
+    from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))
     covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
     if only:
         check(covered, "upper_from", "'blanket' covers eps0 <= 50 and n <= 1e12", value=np.where(covered, 0, eps0))
-    elif covered.any():  # the automatic source: only points of bounded cost (minutes each above the cap)
-        from jaxshuffle.blanket import AUTO_MAX_CELLS, point_cells
-        sized = covered & (eps0 >= 0) & (nn >= 1) & (nn == np.floor(nn)) & (k >= 2) & (k == np.floor(k)) \
-            & (dd > 0) & (dd < 1)
-        if sized.any():
-            covered[sized] = point_cells(eps0[sized], k[sized], nn[sized], dd[sized]) <= AUTO_MAX_CELLS
+    # Cost rule (every point, both sources): the exact datasets' lanes run beside the blanket lane only
+    # where their merged plan costs at most AUTO_MAX_CELLS per lane; elsewhere the blanket lane runs
+    # alone and ``lower`` keeps rep's. The automatic source also skips points whose blanket lane
+    # alone is above the cap (minutes each): they keep the worst-case pair's bound.
+    both = covered.copy()
+    sized = covered & (eps0 >= 0) & (nn >= 1) & (nn == np.floor(nn)) & (k >= 2) & (k == np.floor(k)) \
+        & (dd > 0) & (dd < 1)
+    if sized.any():
+        pts = (eps0[sized], k[sized], nn[sized], dd[sized])
+        both[sized] = point_cells(*pts, kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
+        if not only:
+            covered[sized] = point_cells(*pts) <= AUTO_MAX_CELLS
+    both &= covered
+    alone = covered & ~both
     blanket = np.full(eps0.shape, np.inf)
     low = np.zeros(eps0.shape)
     status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)
-    b = _within_memory(lambda: krr_bounds(eps0[covered], k[covered], nn[covered], dd[covered], rtol=rtol),
-                       only) if covered.any() else None
-    if b is None:
-        covered[:] = False
-    else:
-        blanket[covered], low[covered] = np.asarray(b.upper), np.asarray(b.lower)
-        status[covered], status_low[covered] = np.asarray(b.status), np.asarray(b.status_lower)
+    for sel, run in ((both, krr_bounds), (alone, blanket_epsilon)):
+        b = _within_memory(lambda: run(eps0[sel], k[sel], nn[sel], dd[sel], rtol=rtol), only) if sel.any() else None
+        if b is None:
+            covered &= ~sel
+            continue
+        blanket[sel], status[sel] = np.asarray(b.upper), np.asarray(b.status)
+        if run is krr_bounds:
+            low[sel], status_low[sel] = np.asarray(b.lower), np.asarray(b.status_lower)
     blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
     return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
 

@@ -30,6 +30,7 @@ from jaxshuffle.blanket.plan import (
     AUTO_MAX_CELLS,
     BYTES_PER_CELL,
     LANES_PER_BATCH,
+    LOWER_KINDS,
     BlanketMemoryError,
     BlanketPlan,
     _pow2 as _pow2,
@@ -41,7 +42,6 @@ from jaxshuffle.blanket.plan import (
     point_cells,
 )
 from jaxshuffle.blanket.search import (
-    _LOWER_KINDS as _LOWER_KINDS,
     KaryRRBounds,
     _coded_brackets as _coded_brackets,
     blanket_epsilon,
@@ -57,6 +57,7 @@ __all__ = [
     "BYTES_PER_CELL",
     "KINDS",
     "LANES_PER_BATCH",
+    "LOWER_KINDS",
     "BlanketMemoryError",
     "BlanketPlan",
     "KaryRRBounds",

@@ -140,16 +140,40 @@ def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
 AUTO_MAX_CELLS = 2**22
 
 
-def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, block: int = 64) -> np.ndarray:
-    """Per point, the cost of one blanket evaluation in cells (numpy; the model behind
-    :data:`AUTO_MAX_CELLS`): window counts x boundary lines of :func:`plan_blanket` for that point
-    alone, times ``1 + max_step / 1024`` (each cell walks up to ``max_step`` pmf ratios, about a
+#: The sum forms of k-RR's exact lower bound (:func:`jaxshuffle.blanket.krr_bounds`), searched as
+#: lanes beside the blanket pair's; all_z stands for all_x0 where k = 2 (it needs k >= 3).
+LOWER_KINDS = ("all_x0", "all_x0_mirror", "all_z")
+
+
+def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, block: int = 64, *,
+                kinds: tuple[str, ...] = ("blanket",)) -> np.ndarray:
+    """Per point, the cost of one lane's evaluation in cells (numpy; the model behind
+    :data:`AUTO_MAX_CELLS`): window counts x boundary lines of the plan for that point alone,
+    times ``1 + max_step / 1024`` (each cell walks up to ``max_step`` pmf ratios, about a
     thousandth of a cell's cost each; measured: 1.6 s per evaluation at 0.9 M cells and max step 7,
-    6 s at 0.15 M cells and max step 29412, eps0 = 10.3, n = 1e10)."""
+    6 s at 0.15 M cells and max step 29412, eps0 = 10.3, n = 1e10).
+
+    ``kinds``: the sum forms the plan covers. One kind: :func:`plan_blanket`'s plan. Several:
+    :func:`jaxshuffle.blanket.krr_bounds`' merged plan, where every lane runs with the largest
+    window, lines and max step of the forms, lines and max step snapped up to powers of two. That
+    product can be far above any one form's cost (eps0 = 10.24, k = 10, n = 1e10, delta = 1e-8: the
+    blanket lane alone 4.2e6 cells, the four merged 9.7e6 per lane, because all_x0's window is twice
+    the blanket's and all_z's max step is 28007).
+    """
     eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
-    L, lines, step, _ = _plan_numbers(eps0, k, n, delta, "blanket", block)
-    window = 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block)))
-    return window * (np.maximum(4, 4 * np.ceil(lines / 4)) + 1) * (1.0 + step / 1024.0)
+    window = lines = step = 0.0
+    for kind in kinds:
+        z = kind == "all_z"
+        L, ln, st, _ = _plan_numbers(eps0, np.maximum(k, 3) if z else k, n, delta, kind, block)
+        if z and np.any(k < 3):  # k = 2: the lane repeats all_x0
+            L0, ln0, st0, _ = _plan_numbers(eps0, k, n, delta, "all_x0", block)
+            L, ln, st = (np.where(k < 3, a0, a) for a0, a in ((L0, L), (ln0, ln), (st0, st)))
+        window = np.maximum(window, 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block))))
+        lines, step = np.maximum(lines, ln), np.maximum(step, st)
+    lines = np.maximum(4, 4 * np.ceil(lines / 4))
+    if len(kinds) > 1:
+        lines, step = (2.0 ** np.ceil(np.log2(np.maximum(x, 1.0))) for x in (lines, step))
+    return window * (lines + 1) * (1.0 + step / 1024.0)
 
 
 def _pow2(x) -> int:

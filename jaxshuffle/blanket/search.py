@@ -18,7 +18,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
-from jaxshuffle.blanket.plan import BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch, plan_blanket
+from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
+                                     plan_blanket)
 
 
 class _Search(NamedTuple):
@@ -229,9 +230,6 @@ class KaryRRBounds(NamedTuple):
     status_lower: jax.Array
 
 
-_LOWER_KINDS = ("all_x0", "all_x0_mirror", "all_z")
-
-
 def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> BlanketPlan:
     """One plan covering the sum forms ``kinds`` of every point (all_z only where k >= 3)."""
     has_z = kk >= 3
@@ -263,7 +261,7 @@ def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> Bl
     """One plan covering the blanket pair and the exact datasets of every point (eager), for
     :func:`krr_bounds`."""
     e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
-    return _merged_plan(e, kk, nn, d, ("blanket",) + _LOWER_KINDS, block, chunk)
+    return _merged_plan(e, kk, nn, d, ("blanket",) + LOWER_KINDS, block, chunk)
 
 
 def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6,
@@ -277,7 +275,7 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
     shape = e.shape
     plan = plan or plan_krr_bounds(e, kk, nn, d)
-    res = _kind_lanes(points, ("blanket",) + _LOWER_KINDS, plan, rtol, max_iter)
+    res = _kind_lanes(points, ("blanket",) + LOWER_KINDS, plan, rtol, max_iter)
     lows, st_lows = res.lower[1:], res.status[1:]
     best = jnp.argmax(lows, axis=0)
     status_lower = jnp.take_along_axis(st_lows, best[None], axis=0)[0]
@@ -296,6 +294,6 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     from jaxshuffle.search import EpsilonBracket
     e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
     shape = e.shape
-    res = _kind_lanes(points, _LOWER_KINDS, _merged_plan(e, kk, nn, d, _LOWER_KINDS), rtol, 40)
+    res = _kind_lanes(points, LOWER_KINDS, _merged_plan(e, kk, nn, d, LOWER_KINDS), rtol, 40)
     return EpsilonBracket(*(jnp.max(x, axis=0).reshape(shape) for x in (res.lower, res.upper, res.status)),
                           res.iterations[0].reshape(shape))
