@@ -408,19 +408,26 @@ def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
                        for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
 
 
-def matrix_cells(matrix, n, delta) -> float:
+def matrix_cells(matrix, n, delta, *, lower: bool = True) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
     :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
     boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU
     (``benchmarks/blanket.py`` [3], ``benchmarks/results/blanket_matrix_cpu.txt``): k-RR's 10 x 10
     matrix at n = 1e6, 1.1e6 cells, 5.1 s, about 5 microseconds per cell with 8-15 probes per lane
-    (22 s with the 32 bisection steps before)."""
+    (22 s with the 32 bisection steps before). ``lower=False``: the cost of the upper bound alone
+    (``matrix_bounds(..., lower=False)``), whose own plan can need far fewer lines than the exact
+    datasets' coarsened forms (2-subsets of 10 at n = 1e6: 17 lines against 2049)."""
     R = validate_matrix(matrix)
-    both = _lanes(pair_forms(R, "blanket"), pair_forms(R, "datasets"))
+    up = pair_forms(R, "blanket")
+    both = _lanes(up, pair_forms(R, "datasets") if lower else _no_forms(up))
     plan, _ = plan_forms(both, float(n), float(delta))
     batch = bl.lanes_per_batch(plan)
     lanes = -(-len(both.w) // batch) * batch
     return float(lanes * plan.window * (plan.lines + 1) * (1.0 + plan.max_step / 1024.0))
+
+
+def _no_forms(forms: PairForms) -> PairForms:
+    return PairForms(*(np.asarray(x)[:0] for x in forms))
 
 
 def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: float,
@@ -451,14 +458,15 @@ def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: fl
     return ups, lows
 
 
-def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None) -> MatrixBounds:
+def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:
     """Certified ``[lower, upper]`` on the epsilon of the shuffled mechanism ``matrix`` (docs/math.md 18).
 
     ``upper`` errs high: every ordered pair's blanket form (18.1) evaluated with coefficients rounded
     up, coarsened up when a form has more than four categories, and the kernel's certified band
     (upper end); the bisection keeps only probes whose certified value is ``<= delta``. ``lower``
     errs low: the exact datasets (every other user holding ``x*``), rounded down, the band's lower
-    end, probes whose certified value exceeds ``delta``. Bad input: ValueError naming the parameter.
+    end, probes whose certified value exceeds ``delta``. ``lower=False``: the blanket forms alone, under
+    their own plan, and ``lower = 0`` (no claim). Bad input: ValueError naming the parameter.
     """
     R = validate_matrix(matrix)
     n_np, d_np = np.asarray(n, np.float64), np.asarray(delta, np.float64)
@@ -466,7 +474,9 @@ def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None) -> Ma
     check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)", value=d_np)
     n, delta = float(n_np), float(d_np)
     up_forms = pair_forms(R, "blanket")
-    ups, lows = form_epsilons(up_forms, pair_forms(R, "datasets"), n, delta, plan)
+    low_forms = pair_forms(R, "datasets") if lower else _no_forms(up_forms)
+    ups, lows = form_epsilons(up_forms, low_forms, n, delta, plan)
     i = int(np.argmax(ups))
     exact = bool(np.all(np.sum(up_forms.w > 0, axis=1) <= KERNEL_CATEGORIES))
-    return MatrixBounds(float(ups[i]), float(np.max(lows)), exact, tuple(int(x) for x in up_forms.pair[i]))
+    return MatrixBounds(float(ups[i]), float(np.max(lows, initial=0.0)), exact,
+                        tuple(int(x) for x in up_forms.pair[i]))

@@ -242,14 +242,35 @@ def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
 
 
 def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
-    """Hadamard response K = 8 at n = 1e6 would take the matrix engine over 13 minutes (matrix_cells about
-    20 times the cap): amplify keeps the worst-case pair's bound there, labelled so, without running it;
-    k-RR's 10 x 10 matrix at n = 1e4 (1 s) and n = 1e6 (22 s) is under the cap."""
+    """Hadamard response K = 8: with the exact datasets' forms, n = 1e6 would take the matrix engine over
+    13 minutes (matrix_cells about 20 times the cap); its blanket forms alone, under their own plan, are
+    within the cap there and at n = 1e8 are not: amplify keeps the worst-case pair's bound at n = 1e8,
+    labelled so, without running it. k-RR's 10 x 10 matrix at n = 1e4 (1 s) and n = 1e6 (5 s) is under
+    the cap with both sides."""
     from jaxshuffle import randomizers as R
     from jaxshuffle.accountant.amplify import UpperSource, amplify
     M = R.hadamard_response_matrix(1.0, 8)
     assert bm.matrix_cells(M, 1e6, 1e-6) > bl.AUTO_MAX_CELLS >= bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
+    assert bm.matrix_cells(M, 1e6, 1e-6, lower=False) <= bl.AUTO_MAX_CELLS < bm.matrix_cells(M, 1e8, 1e-6, lower=False)
     assert bm.matrix_cells(grr_matrix(10, 1.0), 1e4, 1e-6) < bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
-    rep = amplify(R.with_matrix(R.hadamard_response(1.0, 8, 4), M), 1e6, 1e-6)
+    rep = amplify(R.with_matrix(R.hadamard_response(1.0, 8, 4), M), 1e8, 1e-6)
     assert int(rep.upper_source) != UpperSource.BLANKET and float(rep.upper) == float(rep.worst_case)
     assert not np.isfinite(float(rep.blanket))
+
+
+def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(monkeypatch):
+    """Hadamard response K = 8 at n = 1e3: the blanket forms alone cost 1.3e5 cells, with the exact
+    datasets' forms 2.7e5. With the cap between the two, amplify runs the upper forms alone (the value
+    of matrix_bounds(..., lower=False)) and keeps the two-count lower bound."""
+    from jaxshuffle import randomizers as R
+    from jaxshuffle.accountant.amplify import amplify
+    M = R.hadamard_response_matrix(1.0, 8)
+    alone, both = bm.matrix_cells(M, 1e3, 1e-6, lower=False), bm.matrix_cells(M, 1e3, 1e-6)
+    assert alone < 2e5 < both
+    monkeypatch.setattr(bl, "AUTO_MAX_CELLS", 2e5)
+    vr = R.with_matrix(R.hadamard_response(1.0, 8, 4), M)
+    rep = amplify(vr, 1e3, 1e-6)
+    two_count = amplify(vr, 1e3, 1e-6, upper_from="worst-case")
+    assert float(rep.blanket) == bm.matrix_bounds(M, 1e3, 1e-6, lower=False).upper
+    assert float(rep.upper) == min(float(rep.blanket), float(two_count.upper))
+    assert float(rep.lower) == float(two_count.lower)

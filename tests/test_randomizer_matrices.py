@@ -65,6 +65,25 @@ def test_hadamard_matrix_rows_and_vr_parameters():
     assert np.array_equal(M > M.min(), popc)
 
 
+@pytest.mark.parametrize("eps0,d,k", [(1.0, 10, 3), (0.3, 5, 2), (6.0, 7, 1), (800.0, 6, 3)])
+def test_subset_selection_matrix_is_exactly_symmetric(eps0, d, k):
+    """Definition: R[x, S] proportional to e^(eps0 [x in S]) over the C(d, k) subsets. The builder's
+    entries equal a row-by-row normalisation of those weights (to rounding; eps0 = 800 would overflow
+    e^eps0) and take exactly two values, so every ordered pair of inputs gives one sum form of at most
+    five categories (four kinds of subset plus the null one): one blanket form, not the 4 forms of 8
+    categories that ulp differences between row sums left before."""
+    M = RZ.subset_selection_matrix(eps0, d, k)
+    subsets = list(itertools.combinations(range(d), k))
+    assert M.shape == (d, len(subsets))
+    if eps0 < 700:
+        weight = np.array([[math.exp(eps0) if x in S else 1.0 for S in subsets] for x in range(d)])
+        np.testing.assert_allclose(M, weight / weight.sum(axis=1, keepdims=True), rtol=1e-14)
+    np.testing.assert_allclose(M.sum(axis=1), 1.0, rtol=1e-14)
+    assert len(np.unique(M)) == (1 if eps0 == 0 else 2)
+    forms = bm.pair_forms(M, "blanket")
+    assert len(forms.w) == 1 and int(np.sum(forms.w[0] > 0)) <= 5
+
+
 def test_local_hash_matrix_rows_and_vr_parameters():
     """18.7: OLH merged matrix: d x 2^d, rows sum to 1, c_b = l (1/l)^|b| (1-1/l)^(d-|b|); (p, beta, q) equal
     local_hash(eps0, l, collision=1/l)'s, and beta is the table's (collision = 0) times (1 - 1/l)."""

@@ -208,9 +208,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
     than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9; a matrix: its
     :func:`~jaxshuffle.blanket_matrix.matrix_cells`, n = 1e6 for 8-output matrices: minutes per point).
-    k-RR's exact-dataset lanes run only where their merged plan is within the cap too
-    (:func:`~jaxshuffle.blanket.point_cells` with every kind); elsewhere the blanket lane runs alone
-    and ``lower`` keeps ``rep``'s. Eager: concrete values only.
+    The exact datasets' lanes run only where their plan is within the cap too (k-RR:
+    :func:`~jaxshuffle.blanket.point_cells` with every kind; a matrix: ``matrix_cells``); elsewhere the
+    blanket lanes run alone and ``lower`` keeps ``rep``'s. Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
@@ -220,23 +220,32 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         return rep
     shape = np.shape(rep.upper)
     if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
-        from jaxshuffle.blanket import AUTO_MAX_CELLS
+        from jaxshuffle.blanket import AUTO_MAX_CELLS, BlanketMemoryError
         from jaxshuffle.blanket_matrix import matrix_bounds, matrix_cells
         nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
         M = np.asarray(mech.matrix)
 
-        def bounds(a, b):  # the automatic source skips points of unbounded cost, as for k-RR below
-            if not only and matrix_cells(M, a, b) > AUTO_MAX_CELLS:
+        def cells(a, b, lower: bool) -> float:
+            try:
+                return matrix_cells(M, a, b, lower=lower)
+            except BlanketMemoryError:  # a plan over the memory budget: as costly as it gets
+                return np.inf
+
+        def bounds(a, b):  # the same cost rule as for k-RR below, with the upper forms priced alone
+            with_lower = cells(a, b, True) <= AUTO_MAX_CELLS
+            if not (only or with_lower or cells(a, b, False) <= AUTO_MAX_CELLS):
                 return None
-            return _within_memory(lambda: matrix_bounds(M, a, b), only)
+            return _within_memory(lambda: matrix_bounds(M, a, b, lower=with_lower), only), with_lower
 
         res = [bounds(a, b) for a, b in zip(nn, dd)]
+        res = [None if r is None or r[0] is None else r for r in res]
         covered = np.array([r is not None for r in res], bool).reshape(shape)
-        blanket = np.array([np.inf if r is None else r.upper for r in res]).reshape(shape)
-        low = np.array([0.0 if r is None else r.lower for r in res]).reshape(shape)
+        blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
+        low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
+        has_low = np.array([r is not None and r[1] for r in res], bool).reshape(shape)
         status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
         status = np.where(covered, status, Status.INVALID).astype(np.int8)
-        status_low = np.where(covered, Status.CONVERGED, Status.ZERO).astype(np.int8)
+        status_low = np.where(has_low, Status.CONVERGED, Status.ZERO).astype(np.int8)
         return _fold(rep, blanket, low, status, status_low, covered, only)
     from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
