@@ -164,16 +164,20 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
     window = lines = step = 0.0
     for kind in kinds:
         z = kind == "all_z"
-        L, ln, st, _ = _plan_numbers(eps0, np.maximum(k, 3) if z else k, n, delta, kind, block)
+        shape = _shapes(*_plan_numbers(eps0, np.maximum(k, 3) if z else k, n, delta, kind, block)[:3], block)
         if z and np.any(k < 3):  # k = 2: the lane repeats all_x0
-            L0, ln0, st0, _ = _plan_numbers(eps0, k, n, delta, "all_x0", block)
-            L, ln, st = (np.where(k < 3, a0, a) for a0, a in ((L0, L), (ln0, ln), (st0, st)))
-        window = np.maximum(window, 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block))))
-        lines, step = np.maximum(lines, ln), np.maximum(step, st)
-    lines = np.maximum(4, 4 * np.ceil(lines / 4))
-    if len(kinds) > 1:
+            x0 = _shapes(*_plan_numbers(eps0, k, n, delta, "all_x0", block)[:3], block)
+            shape = tuple(np.where(k < 3, a0, a) for a0, a in zip(x0, shape))
+        window, lines, step = (np.maximum(a, b) for a, b in zip((window, lines, step), shape))
+    if len(kinds) > 1:  # as _merged_plan
         lines, step = (2.0 ** np.ceil(np.log2(np.maximum(x, 1.0))) for x in (lines, step))
     return window * (lines + 1) * (1.0 + step / 1024.0)
+
+
+def _shapes(L, lines, step, block: int):
+    """Per point, :func:`plan_blanket`'s rounding of the planned numbers: window (a power of two,
+    at least ``2 block``), lines (a multiple of 4, at least 4) and max step (numpy arrays)."""
+    return 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block))), np.maximum(4, 4 * np.ceil(lines / 4)), step
 
 
 def _pow2(x) -> int:
@@ -190,10 +194,9 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, kind)
     b = _pow2(min(block, max(8, _pow2(np.max(n) + 1) // 4)))
-    L, lines, step, _ = _plan_numbers(eps0, k, n, delta, kind, b)
-    window = max(_pow2(np.max(L)), 2 * b)
-    return fit_memory(BlanketPlan(window=window, block=b, lines=int(max(4, 4 * np.ceil(np.max(lines) / 4))),
-                                  max_step=int(np.max(step)), chunk=int(max(1, min(chunk, window // (2 * b))))), n)
+    window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
+    return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
+                                  chunk=int(max(1, min(chunk, window // (2 * b))))), n)
 
 
 def _check(eps0, k, n, delta, kind):
