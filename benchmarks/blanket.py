@@ -17,8 +17,8 @@ bound's seconds (one call). At n >= 1e7 only --big-ks x --big-eps0s run unless -
 [3] The general-matrix engine (jaxshuffle.blanket_matrix.matrix_bounds, which amplify uses for a
 randomizer carrying a matrix, randomizers.with_matrix) on k-RR's matrix (k = 10) next to the
 k-RR kernel (krr_bounds) at the same point (cold and warm), and on a subset-selection matrix (2-subsets of
-5 by default) via amplify, one call per n (it takes minutes: the exact datasets' forms need hundreds
-of lines; 2-subsets of 6 planned a 31.5 GB allocation at n = 1e4 and ran out of memory).
+5 by default) via amplify, one call per n, and its blanket forms alone (matrix_bounds(..., lower=False),
+cold and warm): the exact datasets' forms need hundreds of lines, the blanket forms a few dozen.
 """
 
 from __future__ import annotations
@@ -126,6 +126,11 @@ def matrices(a, delta):
               f"{float(rep.upper):11.7f} {am_cold:7.2f} {'-':>7}  one call (amplify(with_matrix(...))); upper from "
               f"{src}; worst-case pair {float(rep.worst_case):.7f} (ratio {float(rep.worst_case / rep.upper):.2f})",
               flush=True)
+        up, up_cold = timed(lambda: matrix_bounds(M, n, delta, lower=False))
+        up, up_warm = timed(lambda: matrix_bounds(M, n, delta * 1.01, lower=False))  # same plan, a new point
+        print(f"{n:6.0e} {'(upper forms alone)':>22} {'matrix':>8} {'-':>11} {up.upper:11.7f} {up_cold:7.2f} "
+              f"{up_warm:7.2f}  matrix_bounds(..., lower=False), warm at delta x 1.01; ratio to the worst-case "
+              f"pair {float(rep.worst_case) / up.upper:.2f}", flush=True)
 
 
 def main() -> None:
