@@ -408,6 +408,47 @@ def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
                        for k, a, b in zip(PairForms._fields, up_forms, low_forms)))
 
 
+class MatrixPlan(NamedTuple):
+    """One point's planned search of a matrix (:func:`plan_matrix`): its forms and the plan they share.
+
+    up_forms / low_forms: the blanket forms (18.1) and the exact datasets' forms (18.4; none when
+      planned with ``lower=False``), run as lanes of one program.
+    n, delta: the point (validated).
+    plan, eps_top: :func:`plan_forms` of all those lanes.
+    """
+
+    up_forms: PairForms
+    low_forms: PairForms
+    n: float
+    delta: float
+    plan: bl.BlanketPlan
+    eps_top: np.ndarray
+
+    @property
+    def cells(self) -> float:
+        """The search's cost in cells (:func:`matrix_cells`)."""
+        batch = bl.lanes_per_batch(self.plan)
+        lanes = -(-(len(self.up_forms.w) + len(self.low_forms.w)) // batch) * batch
+        return float(lanes * self.plan.window * (self.plan.lines + 1) * (1.0 + self.plan.max_step / 1024.0))
+
+
+def plan_matrix(matrix, n, delta, *, lower: bool = True) -> MatrixPlan:
+    """Validate ``(matrix, n, delta)``, build the forms (with the exact datasets' unless ``lower=False``)
+    and plan their search: the first half of :func:`matrix_bounds`, whose cost a caller can read
+    (``.cells``) before running the second (:func:`search_matrix`). Bad input: ValueError naming the
+    parameter; a plan whose single lane exceeds the memory budget:
+    :class:`~jaxshuffle.blanket.BlanketMemoryError`."""
+    R = validate_matrix(matrix)
+    n_np, d_np = np.asarray(n, np.float64), np.asarray(delta, np.float64)
+    check((n_np >= 1) & (n_np == np.floor(n_np)) & (n_np <= 1e12), "n", "must be an integer in [1, 1e12]", value=n_np)
+    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)", value=d_np)
+    n, delta = float(n_np), float(d_np)
+    up = pair_forms(R, "blanket")
+    low = pair_forms(R, "datasets") if lower else _no_forms(up)
+    plan, eps_top = plan_forms(_lanes(up, low), n, delta)
+    return MatrixPlan(up, low, n, delta, plan, eps_top)
+
+
 def matrix_cells(matrix, n, delta, *, lower: bool = True) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
     :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
@@ -416,39 +457,33 @@ def matrix_cells(matrix, n, delta, *, lower: bool = True) -> float:
     matrix at n = 1e6, 1.1e6 cells, 5.1 s, about 5 microseconds per cell with 8-15 probes per lane
     (22 s with the 32 bisection steps before). ``lower=False``: the cost of the upper bound alone
     (``matrix_bounds(..., lower=False)``), whose own plan can need far fewer lines than the exact
-    datasets' coarsened forms (2-subsets of 10 at n = 1e6: 17 lines against 2049)."""
-    R = validate_matrix(matrix)
-    up = pair_forms(R, "blanket")
-    both = _lanes(up, pair_forms(R, "datasets") if lower else _no_forms(up))
-    plan, _ = plan_forms(both, float(n), float(delta))
-    batch = bl.lanes_per_batch(plan)
-    lanes = -(-len(both.w) // batch) * batch
-    return float(lanes * plan.window * (plan.lines + 1) * (1.0 + plan.max_step / 1024.0))
+    datasets' coarsened forms (3-subsets of 10 at n = 1e6: 17 lines against 2049)."""
+    return plan_matrix(matrix, n, delta, lower=lower).cells
 
 
 def _no_forms(forms: PairForms) -> PairForms:
     return PairForms(*(np.asarray(x)[:0] for x in forms))
 
 
-def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: float,
-                  plan: bl.BlanketPlan | None = None):
+def form_epsilons(planned: MatrixPlan, plan: bl.BlanketPlan | None = None):
     """Certified epsilons of every form: ``(upper ends of up_forms, lower ends of low_forms)`` (numpy).
 
     Both sides run as lanes of one program, called on batches of :func:`~jaxshuffle.blanket.lanes_per_batch`
     lanes: the memory budget bounds what one call holds (a vmap over every lane asked XLA for
     31.5 GB for a 6-input subset-selection matrix at n = 1e4), and the program's shape does not
     depend on how many forms a mechanism has. Categories and victim-only columns are padded to
-    powers of two, so that similar mechanisms share the program. ``plan`` (default:
-    :func:`plan_forms`) never affects soundness, only tightness.
+    powers of two, so that similar mechanisms share the program. ``plan`` (default: the planned
+    one, :func:`plan_forms`) never affects soundness, only tightness.
     """
+    up_forms, low_forms, n, delta = planned.up_forms, planned.low_forms, planned.n, planned.delta
     both = _lanes(up_forms, low_forms)
-    own_plan, eps_top = plan_forms(both, n, delta)
     F, total = len(up_forms.w), len(both.w)
     side = np.arange(total) < F
-    plan = plan or own_plan
+    plan = plan or planned.plan
     batch = bl.lanes_per_batch(plan)
     fill = np.arange(-(-total // batch) * batch) % total  # padding lanes repeat real ones (results not read)
-    args = [np.asarray(x)[fill] for x in (both.w, both.a0, both.a1, both.v0, both.v1, both.eps_max, eps_top, side)]
+    args = [np.asarray(x)[fill] for x in (both.w, both.a0, both.a1, both.v0, both.v1, both.eps_max, planned.eps_top,
+                                          side)]
     parts = [_brackets(*(jnp.asarray(a[s:s + batch]) for a in args), jnp.float64(n), jnp.float64(delta), plan=plan)
              for s in range(0, fill.size, batch)]
     lo, hi = (np.concatenate([np.asarray(p[i]) for p in parts])[:total] for i in (0, 1))
@@ -456,6 +491,16 @@ def form_epsilons(up_forms: PairForms, low_forms: PairForms, n: float, delta: fl
     ups = np.where(up_forms.v_inf > delta * (1.0 - 8 * _ULP), np.inf, hi[:F])
     lows = np.where(low_forms.v_inf > delta * (1.0 + 8 * _ULP), np.inf, lo[F:])
     return ups, lows
+
+
+def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None) -> MatrixBounds:
+    """The second half of :func:`matrix_bounds`: run a :func:`plan_matrix` search (same sides, same values)."""
+    ups, lows = form_epsilons(planned, plan)
+    up_forms = planned.up_forms
+    i = int(np.argmax(ups))
+    exact = bool(np.all(np.sum(up_forms.w > 0, axis=1) <= KERNEL_CATEGORIES))
+    return MatrixBounds(float(ups[i]), float(np.max(lows, initial=0.0)), exact,
+                        tuple(int(x) for x in up_forms.pair[i]))
 
 
 def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:
@@ -467,16 +512,6 @@ def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower
     errs low: the exact datasets (every other user holding ``x*``), rounded down, the band's lower
     end, probes whose certified value exceeds ``delta``. ``lower=False``: the blanket forms alone, under
     their own plan, and ``lower = 0`` (no claim). Bad input: ValueError naming the parameter.
+    ``search_matrix(plan_matrix(matrix, n, delta, lower=lower), plan=plan)``.
     """
-    R = validate_matrix(matrix)
-    n_np, d_np = np.asarray(n, np.float64), np.asarray(delta, np.float64)
-    check((n_np >= 1) & (n_np == np.floor(n_np)) & (n_np <= 1e12), "n", "must be an integer in [1, 1e12]", value=n_np)
-    check((d_np > 0) & (d_np < 1), "delta", "must lie in (0, 1)", value=d_np)
-    n, delta = float(n_np), float(d_np)
-    up_forms = pair_forms(R, "blanket")
-    low_forms = pair_forms(R, "datasets") if lower else _no_forms(up_forms)
-    ups, lows = form_epsilons(up_forms, low_forms, n, delta, plan)
-    i = int(np.argmax(ups))
-    exact = bool(np.all(np.sum(up_forms.w > 0, axis=1) <= KERNEL_CATEGORIES))
-    return MatrixBounds(float(ups[i]), float(np.max(lows, initial=0.0)), exact,
-                        tuple(int(x) for x in up_forms.pair[i]))
+    return search_matrix(plan_matrix(matrix, n, delta, lower=lower), plan=plan)

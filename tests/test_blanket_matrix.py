@@ -261,7 +261,8 @@ def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
 def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(monkeypatch):
     """Hadamard response K = 8 at n = 1e3: the blanket forms alone cost 1.3e5 cells, with the exact
     datasets' forms 2.7e5. With the cap between the two, amplify runs the upper forms alone (the value
-    of matrix_bounds(..., lower=False)) and keeps the two-count lower bound."""
+    of matrix_bounds(..., lower=False)) and keeps the two-count lower bound. Each plan is made once: the
+    search runs on the plan that was priced (matrix_cells and matrix_bounds planned it again)."""
     from jaxshuffle import randomizers as R
     from jaxshuffle.accountant.amplify import amplify
     M = R.hadamard_response_matrix(1.0, 8)
@@ -269,7 +270,11 @@ def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(mo
     assert alone < 2e5 < both
     monkeypatch.setattr(bl, "AUTO_MAX_CELLS", 2e5)
     vr = R.with_matrix(R.hadamard_response(1.0, 8, 4), M)
+    plans = []
+    real = bm.plan_forms
+    monkeypatch.setattr(bm, "plan_forms", lambda *a, **kw: plans.append(len(a[0].w)) or real(*a, **kw))
     rep = amplify(vr, 1e3, 1e-6)
+    assert len(plans) == 2 and plans[0] > plans[1]  # each side planned once: priced, then searched on that plan
     two_count = amplify(vr, 1e3, 1e-6, upper_from="worst-case")
     assert float(rep.blanket) == bm.matrix_bounds(M, 1e3, 1e-6, lower=False).upper
     assert float(rep.upper) == min(float(rep.blanket), float(two_count.upper))

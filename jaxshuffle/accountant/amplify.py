@@ -221,24 +221,25 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     shape = np.shape(rep.upper)
     if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
         from jaxshuffle.blanket import AUTO_MAX_CELLS, BlanketMemoryError
-        from jaxshuffle.blanket_matrix import matrix_bounds, matrix_cells
+        from jaxshuffle.blanket_matrix import plan_matrix, search_matrix
         nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
         M = np.asarray(mech.matrix)
 
-        def cells(a, b, lower: bool) -> float:
-            try:
-                return matrix_cells(M, a, b, lower=lower)
-            except BlanketMemoryError:  # a plan over the memory budget: as costly as it gets
-                return np.inf
-
-        def bounds(a, b):  # the same cost rule as for k-RR below, with the upper forms priced alone
-            with_lower = cells(a, b, True) <= AUTO_MAX_CELLS
-            if not (only or with_lower or cells(a, b, False) <= AUTO_MAX_CELLS):
-                return None
-            return _within_memory(lambda: matrix_bounds(M, a, b, lower=with_lower), only), with_lower
+        def bounds(a, b):
+            """(bounds, with the exact datasets' lower bound), or None: the same cost rule as for k-RR
+            below, the blanket forms priced alone where the datasets' forms are over the cap."""
+            for lower in (True, False):
+                try:
+                    planned = plan_matrix(M, a, b, lower=lower)
+                except BlanketMemoryError:
+                    if only and not lower:
+                        raise
+                    continue
+                if planned.cells <= AUTO_MAX_CELLS or (only and not lower):
+                    return search_matrix(planned), lower
+            return None
 
         res = [bounds(a, b) for a, b in zip(nn, dd)]
-        res = [None if r is None or r[0] is None else r for r in res]
         covered = np.array([r is not None for r in res], bool).reshape(shape)
         blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
         low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
