@@ -22,14 +22,13 @@ computed, labelled ``certified = False``, never reported as a guarantee.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
 
 Bound = Literal["upper", "lower"]
 
@@ -42,124 +41,6 @@ _WORST_CASE_SNAP = 1e-12
 EPS0_MAX = 700.0
 # u + v + w must equal 1 up to this absolute slack in a custom pair.
 _SUM_TOL = 1e-12
-
-
-# ----------------------------------------------------------------------------------------
-# Eager arithmetic on the host. Each eager jnp operation on a new shape is one XLA program
-# to trace, lower and look up in the compilation cache (several ms even when cached); 48 of the
-# 123 programs of a warm k-RR calibration came from this module's and the parameter
-# containers' few-element operations (issue 19). Concrete, uncommitted inputs are therefore
-# computed with numpy, with the float64 semantics XLA gives them, so the results are bit for bit
-# those of the jnp code (traced inputs, and arrays committed to a device or sharded, keep the
-# jnp code): XLA:CPU treats subnormal operands as zero and flushes subnormal results to a signed zero
-# (``_z``), its minimum/maximum propagate NaN and order -0 below +0 (``_min``, ``_max``), a
-# division by a broadcast divisor is a multiplication by the reciprocal (``_div``), and select
-# (``where``) passes values through unflushed. tests/test_eager_programs.py compares the two forms.
-
-_TINY = float(np.finfo(np.float64).tiny)
-
-
-@functools.cache
-def _flushes_subnormals() -> bool:
-    """Whether the default backend's float64 arithmetic flushes subnormals (XLA:CPU does, GPUs do not)."""
-    return jax.default_backend() == "cpu"
-
-
-# dtypes whose conversion to float64 numpy performs exactly as XLA does
-_HOST_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                               np.uint16, np.uint32, np.float64))
-
-
-def _host_ok(*xs, scalars: bool = True) -> bool:
-    """True when no argument is traced or committed to a device: their arithmetic may run on the host.
-
-    Python numbers qualify where ``scalars`` (jnp makes them weakly typed: only where the code
-    converts them with :func:`f64` first; ``None`` is skipped), numpy arrays and scalars of
-    :data:`_HOST_DTYPES`, and jax arrays of those dtypes that are concrete, not weakly typed and
-    uncommitted (a sharded or explicitly placed array keeps the jnp code, and its placement).
-    """
-    for x in xs:
-        if x is None:
-            continue
-        if type(x) in (float, bool) or (type(x) is int and abs(x) < 2 ** 63):
-            if scalars:
-                continue
-            return False
-        if type(x) is np.ndarray or isinstance(x, np.generic):
-            if x.dtype in _HOST_DTYPES:
-                continue
-            return False
-        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and not x.committed \
-                and x.dtype in _HOST_DTYPES and not x.weak_type:
-            continue
-        return False
-    return True
-
-
-def _np64(x) -> np.ndarray:
-    """``x`` (accepted by :func:`_host_ok`) as a float64 numpy array, the value :func:`f64` gives."""
-    return np.asarray(x, dtype=np.float64)
-
-
-def _to_device(x, dtype=np.float64) -> jax.Array:
-    """A host result as a (fresh, uncommitted) jax array without running an XLA program."""
-    return jax.device_put(np.array(x, dtype=dtype))
-
-
-def _host_f64(x) -> bool:
-    """:func:`_host_ok` for a float64 array (where jnp's result dtype is float64 as the host's)."""
-    return x is not None and _host_ok(x, scalars=False) and x.dtype == np.float64
-
-
-def _f64_array(x) -> jax.Array:
-    """:func:`f64`, converting concrete host values without an XLA program."""
-    if isinstance(x, jax.Array) and x.dtype == np.float64 and not x.weak_type:
-        return x
-    if _host_ok(x) and not isinstance(x, jax.Array):
-        require_x64()
-        return _to_device(_np64(x))
-    return f64(x)
-
-
-def _z(x) -> np.ndarray:
-    """``x`` as XLA's float64 arithmetic sees it: subnormals flushed to a signed zero (on CPU)."""
-    x = np.asarray(x, dtype=np.float64)
-    if not _flushes_subnormals():
-        return x
-    return np.where(np.abs(x) < _TINY, np.copysign(0.0, x), x)
-
-
-def _max(a, b) -> np.ndarray:
-    """``jnp.maximum`` on the host: NaN-propagating, ``max(-0, +0) = +0``."""
-    a, b = _z(a), _z(b)
-    return np.where((a == 0) & (b == 0), np.where(np.signbit(a), b, a), np.maximum(a, b))
-
-
-def _min(a, b) -> np.ndarray:
-    """``jnp.minimum`` on the host: NaN-propagating, ``min(-0, +0) = -0``."""
-    a, b = _z(a), _z(b)
-    return np.where((a == 0) & (b == 0), np.where(np.signbit(a), a, b), np.minimum(a, b))
-
-
-def _add(a, b):
-    return _z(_z(a) + _z(b))
-
-
-def _sub(a, b):
-    return _z(_z(a) - _z(b))
-
-
-def _mul(a, b):
-    return _z(_z(a) * _z(b))
-
-
-def _div(a, b):
-    """``a / b`` as an eager jnp division: XLA rewrites a division by a broadcast divisor (a scalar
-    too) as a multiplication by its reciprocal, ``a * (1 / b)``, which is not always ``a / b``."""
-    a, b = _z(a), _z(b)
-    if np.shape(b) != np.broadcast_shapes(np.shape(a), np.shape(b)):
-        return _z(a * _z(1.0 / b))
-    return _z(a / b)
 
 
 @jax.tree_util.register_dataclass
@@ -199,8 +80,6 @@ class TwoCountPair:
         """
         if self.bound != "upper":
             return jnp.zeros(self.shape, dtype=bool)
-        if _host_ok(self.w, scalars=False):
-            return _to_device(np.broadcast_to(_z(self.w) == 0.0, self.shape), bool)
         return jnp.broadcast_to(self.w == 0.0, self.shape)
 
     def max_ratio(self) -> jax.Array:
@@ -214,10 +93,6 @@ class TwoCountPair:
 
     def broadcast(self) -> "TwoCountPair":
         shape = self.shape
-        if _host_ok(*self.arrays(), scalars=False):  # without an XLA program per field
-            return dataclasses.replace(self, **{k: x if jnp.shape(x) == shape else
-                                                _to_device(np.broadcast_to(np.asarray(x), shape), x.dtype)
-                                                for k, x in zip(("u", "v", "w", "r0", "r1"), self.arrays())})
         return dataclasses.replace(
             self, **{k: jnp.broadcast_to(getattr(self, k), shape) for k in ("u", "v", "w", "r0", "r1")}
         )
@@ -231,22 +106,9 @@ def fields_valid(u, v, w, r0, r1) -> jax.Array:
 
 def check_fields(u, v, w, r0, r1) -> None:
     """Eager form of :func:`fields_valid`: ValueError naming the first offending field."""
-    fields = (u, v, w, r0, r1)
-    if _host_ok(*fields) and all(isinstance(x, jax.Array) for x in fields):  # numpy inputs keep numpy's checks
-        u, v, w, r0, r1 = (_np64(x) for x in fields)
-        with np.errstate(all="ignore"):
-            for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
-                check((_z(x) >= 0) & (_z(x) <= 1), name, "must be a probability in [0, 1]", value=x)
-            total = _add(_add(u, v), w)
-            check(np.abs(_sub(total, 1.0)) <= _SUM_TOL, "u+v+w", "must equal 1", value=total)
-            check(_add(r0, r1) <= 1.0, "r0+r1", "must be at most 1", value=_add(r0, r1))
-        return
     for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
         check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1]", value=x)
-    # numpy inputs (the engines' flat batches): |u + v + w - 1| on the host; flushing a subnormal
-    # sum to zero, as jnp.abs would, cannot change its comparison with 1e-12
-    xp = np if all(isinstance(x, (np.ndarray, np.generic)) for x in fields) else jnp
-    check(xp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
+    check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
     check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1", value=r0 + r1)
 
 
@@ -261,7 +123,7 @@ def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "cu
     Requirements: ``u, v, w >= 0`` with ``u + v + w = 1``; ``r0, r1 >= 0`` with
     ``r0 + r1 <= 1``.
     """
-    u, v, w, r0, r1 = (_f64_array(x) for x in (u, v, w, r0, r1))
+    u, v, w, r0, r1 = (f64(x) for x in (u, v, w, r0, r1))
     broadcast_shapes_or_raise(u=u, v=v, w=w, r0=r0, r1=r1)
     pair = TwoCountPair(u, v, w, r0, r1, bound=bound, source=source)
     if is_concrete(pair):
@@ -275,18 +137,12 @@ def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "cu
 
 def worst_case_beta(p, xp=jnp):
     """``(p-1)/(p+1)``: the largest total variation an ``(p, beta)`` randomizer can have (1 at ``p = inf``)."""
-    if xp is jnp and _host_f64(p):
-        with np.errstate(all="ignore"):
-            return _to_device(_worst_case_beta_host(p))
     inf = xp.isinf(p)
     return xp.where(inf, 1.0, (p - 1.0) / xp.where(inf, 1.0, p + 1.0))
 
 
 def clone_fields(p, xp=jnp):
     """``(u, v) = (p/(p+1), 1/(p+1))`` of the ``w = 0`` clone with ratio ``p``; ``(1, 0)`` at ``p = inf``."""
-    if xp is jnp and _host_f64(p):
-        with np.errstate(all="ignore"):
-            return tuple(_to_device(x) for x in _clone_fields_host(p))
     inf = xp.isinf(p)
     return xp.where(inf, 1.0, p / xp.where(inf, 1.0, p + 1.0)), xp.where(inf, 0.0, 1.0 / (p + 1.0))
 
@@ -324,76 +180,9 @@ def vr_fields(p, beta):
     return u, v, w, u
 
 
-# The host forms of the algebra above (numpy, XLA's float64 semantics; see _z): same operations,
-# same order, so the same bits as the jnp forms.
-
-def _worst_case_beta_host(p) -> np.ndarray:
-    pz = _z(p)
-    inf = np.isinf(pz)
-    return np.where(inf, 1.0, _div(_sub(pz, 1.0), np.where(inf, 1.0, _add(pz, 1.0))))
-
-
-def _clone_fields_host(p) -> tuple[np.ndarray, np.ndarray]:
-    pz = _z(p)
-    inf = np.isinf(pz)
-    return np.where(inf, 1.0, _div(pz, np.where(inf, 1.0, _add(pz, 1.0)))), np.where(inf, 0.0, _div(1.0, _add(pz, 1.0)))
-
-
-def _beta_valid_host(p, beta) -> np.ndarray:
-    bz = _z(beta)
-    return (bz >= 0) & (bz <= _mul(_worst_case_beta_host(p), 1 + _WORST_CASE_SNAP))
-
-
-def _vr_fields_host(p, beta) -> tuple[np.ndarray, ...]:
-    """:func:`vr_fields` on the host (``p``, ``beta``: float64 numpy arrays)."""
-    pz, bz = _z(p), _z(beta)
-    inf_p = np.isinf(pz)
-    worst = _worst_case_beta_host(pz)
-    snap = bz >= _mul(worst, 1 - _WORST_CASE_SNAP)
-    safe_pm1 = np.where(inf_p | (pz == 1), 1.0, _sub(pz, 1))
-    alpha = np.where(inf_p | (bz == 0), 0.0, _div(bz, safe_pm1))
-    alpha_p = np.where(inf_p, beta, _mul(alpha, np.where(inf_p, 1.0, pz)))  # beta p/(p-1)
-    cu, cv = _clone_fields_host(pz)
-    u = np.where(snap, cu, alpha_p)
-    v = np.where(snap, cv, alpha)
-    w = np.where(snap, 0.0, _max(_sub(_sub(1.0, alpha_p), alpha), 0.0))
-    return u, v, w, u
-
-
-def _vr_pair_host(p, beta, qs: dict, lower: bool) -> TwoCountPair:
-    """:func:`vr_pair` for concrete host values (validated eagerly, as vr_pair does)."""
-    require_x64()
-    p, beta = _np64(p), _np64(beta)
-    qs = {k: _np64(v) for k, v in qs.items()}
-    broadcast_shapes_or_raise(p=p, beta=beta, **qs)
-    with np.errstate(all="ignore"):
-        check(_z(p) >= 1, "p", _P_MESSAGE, value=p)
-        check(_beta_valid_host(p, beta), "beta", _BETA_MESSAGE, value=beta)
-        for name, q in qs.items():
-            check(_z(q) >= 1, name, "must be >= 1", value=q)
-        u, v, w, alpha_p = _vr_fields_host(p, beta)
-        if lower:
-            r0, r1 = _div(alpha_p, qs["q0"]), _div(alpha_p, qs["q1"])
-        else:
-            r0 = r1 = _div(alpha_p, qs["q"])
-        total = _add(r0, r1)
-        check(total <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1", _R_MESSAGE, value=total)
-        excess = _max(total, 1.0)
-        r0, r1 = _div(r0, excess), _div(r1, excess)
-    u, v, w, r0, r1 = (_to_device(x) for x in (u, v, w, r0, r1))
-    if lower:
-        return TwoCountPair(u, v, w, r0, r1, bound="lower", source="vr-thm5.1")
-    return TwoCountPair(u, v, w, r0, r1, bound="upper", source="vr-thm4.7")
-
-
-_P_MESSAGE = "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols)"
-_BETA_MESSAGE = "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)"
-_R_MESSAGE = "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1"
-
-
 def _validate_vr(p, beta, qs: dict) -> None:
-    check(p >= 1, "p", _P_MESSAGE, value=p)
-    check(beta_valid(p, beta), "beta", _BETA_MESSAGE, value=beta)
+    check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols)", value=p)
+    check(beta_valid(p, beta), "beta", "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)", value=beta)
     for name, q in qs.items():
         check(q >= 1, name, "must be >= 1", value=q)
 
@@ -424,8 +213,6 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         raise ValueError("q: give q (Theorem 4.7 upper pair) or both q0 and q1 (Theorem 5.1 lower pair)")
     if not lower and (q0 is not None or q1 is not None):
         raise ValueError("q: give either q or (q0, q1), not both")
-    if _host_ok(p, beta, q, q0, q1):  # concrete: numpy, no XLA program per operation
-        return _vr_pair_host(p, beta, {"q0": q0, "q1": q1} if lower else {"q": q}, lower)
     p, beta = f64(p), f64(beta)
     qs = {"q0": f64(q0), "q1": f64(q1)} if lower else {"q": f64(q)}
     broadcast_shapes_or_raise(p=p, beta=beta, **qs)
@@ -438,7 +225,8 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     else:
         r0 = r1 = alpha_p / qs["q"]
     if concrete:
-        check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1", _R_MESSAGE, value=r0 + r1)
+        check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1",
+              "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1", value=r0 + r1)
     else:
         bad = ~((p >= 1) & beta_valid(p, beta) & (r0 + r1 <= 1.0 + _SUM_TOL))
         for q_ in qs.values():
@@ -453,18 +241,7 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
 
 
 def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
-    """``r_of_p(p, host)``: the others' marker probability, on the host (numpy, :func:`_z` semantics) or jnp."""
-    eps0 = _f64_array(eps0)
-    if _host_ok(eps0):
-        e = _z(_np64(eps0))
-        check((e >= 0) & (e <= EPS0_MAX), "eps0",
-              f"must lie in [0, {EPS0_MAX:g}] (e^-eps0 must stay a normal float64)", value=eps0)
-        p = np.asarray(jnp.exp(eps0))  # XLA's exp (numpy's rounds differently); the rest on the host
-        with np.errstate(all="ignore"):
-            u, v = _clone_fields_host(p)
-            r = _to_device(r_of_p(p, True))
-        return TwoCountPair(_to_device(u), _to_device(v), _to_device(np.zeros_like(u)), r, r, bound="upper",
-                            source=source)
+    eps0 = f64(eps0)
     if is_concrete(eps0):
         check((eps0 >= 0) & (eps0 <= EPS0_MAX), "eps0",
               f"must lie in [0, {EPS0_MAX:g}] (e^-eps0 must stay a normal float64)", value=eps0)
@@ -472,7 +249,7 @@ def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
         eps0 = jnp.where((eps0 >= 0) & (eps0 <= EPS0_MAX), eps0, jnp.nan)
     p = jnp.exp(eps0)
     u, v = clone_fields(p)
-    r = r_of_p(p, False)
+    r = r_of_p(p)
     return TwoCountPair(u, v, jnp.zeros_like(u), r, r, bound="upper", source=source)
 
 
@@ -482,7 +259,7 @@ def stronger_clone_pair(eps0) -> TwoCountPair:
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = 1/(p+1)`` with ``p = e^eps0``; equal
     to ``vr_pair(p, (p-1)/(p+1), p)``. Sound (certified) upper bound.
     """
-    return _clone_pair(eps0, lambda p, host: _div(1.0, _add(p, 1)) if host else 1.0 / (p + 1), "stronger-clone")
+    return _clone_pair(eps0, lambda p: 1.0 / (p + 1), "stronger-clone")
 
 
 def standard_clone_pair(eps0) -> TwoCountPair:
@@ -491,12 +268,9 @@ def standard_clone_pair(eps0) -> TwoCountPair:
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = e^-eps0 / 2``. Sound upper bound,
     looser than the stronger clone.
     """
-    return _clone_pair(eps0, lambda p, host: _div(0.5, p) if host else 0.5 / p, "standard-clone")
+    return _clone_pair(eps0, lambda p: 0.5 / p, "standard-clone")
 
 
 def as_numpy(pair: TwoCountPair) -> tuple[np.ndarray, ...]:
     """The broadcast fields as float64 numpy arrays (for eager planning and references)."""
-    if _host_ok(*pair.arrays(), scalars=False):
-        shape = pair.shape
-        return tuple(np.array(np.broadcast_to(np.asarray(x, dtype=np.float64), shape)) for x in pair.arrays())
     return tuple(np.asarray(x, dtype=np.float64) for x in pair.broadcast().arrays())

@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._bisect import bracket_monotone
-from jaxshuffle._config import broadcast_shapes_or_raise, check
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify
-from jaxshuffle.pair import _f64_array, _host_ok
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
@@ -60,28 +59,6 @@ class Calibration(NamedTuple):
     upper: jax.Array
     status: jax.Array
     probes: int
-
-
-def _device(x) -> jax.Array:
-    """``jnp.asarray(x)`` of a host value without running an XLA program (``jnp.asarray`` of a
-    numpy array without a dtype runs one per shape, each eager program several ms: issue 19)."""
-    return jax.device_put(np.array(x))
-
-
-def _broadcast(x, shape) -> jax.Array:
-    """``jnp.broadcast_to(x, shape)``, on the host for a concrete uncommitted array."""
-    if jnp.shape(x) == tuple(shape):
-        return jnp.broadcast_to(x, shape)  # x itself for a jax array
-    if _host_ok(x, scalars=False):
-        return _device(np.broadcast_to(np.asarray(x), shape))
-    return jnp.broadcast_to(x, shape)
-
-
-def _take(x, ix) -> jax.Array:
-    """``jnp.ravel(x)[ix]``, on the host for a concrete uncommitted array."""
-    if _host_ok(x, scalars=False):
-        return _device(np.ravel(np.asarray(x))[ix])
-    return jnp.ravel(x)[ix]
 
 
 def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams]:
@@ -142,13 +119,13 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     family = _eps0_family(randomizer, options)
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
-    target, n, delta = _f64_array(target_eps), _f64_array(n), _f64_array(delta)
+    target, n, delta = f64(target_eps), f64(n), f64(delta)
     _check_target(target)
     shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
-    probe0 = family(_device(np.ones(shape0)))  # validates the options (ValueError naming them)
+    probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
     shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
-    n_b, d_b = _broadcast(n, shape), _broadcast(delta, shape)
+    n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
 
     rounds = _check_rounds(rounds)
 
@@ -165,7 +142,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
             max_probes=budget, log_width=log_width, slope0=slope0)
 
     def amplified_upper(x, source=upper_from):
-        return np.asarray(amplify(family(_device(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
+        return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
                                   with_paper=False, upper_from=source).upper)
 
     x0 = np.minimum(target_np, eps0_max)
@@ -173,7 +150,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
     if rounds > 1:
         def upper_at(x):
-            return _composed_upper(family(_device(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization)
+            return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization)
     elif blanket:
         # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
@@ -199,7 +176,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
-    return Calibration(_device(lo), _device(np.where(capped, np.inf, hi)), _device(up_lo), _device(status), probes)
+    return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
+                       jnp.asarray(status), probes)
 
 
 def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, tries: int = 6):
@@ -240,7 +218,7 @@ def _blanket_affordable(family, eps0, n, delta) -> bool:
     (:data:`jaxshuffle.blanket.AUTO_MAX_CELLS`)."""
     from jaxshuffle.blanket import AUTO_MAX_CELLS, point_cells
 
-    mech = family(_device(np.maximum(eps0, 1e-9))).mechanism
+    mech = family(jnp.asarray(np.maximum(eps0, 1e-9))).mechanism
     shape = np.broadcast_shapes(np.shape(eps0), np.shape(n), np.shape(delta), np.shape(mech.k))
     args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
     return bool(np.all(point_cells(*args) <= AUTO_MAX_CELLS))
@@ -265,7 +243,7 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
     plan = []
 
     def upper_at(x):
-        params = family(_device(x))
+        params = family(jnp.asarray(x))
         if not plan or (x < span[0]).any() or (x > span[1]).any():
             span[0], span[1] = np.minimum(span[0], x), np.maximum(span[1], x)
             plan[:] = [_span_plan(family, span[0], span[1], n, delta)]
@@ -300,7 +278,7 @@ def _span_plan(family, lo, hi, n, delta, points: int = 5):
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
-    mech = family(_device(grid)).mechanism
+    mech = family(jnp.asarray(grid)).mechanism
     shape = np.shape(grid)
     args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
     p = plan_blanket(*args)
@@ -383,7 +361,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         params = randomizer
     else:
         raise ValueError("randomizer: must be a catalog name or a VRParams")
-    target, delta = _f64_array(target_eps), _f64_array(delta)
+    target, delta = f64(target_eps), f64(delta)
     _check_target(target)
     rounds = _check_rounds(rounds)
     nm = float(n_max)
@@ -391,15 +369,15 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         raise ValueError("n_max: must be an integer >= 1")
     shape = broadcast_shapes_or_raise(target_eps=target, delta=delta, randomizer=np.empty(np.shape(params.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
-    d_b = _broadcast(delta, shape)
-    params = jax.tree_util.tree_map(lambda a: _broadcast(a, shape), params)
+    d_b = jnp.broadcast_to(delta, shape)
+    params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
 
     def upper_of(params, delta):
         """Certified upper at the points' counts ``x`` (one batched amplify call, or T-fold compositions)."""
         if rounds > 1:
             return lambda x: _composed_upper(params, np.asarray(x, np.float64), np.asarray(delta), rounds,
                                              discretization)
-        return lambda x: np.asarray(amplify(params, _device(x), delta, rtol=engine_rtol,
+        return lambda x: np.asarray(amplify(params, jnp.asarray(x), delta, rtol=engine_rtol,
                                             scaled_variant=scaled_variant, with_paper=False,
                                             upper_from=upper_from).upper)
 
@@ -430,8 +408,8 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     probes = 1
     if reach.any():
         ix = np.flatnonzero(reach)
-        sub_params = jax.tree_util.tree_map(lambda a: _take(a, ix), params)
-        upper_sub = upper_of(sub_params, _take(d_b, ix))
+        sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
+        upper_sub = upper_of(sub_params, jnp.ravel(d_b)[ix])
         # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
         lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
             upper_sub, flat_target[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
@@ -448,13 +426,13 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     out = (np.where(unattainable, np.inf, hi), lo, up_hi)
-    return Calibration(*(_device(x.reshape(shape)) for x in out), _device(status.reshape(shape)), probes)
+    return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes)
 
 
 def _largest_window(params: VRParams, n: float, delta, scaled_variant: bool) -> int:
     """Largest window (counts) that amplify's searches would plan at ``n`` (eager, no compilation)."""
-    info, jobs = amplification_jobs(params, _device(np.full(jnp.shape(delta), n, dtype=np.float64)), delta,
-                                    scaled_variant=scaled_variant, with_paper=False)
+    info, jobs = amplification_jobs(params, jnp.full(jnp.shape(delta), n), delta, scaled_variant=scaled_variant,
+                                    with_paper=False)
     n_engine = np.ravel(np.asarray(info.n_engine))
     widest = 0
     for job in jobs:

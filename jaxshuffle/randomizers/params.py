@@ -15,23 +15,9 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
-from jaxshuffle.pair import (
-    TwoCountPair,
-    _add,
-    _host_ok,
-    _min,
-    _mul,
-    _np64,
-    _sub,
-    _to_device,
-    _worst_case_beta_host,
-    _z,
-    vr_pair,
-    worst_case_beta,
-)
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
 
 # --------------------------------------------------------------------------------------
 # Parameter containers
@@ -45,14 +31,6 @@ def blanket_messages(n, blanket_per_user=None, others_join: bool = False) -> jax
     ``n - 1`` others' own messages where they join the blanket (``others_join``: a lower pair whose
     others' messages are distributed like blanket messages on its marker sets).
     """
-    if _host_ok(n, blanket_per_user):  # numpy: no XLA program per operation
-        require_x64()
-        n = _np64(n)
-        with np.errstate(all="ignore"):
-            if blanket_per_user is None:
-                return _to_device(_sub(n, 1.0))
-            m = _np64(blanket_per_user)
-            return _to_device(_add(_mul(n, m), _sub(n, 1.0) if others_join else 0.0))
     n = f64(n)
     if blanket_per_user is None:
         return n - 1.0
@@ -191,12 +169,7 @@ class Arg:
         return f"a number in {lo}{self.low:g}, {self.high:g}{hi}"
 
     def valid(self, x: jax.Array) -> jax.Array:
-        """Boolean array; NaN is never valid (a numpy array for a float64 numpy ``x``)."""
-        if isinstance(x, np.ndarray) and x.dtype == np.float64:  # the jnp comparisons' values, on the host
-            x = _z(x)
-            ok = (x > self.low) if self.low_open else (x >= self.low)
-            ok = ok & ((x < self.high) if (self.high_open or self.high == math.inf) else (x <= self.high))
-            return (ok & (x == np.floor(x))) if self.kind == "int" else ok
+        """Boolean array; NaN is never valid."""
         ok = (x > self.low) if self.low_open else (x >= self.low)
         ok = ok & ((x < self.high) if (self.high_open or self.high == math.inf) else (x <= self.high))
         if self.kind == "int":
@@ -205,27 +178,9 @@ class Arg:
 
 
 class Inputs:
-    """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask).
-
-    Concrete inputs are broadcast, validated and (in :meth:`params`, :meth:`lower`) masked with
-    numpy, with the jnp code's values bit for bit (:mod:`jaxshuffle.pair`'s host forms): each
-    eager jnp operation would be one XLA program to trace and look up (issue 19). ``values``
-    are jax arrays either way; ``ok`` is a numpy array for concrete inputs.
-    """
+    """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask)."""
 
     def __init__(self, *spec_values: tuple[Arg, object]):
-        self._host = _host_ok(*(v for _, v in spec_values)) and all(v is not None for _, v in spec_values)
-        if self._host:
-            require_x64()
-            arrays = {a.name: _np64(v) for a, v in spec_values}
-            self.shape = broadcast_shapes_or_raise(**arrays)
-            host_values = [np.broadcast_to(x, self.shape) for x in arrays.values()]
-            self.concrete = True
-            self.ok = np.ones(self.shape, dtype=bool)
-            for (spec, _), x in zip(spec_values, host_values):
-                self.require(spec.valid(x), spec.name, f"must be {spec.range_text()}", x)
-            self.values = [_to_device(x) for x in host_values]
-            return
         arrays = {a.name: f64(v) for a, v in spec_values}
         self.shape = broadcast_shapes_or_raise(**arrays)
         self.values = [jnp.broadcast_to(x, self.shape) for x in arrays.values()]
@@ -235,68 +190,31 @@ class Inputs:
             self.require(spec.valid(x), spec.name, f"must be {spec.range_text()}", x)
 
     def require(self, cond, name: str, message: str, value=None) -> None:
-        if self._host and not isinstance(cond, jax.core.Tracer):
-            cond = np.broadcast_to(np.asarray(cond), self.shape)
-            check(cond, name, message, value=value)
-            self.ok = self.ok & cond
-            return
         cond = jnp.broadcast_to(cond, self.shape)
         if self.concrete:
             check(cond, name, message, value=value)
         self.ok = self.ok & cond
 
-    def _masked(self, fields: list) -> list:
-        """``where(ok, broadcast(x), nan)`` for each field, on the host (a Python number keeps the
-        jnp code: its result is weakly typed)."""
-        out = []
-        for x in fields:
-            if type(x) not in (int, float, bool):
-                out.append(_to_device(np.where(self.ok, np.broadcast_to(_np64(x), self.shape), np.nan)))
-            else:
-                out.append(jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan))
-        return out
-
-    def _host_fields(self, *xs) -> bool:
-        """Whether :meth:`params` / :meth:`lower` run on the host: concrete inputs and float64 fields."""
-        return self._host and not isinstance(self.ok, jax.core.Tracer) and _host_ok(*xs) and all(
-            x.dtype == np.float64 for x in xs if x is not None and type(x) not in (int, float, bool))
-
     def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | None = None) -> VRParams:
         # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
         # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
-        leaves = jax.tree_util.tree_leaves(mechanism)
-        if self._host_fields(p, beta, q, blanket_per_user, *leaves):
-            p = _np64(p)
-            with np.errstate(all="ignore"):
-                beta = _min(_np64(beta), _worst_case_beta_host(p))
-            fields = self._masked([p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user]))
-            if mechanism is not None:
-                mechanism = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(mechanism),
-                                                         self._masked(leaves))
-        else:
-            p = jnp.asarray(p, dtype=jnp.float64)
-            beta = jnp.minimum(beta, worst_case_beta(p))
-            fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
-            mask = lambda x: jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)  # noqa: E731
-            fields = [mask(x) for x in fields]
-            if mechanism is not None:
-                mechanism = jax.tree.map(mask, mechanism)
+        p = jnp.asarray(p, dtype=jnp.float64)
+        beta = jnp.minimum(beta, worst_case_beta(p))
+        fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
+        mask = lambda x: jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)  # noqa: E731
+        fields = [mask(x) for x in fields]
         if mechanism is not None:
+            mechanism = jax.tree.map(mask, mechanism)
             return VRParams(*fields[:3], blanket_per_user=None if blanket_per_user is None else fields[3],
                             mechanism=mechanism)
         return VRParams(*fields)
 
     def lower(self, p0, beta, q0, q1) -> LowerParams:
+        p0 = jnp.asarray(p0, dtype=jnp.float64)
+        beta = jnp.minimum(beta, worst_case_beta(p0))
         # The others' marker probabilities r_i = alpha p0 / q_i sum to at most 1, with equality
         # when x* puts all its mass on Y0 and Y1 (GRR k = 2 with x* = x0, Laplace with x* = 1/2);
         # vr_pair accepts a rounding excess (r0 + r1 <= 1 + 1e-12) and clips it.
-        if self._host_fields(p0, beta, q0, q1):
-            p0 = _np64(p0)
-            with np.errstate(all="ignore"):
-                beta = _min(_np64(beta), _worst_case_beta_host(p0))
-            return LowerParams(*self._masked([p0, beta, q0, q1]))
-        p0 = jnp.asarray(p0, dtype=jnp.float64)
-        beta = jnp.minimum(beta, worst_case_beta(p0))
         return LowerParams(*(jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)
                              for x in (p0, beta, q0, q1)))
 
