@@ -334,6 +334,28 @@ def test_point_cells_is_the_cost_of_the_plans_amplify_runs(eps0, k, n, delta):
     assert merged >= bl.point_cells(eps0, k, n, delta) * (1 - 1e-12)
 
 
+@settings(derandomize=True, deadline=None, max_examples=15)
+@given(eps0=st.lists(st.floats(0.2, 12.0), min_size=1, max_size=6), n=st.lists(st.sampled_from([300, 1e4, 1e6, 1e8]),
+       min_size=1, max_size=4), k=st.sampled_from([2, 3, 10]), four=st.booleans())
+def test_plan_groups_bound_the_cost_of_shared_plans(eps0, n, k, four):
+    """Points that share a plan pay its window x lines x step on every lane: plan_groups splits a batch
+    so that each group's real plan (plan_blanket, or krr_bounds' merged plan), times its points, costs at
+    most GROUP_SLACK times the points' own plans; every point is in exactly one group. The grid eps0 in
+    {0.5, 1, 2, 4, 8} x n in {1e4, 1e6, 1e8} under one plan costs over 100x its points' own plans."""
+    kinds = ("blanket",) + bl.LOWER_KINDS if four else ("blanket",)
+    e, nn = (x.ravel() for x in np.meshgrid(np.array(eps0), np.array(n, dtype=float)))
+    groups = bl.plan_groups(e, k, nn, 1e-6, kinds=kinds)
+    assert np.array_equal(np.sort(np.concatenate(groups)), np.arange(e.size))
+    for ix in groups:
+        plan = (bl.plan_krr_bounds if four else bl.plan_blanket)(e[ix], k, nn[ix], 1e-6)
+        own = bl.point_cells(e[ix], k, nn[ix], 1e-6, kinds=kinds)
+        assert len(ix) * _plan_cells(plan) <= bl.GROUP_SLACK * own.sum() * (1 + 1e-12)
+    e, nn = (x.ravel() for x in np.meshgrid([0.5, 1, 2, 4, 8], [1e4, 1e6, 1e8]))
+    kinds = ("blanket",) + bl.LOWER_KINDS
+    assert e.size * _plan_cells(bl.plan_krr_bounds(e, 10, nn, 1e-6)) > 100 * bl.point_cells(e, 10, nn, 1e-6,
+                                                                                            kinds=kinds).sum()
+
+
 def test_amplify_runs_the_exact_lower_lanes_only_within_the_cost_cap(monkeypatch):
     """Where the blanket lane is within AUTO_MAX_CELLS but the merged four-lane plan is not, amplify
     runs the blanket lane alone (its certified upper) and keeps the two-count lower bound, instead of

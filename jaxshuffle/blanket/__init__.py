@@ -29,6 +29,7 @@ from jaxshuffle.blanket.kernel import (
 from jaxshuffle.blanket.plan import (
     AUTO_MAX_CELLS,
     BYTES_PER_CELL,
+    GROUP_SLACK,
     LANES_PER_BATCH,
     LOWER_KINDS,
     BlanketMemoryError,
@@ -39,6 +40,7 @@ from jaxshuffle.blanket.plan import (
     lanes_per_batch,
     plan_blanket,
     plan_geometry,
+    plan_groups,
     point_cells,
 )
 from jaxshuffle.blanket.search import (
@@ -56,6 +58,7 @@ __all__ = [
     "AUTO_MAX_CELLS",
     "BYTES_PER_CELL",
     "KINDS",
+    "GROUP_SLACK",
     "LANES_PER_BATCH",
     "LOWER_KINDS",
     "BlanketMemoryError",
@@ -77,6 +80,7 @@ __all__ = [
     "plan_blanket",
     "plan_geometry",
     "plan_krr_bounds",
+    "plan_groups",
     "point_cells",
     "point_divergence",
     "window_start",

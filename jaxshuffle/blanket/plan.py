@@ -161,6 +161,17 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
     the blanket's and all_z's max step is 28007).
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
+    return _cells(*_point_shapes(eps0, k, n, delta, block, kinds))
+
+
+def _cells(window, lines, step):
+    return window * (lines + 1) * (1.0 + step / 1024.0)
+
+
+def _point_shapes(eps0, k, n, delta, block: int, kinds: tuple[str, ...]):
+    """Per point (validated numpy arrays), the shape of its own plan for the sum forms ``kinds``:
+    ``(window, lines, max_step)`` as :func:`plan_blanket` (one kind) or ``krr_bounds``' merged plan
+    (several) would make it for that point alone."""
     window = lines = step = 0.0
     for kind in kinds:
         z = kind == "all_z"
@@ -171,7 +182,40 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
         window, lines, step = (np.maximum(a, b) for a, b in zip((window, lines, step), shape))
     if len(kinds) > 1:  # as _merged_plan
         lines, step = (2.0 ** np.ceil(np.log2(np.maximum(x, 1.0))) for x in (lines, step))
-    return window * (lines + 1) * (1.0 + step / 1024.0)
+    return window, lines, step
+
+
+#: How much more work than its points' own plans one shared plan may cost (:func:`plan_groups`).
+GROUP_SLACK = 2.0
+
+
+def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
+                kinds: tuple[str, ...] = ("blanket",), block: int = 64) -> list[np.ndarray]:
+    """Split points (flattened) into groups that each share one plan at a bounded cost.
+
+    One plan over a whole batch takes the largest window, lines and max step of its points, so a
+    grid mixing large ``n`` (wide windows) and large eps0 (long steps) pays the product of the
+    maxima on every lane: eps0 in {0.5, ..., 8} x n in {1e4, 1e6, 1e8} at k = 10, delta = 1e-6
+    costs 140 times the sum of its points' own plans (8.5e7 cells per lane against 8.9e6 in all).
+    Points sorted by their own plan's shape are added to the current group while the group's
+    shared plan, times its points, costs at most :data:`GROUP_SLACK` times their own plans; each
+    group is one program (compiled once per shape). Returns index arrays into ``ravel()``.
+    """
+    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
+    window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
+    own = _cells(window, lines, step)
+    groups, current, top, total = [], [], None, 0.0
+    for i in np.lexsort((lines, step, window)):
+        shape = (window[i], lines[i], step[i]) if top is None else tuple(
+            max(a, b) for a, b in zip(top, (window[i], lines[i], step[i])))
+        if current and (len(current) + 1) * _cells(*shape) > GROUP_SLACK * (total + own[i]):
+            groups.append(np.array(current))
+            current, shape, total = [], (window[i], lines[i], step[i]), 0.0
+        current.append(i)
+        top, total = shape, total + own[i]
+    if current:
+        groups.append(np.array(current))
+    return groups
 
 
 def _shapes(L, lines, step, block: int):

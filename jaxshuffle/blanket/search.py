@@ -19,7 +19,7 @@ from jax.typing import ArrayLike
 
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
-                                     plan_blanket)
+                                     plan_blanket, plan_groups)
 
 
 class _Search(NamedTuple):
@@ -208,11 +208,9 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    e, kk, nn, d = _check(eps0, k, n, delta, kind)
-    plan = plan or plan_blanket(e, kk, nn, d, kind=kind)
-    code = np.full(e.size, KINDS.index(kind), np.int32)
-    res = eager_brackets(e.ravel(), kk.ravel(), nn.ravel(), d.ravel(), code, plan=plan, rtol=rtol, max_iter=max_iter)
-    return type(res)(*(x.reshape(e.shape) for x in res))
+    e, kk, nn, d = points = _check(eps0, k, n, delta, kind)
+    res = _grouped_lanes(points, (kind,), plan, lambda *p: plan_blanket(*p, kind=kind), rtol, max_iter)
+    return type(res)(*(jnp.asarray(x[0].reshape(e.shape)) for x in res))
 
 
 class KaryRRBounds(NamedTuple):
@@ -257,6 +255,23 @@ def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 
+def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: float, max_iter: int):
+    """:func:`_kind_lanes` (numpy arrays ``(len(kinds), P)``), the points split by
+    :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``),
+    or as one group under ``plan`` when given. A plan never affects soundness, only cost."""
+    P = points[0].size
+    groups = [np.arange(P)] if plan is not None else plan_groups(*points, kinds=kinds)
+    out = None
+    for ix in groups:
+        sub = tuple(np.ravel(x)[ix] for x in points)
+        res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
+        if out is None:
+            out = [np.zeros((len(kinds), P), np.asarray(r).dtype) for r in res]
+        for o, r in zip(out, res):
+            o[:, ix] = np.asarray(r)
+    return type(res)(*out)
+
+
 def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
     """One plan covering the blanket pair and the exact datasets of every point (eager), for
     :func:`krr_bounds`."""
@@ -274,13 +289,13 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     """
     e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
     shape = e.shape
-    plan = plan or plan_krr_bounds(e, kk, nn, d)
-    res = _kind_lanes(points, ("blanket",) + LOWER_KINDS, plan, rtol, max_iter)
+    kinds = ("blanket",) + LOWER_KINDS
+    res = _grouped_lanes(points, kinds, plan, lambda *p: _merged_plan(*p, kinds), rtol, max_iter)
     lows, st_lows = res.lower[1:], res.status[1:]
-    best = jnp.argmax(lows, axis=0)
-    status_lower = jnp.take_along_axis(st_lows, best[None], axis=0)[0]
-    return KaryRRBounds(res.upper[0].reshape(shape), jnp.max(lows, axis=0).reshape(shape),
-                        res.status[0].reshape(shape), status_lower.reshape(shape))
+    best = np.argmax(lows, axis=0)
+    status_lower = np.take_along_axis(st_lows, best[None], axis=0)[0]
+    return KaryRRBounds(*(jnp.asarray(x.reshape(shape)) for x in (res.upper[0], np.max(lows, axis=0),
+                                                                   res.status[0], status_lower)))
 
 
 def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6):
@@ -294,6 +309,6 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     from jaxshuffle.search import EpsilonBracket
     e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
     shape = e.shape
-    res = _kind_lanes(points, LOWER_KINDS, _merged_plan(e, kk, nn, d, LOWER_KINDS), rtol, 40)
-    return EpsilonBracket(*(jnp.max(x, axis=0).reshape(shape) for x in (res.lower, res.upper, res.status)),
-                          res.iterations[0].reshape(shape))
+    res = _grouped_lanes(points, LOWER_KINDS, None, lambda *p: _merged_plan(*p, LOWER_KINDS), rtol, 40)
+    return EpsilonBracket(*(jnp.asarray(np.max(x, axis=0).reshape(shape)) for x in (res.lower, res.upper, res.status)),
+                          jnp.asarray(res.iterations[0].reshape(shape)))
