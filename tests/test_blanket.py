@@ -340,7 +340,8 @@ def test_point_cells_is_the_cost_of_the_plans_amplify_runs(eps0, k, n, delta):
 def test_plan_groups_bound_the_cost_of_shared_plans(eps0, n, k, four):
     """Points that share a plan pay its window x lines x step on every lane: plan_groups splits a batch
     so that each group's real plan (plan_blanket, or krr_bounds' merged plan), times its points, costs at
-    most GROUP_SLACK times the points' own plans; every point is in exactly one group. The grid eps0 in
+    most GROUP_SLACK times the points' own plans (or GROUP_FREE_CELLS in all, where a second program
+    would cost more than the work it saves); every point is in exactly one group. The grid eps0 in
     {0.5, 1, 2, 4, 8} x n in {1e4, 1e6, 1e8} under one plan costs over 100x its points' own plans."""
     kinds = ("blanket",) + bl.LOWER_KINDS if four else ("blanket",)
     e, nn = (x.ravel() for x in np.meshgrid(np.array(eps0), np.array(n, dtype=float)))
@@ -349,11 +350,35 @@ def test_plan_groups_bound_the_cost_of_shared_plans(eps0, n, k, four):
     for ix in groups:
         plan = (bl.plan_krr_bounds if four else bl.plan_blanket)(e[ix], k, nn[ix], 1e-6)
         own = bl.point_cells(e[ix], k, nn[ix], 1e-6, kinds=kinds)
-        assert len(ix) * _plan_cells(plan) <= bl.GROUP_SLACK * own.sum() * (1 + 1e-12)
+        assert len(ix) * _plan_cells(plan) <= max(bl.GROUP_SLACK * own.sum() * (1 + 1e-12), bl.GROUP_FREE_CELLS)
     e, nn = (x.ravel() for x in np.meshgrid([0.5, 1, 2, 4, 8], [1e4, 1e6, 1e8]))
     kinds = ("blanket",) + bl.LOWER_KINDS
     assert e.size * _plan_cells(bl.plan_krr_bounds(e, 10, nn, 1e-6)) > 100 * bl.point_cells(e, 10, nn, 1e-6,
                                                                                             kinds=kinds).sum()
+
+
+def test_a_batch_split_into_groups_gives_each_point_its_own_plans_values(monkeypatch):
+    """Two points whose own plans differ (window 1024, 16 lines, step 7; window 256, 48 lines, step 153)
+    form two groups once the free allowance is off (they are cheap: by default one program serves both),
+    each run under its own plan, so the batch returns exactly what each point gets alone, in the inputs'
+    order (a shared plan may move values within their certified bands)."""
+    import jaxshuffle.blanket.plan as plan_mod
+    monkeypatch.setattr(plan_mod, "GROUP_FREE_CELLS", 0.0)
+    e, d = np.array([1.0, 5.0]), np.array([1e-6, 1e-8])
+    assert sorted(int(g[0]) for g in bl.plan_groups(e, 10, 1e4, d)) == [0, 1]
+    batch = bl.blanket_epsilon(e, 10, 1e4, d)
+    for i in (0, 1):
+        alone = bl.blanket_epsilon(e[i], 10, 1e4, d[i])
+        assert all(float(np.asarray(b)[i]) == float(a) for b, a in zip(batch, alone))
+
+
+def test_empty_batches_give_empty_results():
+    """No points: empty arrays of the inputs' shape, no program (as jaxshuffle.epsilon), not an error from
+    the planning of zero points."""
+    kb = bl.krr_bounds(np.array([]), 10, 1e4, 1e-6)
+    assert all(np.shape(x) == (0,) for x in kb) and kb.status.dtype == np.int8
+    assert np.shape(bl.blanket_epsilon(np.zeros((0, 3)), 10, 1e4, 1e-6).upper) == (0, 3)
+    assert np.shape(bl.blanket_lower_epsilon(np.array([]), 3, 1e4, 1e-6).lower) == (0,)
 
 
 def test_amplify_runs_the_exact_lower_lanes_only_within_the_cost_cap(monkeypatch):

@@ -29,6 +29,7 @@ from jaxshuffle.blanket.kernel import (
 from jaxshuffle.blanket.plan import (
     AUTO_MAX_CELLS,
     BYTES_PER_CELL,
+    GROUP_FREE_CELLS,
     GROUP_SLACK,
     LANES_PER_BATCH,
     LOWER_KINDS,
@@ -58,6 +59,7 @@ __all__ = [
     "AUTO_MAX_CELLS",
     "BYTES_PER_CELL",
     "KINDS",
+    "GROUP_FREE_CELLS",
     "GROUP_SLACK",
     "LANES_PER_BATCH",
     "LOWER_KINDS",

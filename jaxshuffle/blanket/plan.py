@@ -187,6 +187,10 @@ def _point_shapes(eps0, k, n, delta, block: int, kinds: tuple[str, ...]):
 
 #: How much more work than its points' own plans one shared plan may cost (:func:`plan_groups`).
 GROUP_SLACK = 2.0
+#: Below this many cells in all (lanes x plan), a group never splits: a program costs about 10 s to
+#: compile on a 2-core CPU, about what 5e5 cells cost over a search's evaluations (2-5 us per cell,
+#: a few evaluations), so cheaper batches keep one program.
+GROUP_FREE_CELLS = 2.0 ** 19
 
 
 def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
@@ -198,8 +202,9 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     maxima on every lane: eps0 in {0.5, ..., 8} x n in {1e4, 1e6, 1e8} at k = 10, delta = 1e-6
     costs 140 times the sum of its points' own plans (8.5e7 cells per lane against 8.9e6 in all).
     Points sorted by their own plan's shape are added to the current group while the group's
-    shared plan, times its points, costs at most :data:`GROUP_SLACK` times their own plans; each
-    group is one program (compiled once per shape). Returns index arrays into ``ravel()``.
+    shared plan, times its points, costs at most :data:`GROUP_SLACK` times their own plans or at
+    most :data:`GROUP_FREE_CELLS`; each group is one program (compiled once per shape). Returns
+    index arrays into ``ravel()``.
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
     window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
@@ -208,7 +213,7 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     for i in np.lexsort((lines, step, window)):
         shape = (window[i], lines[i], step[i]) if top is None else tuple(
             max(a, b) for a, b in zip(top, (window[i], lines[i], step[i])))
-        if current and (len(current) + 1) * _cells(*shape) > GROUP_SLACK * (total + own[i]):
+        if current and (len(current) + 1) * _cells(*shape) > max(GROUP_SLACK * (total + own[i]), GROUP_FREE_CELLS):
             groups.append(np.array(current))
             current, shape, total = [], (window[i], lines[i], step[i]), 0.0
         current.append(i)

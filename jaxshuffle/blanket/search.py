@@ -259,17 +259,18 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     """:func:`_kind_lanes` (numpy arrays ``(len(kinds), P)``), the points split by
     :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``),
     or as one group under ``plan`` when given. A plan never affects soundness, only cost."""
+    from jaxshuffle.search import EpsilonBracket
     P = points[0].size
+    out = EpsilonBracket(*(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32)))
+    if P == 0:  # no points, no programs: empty results, as jaxshuffle.epsilon
+        return out
     groups = [np.arange(P)] if plan is not None else plan_groups(*points, kinds=kinds)
-    out = None
     for ix in groups:
         sub = tuple(np.ravel(x)[ix] for x in points)
         res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
-        if out is None:
-            out = [np.zeros((len(kinds), P), np.asarray(r).dtype) for r in res]
         for o, r in zip(out, res):
             o[:, ix] = np.asarray(r)
-    return type(res)(*out)
+    return out
 
 
 def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
