@@ -192,6 +192,29 @@ def _walk(nw, lo, hi, p, q, M: int):
     return acc, rel
 
 
+def _stacked(fn, *args, p, q):
+    """``[fn(*a, p_i, q_i) for a in args]`` as one call of ``fn`` (one copy of it in the program) on the
+    arguments broadcast, flattened and concatenated; returns each output split back into one array
+    per entry of ``args`` (its broadcast shape)."""
+    shapes = [jnp.broadcast_shapes(*(jnp.shape(x) for x in a), jnp.shape(pi), jnp.shape(qi))
+              for a, pi, qi in zip(args, p, q)]
+
+    def joined(columns):
+        return jnp.concatenate([jnp.broadcast_to(c, sh).reshape(-1) for c, sh in zip(columns, shapes)])
+
+    cols = [joined([a[i] for a in args]) for i in range(len(args[0]))]
+    outs = fn(*cols, joined(p), joined(q))
+    cuts = np.cumsum([int(np.prod(sh)) for sh in shapes])[:-1]
+    return tuple(tuple(part.reshape(sh) for part, sh in zip(jnp.split(o, cuts), shapes)) for o in outs) \
+        if isinstance(outs, tuple) else tuple(part.reshape(sh) for part, sh in zip(jnp.split(outs, cuts), shapes))
+
+
+def _stacked_walk(first, second, M: int):
+    """:func:`_walk` of two ``(nw, lo, hi, p, q)`` sets as one loop: ``((sum1, sum2), (rel1, rel2))``."""
+    return _stacked(lambda nw, lo, hi, p, q: _walk(nw, lo, hi, p, q, M), first[:3], second[:3],
+                    p=(first[3], second[3]), q=(first[4], second[4]))
+
+
 @jax.custom_jvp
 def _sf_value(n, k, p, q):
     """``P[Bin(n,p) >= k]`` by the continued fraction; custom derivative ``d/dp = k b_n(k)/p`` (along p + q = 1)."""
@@ -300,15 +323,12 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     hcl = jnp.where(lines_mode, hc, 1.0)
     pS, qS, pA, qA, pC, qC = f.pS, f.qS, f.pA, f.qA, f.pC, f.qC
     # Weights W_s = Bin(n, pS) pmf over the window (one Loader pmf per s, REL_ERR each).
-    s_all = s_lo + jnp.arange(L, dtype=jnp.float64)
-    W_all = jnp.where(s_all <= n, _pmf(n, s_all, pS, qS), 0.0)
     delta_e = (1.0 - 2.0 * hs) / hcl  # line move per step s -> s+2
 
     def block(kb):
         idx = 2 * B * kb + jnp.arange(2)[:, None] + 2 * jnp.arange(B)[None, :]  # (2, B), int
         s = s_lo + idx.astype(jnp.float64)
         N = n - s
-        W = W_all[idx]
         live = (s <= n)
         i_step = jnp.arange(B, dtype=jnp.float64)[None, :]
         s_a, N_a = s[:, :1], N[:, :1]  # anchors (2, 1)
@@ -327,20 +347,30 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         tau_nl = h0 + hs * s + hc * N * jnp.where(pC >= 1.0, 1.0, 0.0)
         j_nl = jnp.floor(tau_nl) + 1.0
         j = jnp.where(lines_mode, jb, j_nl[..., None])  # stretch b (b >= 1) uses j[..., b]
-        # ---- F_N(m) along each line: anchor + recurrence.
         Nl = N[..., None]
+        sl = s[..., None]
         m_next = jnp.concatenate([m[:, 1:], m[:, -1:]], axis=1)
+        j_next = jnp.concatenate([j[:, 1:], j[:, -1:]], axis=1)
         step_live = (i_step[..., None] < B - 1) & (Nl - 2.0 >= -1.0)
-        b1 = _pmf(Nl - 1.0, m, pC, qC)
-        b2 = _pmf(Nl - 2.0, m, pC, qC)
-        lo_w = jnp.minimum(m, m_next) + 1.0
-        hi_w = jnp.maximum(m, m_next)
-        walk, wrel = _walk(Nl - 2.0, lo_w, hi_w, pC, qC, M)
+        # The block's binomial pmfs, walks and tails each run as one stacked call: every call site is
+        # a copy of Loader's form (or of a loop) in the program, and compile time follows program size
+        # (values are elementwise, the same as separate calls). pmfs: C's level at (N-1, m), (N-2, m),
+        # (N, m); A's at (s, j'-1), (s, j'-2), (s-1, j-1), (s, jb); the weights W_s = Bin(n, pS) at s.
+        pmfs = _stacked(_pmf, (Nl - 1.0, m), (Nl - 2.0, m), (Nl, m), (sl, j_next - 1.0), (sl, j_next - 2.0),
+                        (sl - 1.0, j[..., 1:] - 1.0), (sl, jb), (n, s),
+                        p=(pC,) * 3 + (pA,) * 4 + (pS,), q=(qC,) * 3 + (qA,) * 4 + (qS,))
+        b1, b2, bN, bj1, bj2, pb, b_jb, W = pmfs
+        (walk, walkA), (wrel, wrelA) = _stacked_walk(
+            (Nl - 2.0, jnp.minimum(m, m_next) + 1.0, jnp.maximum(m, m_next), pC, qC),
+            (sl, jnp.minimum(j, j_next), jnp.maximum(j, j_next) - 1.0, pA, qA), M)
+        (F_anchor, S_anchor), (eF_anchor, eS_anchor) = _stacked(
+            _tail_small_side, (N_a[..., None], N_a[..., None] - m[:, :1]), (s_a[..., None], j[:, :1]),
+            p=(qC, pA), q=(pC, qA))  # P[C <= m] and P[A >= j] at the anchors
+        # ---- F_N(m) along each line: anchor + recurrence.
         sgn = jnp.sign(m_next - m)
         incF = jnp.where(step_live, pC * (b1 + b2) + sgn * walk, 0.0)
         absF = jnp.where(step_live, pC * (b1 + b2) + walk, 0.0)
         overflow = jnp.any(step_live & live[..., None] & (jnp.abs(m_next - m) > M))
-        F_anchor, eF_anchor = _tail_small_side(N_a[..., None], N_a[..., None] - m[:, :1], qC, pC)  # P[C <= m]
         known_a, exact_a = _cdf_exact(N_a[..., None], m[:, :1], pC)
         F_anchor = jnp.where(known_a, exact_a, F_anchor)
         eF_anchor = jnp.where(known_a, 0.0, eF_anchor)
@@ -351,22 +381,13 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         known, exact = _cdf_exact(Nl, m, pC)
         F = jnp.clip(jnp.where(known, exact, F), 0.0, 1.0)
         eF = jnp.where(known, 0.0, eF)
-        bN = _pmf(Nl, m, pC, qC)
         G = Nl * pC * F - pC * (Nl - m) * bN
         eG = Nl * pC * eF + pC * jnp.abs(Nl - m) * bN * REL_ERR + 4.0 * _ULP * (Nl * pC * F + pC * jnp.abs(Nl - m) * bN)
         # ---- SF_s(j) along each stretch.
-        sl = s[..., None]
-        j_next = jnp.concatenate([j[:, 1:], j[:, -1:]], axis=1)
-        lo_a = jnp.minimum(j, j_next)
-        hi_a = jnp.maximum(j, j_next) - 1.0
-        walkA, wrelA = _walk(sl, lo_a, hi_a, pA, qA, M)
-        bj1 = _pmf(sl, j_next - 1.0, pA, qA)
-        bj2 = _pmf(sl, j_next - 2.0, pA, qA)
         sgnA = jnp.sign(j_next - j)
         incS = jnp.where(step_live, -sgnA * walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
         absS = jnp.where(step_live, walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
         overflow = overflow | jnp.any(step_live & live[..., None] & (jnp.abs(j_next - j) > M))
-        S_anchor, eS_anchor = _tail_small_side(s_a[..., None], j[:, :1], pA, qA)
         cumS = jnp.cumsum(incS, axis=1) - incS
         cumS_abs = jnp.cumsum(absS, axis=1) - absS
         SF = S_anchor + cumS
@@ -380,8 +401,7 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         P = jnp.maximum(P, 0.0)
         E = G[..., 1:] - G[..., :-1]
         eE = eG[..., 1:] + eG[..., :-1] + 2.0 * _ULP * (jnp.abs(G[..., 1:]) + jnp.abs(G[..., :-1]))
-        Sb, eSb, jj = SF[..., 1:], eSF[..., 1:], j[..., 1:]
-        pb = _pmf(sl - 1.0, jj - 1.0, pA, qA)
+        Sb, eSb = SF[..., 1:], eSF[..., 1:]
         K = sl * pA - h0 - hs * sl
         eK = 8.0 * _ULP * (sl * pA + jnp.abs(h0) + jnp.abs(hs * sl))
         X = K * P - hc * E
@@ -400,7 +420,6 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
                + 8.0 * _ULP * (jnp.abs(da - db) * EA + Sb * (jnp.abs(db * sl + dd * Nl) * P + jnp.abs((dc - dd) * E))))
         # Boundary cells a rounded e may misassign (|tau - jb| <= tau_err there).
         tau_err = 16.0 * _ULP * (jnp.abs(jb) + jnp.abs(h0) + jnp.abs(hs * sl) + hc * jnp.abs(e) + 1.0)
-        b_jb = _pmf(sl, jb, pA, qA)
         assign = jnp.where(lines_mode, jnp.sum(tau_err * b_jb, axis=-1), 0.0)
         # c-mass outside the lines: below line 0 and above line J.
         drop_c = (F[..., 0] + eF[..., 0]) + (1.0 - F[..., -1] + eF[..., -1])
