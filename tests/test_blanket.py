@@ -334,6 +334,26 @@ def test_point_cells_is_the_cost_of_the_plans_amplify_runs(eps0, k, n, delta):
     assert merged >= bl.point_cells(eps0, k, n, delta) * (1 - 1e-12)
 
 
+@settings(derandomize=True, deadline=None, max_examples=20)
+@given(eps0=st.lists(st.floats(0.0, 20.0), min_size=1, max_size=5), n=st.sampled_from([1.0, 300.0, 1e4, 1e8]),
+       k=st.sampled_from([2.0, 3.0, 10.0]), kind=st.sampled_from(["blanket", "all_x0", "all_z"]))
+def test_remembered_plan_numbers_are_the_computed_ones(eps0, n, k, kind):
+    """The planner's memo returns what the planner computes, read-only (a caller cannot corrupt it), and
+    a batch over PLAN_MEMO_MAX_POINTS is computed, not remembered."""
+    from jaxshuffle.blanket import plan as bp
+    e = np.array(eps0)
+    args = (e, np.full_like(e, max(k, 3.0) if kind == "all_z" else k), np.full_like(e, n), np.full_like(e, 1e-6))
+    first, again = bp._plan_numbers(*args, kind, 64), bp._plan_numbers(*args, kind, 64)
+    fresh = bp._plan_numbers_uncached(*args, kind, 64)
+    assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(first, again, fresh))
+    with pytest.raises(ValueError):
+        first[0][...] = 0.0
+    big = tuple(np.resize(a, bp.PLAN_MEMO_MAX_POINTS + 1) for a in args)
+    bp._PLAN_MEMO.clear()
+    bp._plan_numbers(*big, kind, 64)
+    assert not bp._PLAN_MEMO
+
+
 @settings(derandomize=True, deadline=None, max_examples=15)
 @given(eps0=st.lists(st.floats(0.2, 12.0), min_size=1, max_size=6), n=st.lists(st.sampled_from([300, 1e4, 1e6, 1e8]),
        min_size=1, max_size=4), k=st.sampled_from([2, 3, 10]), four=st.booleans())

@@ -108,8 +108,31 @@ def plan_geometry(f: SumForm, n, t, block: int):
     return lines, step
 
 
+#: Planned numbers kept per process for batches of at most PLAN_MEMO_MAX_POINTS points (a pure function
+#: of its inputs; one calibration plans the same seven batches 29 times, 18 ms each).
+PLAN_MEMO_SIZE = 64
+PLAN_MEMO_MAX_POINTS = 1024
+_PLAN_MEMO: dict = {}
+
+
 def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
-    """Per point: s-window length, lines and max step needed up to the planned eps (numpy)."""
+    """Per point: s-window length, lines and max step needed up to the planned eps, and the Gaussian
+    model's root (numpy, read-only arrays; remembered for small batches)."""
+    args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
+    if args[0].size > PLAN_MEMO_MAX_POINTS:
+        return _plan_numbers_uncached(*args, kind, block)
+    key = (kind, block, args[0].shape, b"".join(np.ascontiguousarray(a).tobytes() for a in args))
+    if key not in _PLAN_MEMO:
+        out = tuple(np.asarray(x, np.float64) for x in _plan_numbers_uncached(*args, kind, block))
+        for x in out:
+            x.setflags(write=False)
+        _PLAN_MEMO[key] = out
+        while len(_PLAN_MEMO) > PLAN_MEMO_SIZE:
+            _PLAN_MEMO.pop(next(iter(_PLAN_MEMO)))
+    return _PLAN_MEMO[key]
+
+
+def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int):
     f = krr_sum_form(np.asarray(eps0, np.float64), np.asarray(k, np.float64), kind)
     f = SumForm(*(np.asarray(x) for x in f))
     E0 = np.exp(eps0)
