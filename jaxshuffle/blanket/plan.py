@@ -211,7 +211,7 @@ def _point_shapes(eps0, k, n, delta, block: int, kinds: tuple[str, ...]):
 #: How much more work than its points' own plans one shared plan may cost (:func:`plan_groups`).
 GROUP_SLACK = 2.0
 #: Below this many cells in all (lanes x plan), a group never splits: a program costs about 5 s to
-#: compile on a 2-core CPU, about what 5e5 cells cost over a search's evaluations (1.5-3.5 us per cell,
+#: compile on a 2-core CPU, about what 5e5 cells cost over a search's evaluations (1-4 us per cell,
 #: a few evaluations), so cheaper batches keep one program.
 GROUP_FREE_CELLS = 2.0 ** 19
 
