@@ -354,8 +354,9 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         step_live = (i_step[..., None] < B - 1) & (Nl - 2.0 >= -1.0)
         # The block's binomial pmfs, walks and tails each run as one stacked call: every call site is
         # a copy of Loader's form (or of a loop) in the program, and compile time follows program size
-        # (values are elementwise, the same as separate calls). pmfs: C's level at (N-1, m), (N-2, m),
-        # (N, m); A's at (s, j'-1), (s, j'-2), (s-1, j-1), (s, jb); the weights W_s = Bin(n, pS) at s.
+        # (the same elementwise computation as separate calls, up to the last ulp of XLA's vectorised
+        # log/exp, which the error terms cover). pmfs: C's level at (N-1, m), (N-2, m), (N, m); A's at
+        # (s, j'-1), (s, j'-2), (s-1, j-1), (s, jb); the weights W_s = Bin(n, pS) at s.
         pmfs = _stacked(_pmf, (Nl - 1.0, m), (Nl - 2.0, m), (Nl, m), (sl, j_next - 1.0), (sl, j_next - 2.0),
                         (sl - 1.0, j[..., 1:] - 1.0), (sl, jb), (n, s),
                         p=(pC,) * 3 + (pA,) * 4 + (pS,), q=(qC,) * 3 + (qA,) * 4 + (qS,))
