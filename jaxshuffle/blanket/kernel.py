@@ -205,8 +205,11 @@ def _stacked(fn, *args, p, q):
     cols = [joined([a[i] for a in args]) for i in range(len(args[0]))]
     outs = fn(*cols, joined(p), joined(q))
     cuts = np.cumsum([int(np.prod(sh)) for sh in shapes])[:-1]
-    return tuple(tuple(part.reshape(sh) for part, sh in zip(jnp.split(o, cuts), shapes)) for o in outs) \
-        if isinstance(outs, tuple) else tuple(part.reshape(sh) for part, sh in zip(jnp.split(outs, cuts), shapes))
+
+    def split(o):
+        return tuple(part.reshape(sh) for part, sh in zip(jnp.split(o, cuts), shapes))
+
+    return tuple(map(split, outs)) if isinstance(outs, tuple) else split(outs)
 
 
 def _stacked_walk(first, second, M: int):
@@ -322,7 +325,6 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     lines_mode = (hc > 0) & (f.pC > 0) & (f.pC < 1)
     hcl = jnp.where(lines_mode, hc, 1.0)
     pS, qS, pA, qA, pC, qC = f.pS, f.qS, f.pA, f.qA, f.pC, f.qC
-    # Weights W_s = Bin(n, pS) pmf over the window (one Loader pmf per s, REL_ERR each).
     delta_e = (1.0 - 2.0 * hs) / hcl  # line move per step s -> s+2
 
     def block(kb):
@@ -356,7 +358,7 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         # a copy of Loader's form (or of a loop) in the program, and compile time follows program size
         # (the same elementwise computation as separate calls, up to the last ulp of XLA's vectorised
         # log/exp, which the error terms cover). pmfs: C's level at (N-1, m), (N-2, m), (N, m); A's at
-        # (s, j'-1), (s, j'-2), (s-1, j-1), (s, jb); the weights W_s = Bin(n, pS) at s.
+        # (s, j'-1), (s, j'-2), (s-1, j-1), (s, jb); the weights W_s = Bin(n, pS) at s (REL_ERR each).
         pmfs = _stacked(_pmf, (Nl - 1.0, m), (Nl - 2.0, m), (Nl, m), (sl, j_next - 1.0), (sl, j_next - 2.0),
                         (sl - 1.0, j[..., 1:] - 1.0), (sl, jb), (n, s),
                         p=(pC,) * 3 + (pA,) * 4 + (pS,), q=(qC,) * 3 + (qA,) * 4 + (qS,))
