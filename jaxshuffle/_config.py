@@ -25,6 +25,7 @@ Validation convention (one rule for the whole package):
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import jax
@@ -91,6 +92,24 @@ def check(condition, name: str, message: str, value=None) -> None:
                 got = ""
         where = "" if cond.ndim == 0 else f" (first bad index {bad})"
         raise ValueError(f"{name}: {message}{got}{where}")
+
+
+def array_digest(static, arrays) -> bytes:
+    """Digest of ``static`` (by ``repr``) and the arrays' dtypes, shapes and bytes: the key of a pure
+    function's result in :func:`remember`."""
+    head = repr((static, [(a.dtype.str, a.shape) for a in arrays])).encode()
+    return hashlib.blake2b(head + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays),
+                           digest_size=32).digest()
+
+
+def remember(store: dict, key, compute, size: int):
+    """``store[key]``, computed by ``compute()`` and kept first if absent; beyond ``size`` entries the
+    oldest are dropped (a bounded per-process store of a pure function's results)."""
+    if key not in store:
+        store[key] = compute()
+        while len(store) > size:
+            store.pop(next(iter(store)))
+    return store[key]
 
 
 def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:

@@ -118,18 +118,18 @@ _PLAN_MEMO: dict = {}
 def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     """Per point: s-window length, lines and max step needed up to the planned eps, and the Gaussian
     model's root (numpy, read-only arrays; remembered for small batches)."""
+    from jaxshuffle._config import array_digest, remember
     args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
     if args[0].size > PLAN_MEMO_MAX_POINTS:
         return _plan_numbers_uncached(*args, kind, block)
-    key = (kind, block, args[0].shape, b"".join(np.ascontiguousarray(a).tobytes() for a in args))
-    if key not in _PLAN_MEMO:
+
+    def read_only():
         out = tuple(np.asarray(x, np.float64) for x in _plan_numbers_uncached(*args, kind, block))
         for x in out:
             x.setflags(write=False)
-        _PLAN_MEMO[key] = out
-        while len(_PLAN_MEMO) > PLAN_MEMO_SIZE:
-            _PLAN_MEMO.pop(next(iter(_PLAN_MEMO)))
-    return _PLAN_MEMO[key]
+        return out
+
+    return remember(_PLAN_MEMO, array_digest((kind, block), args), read_only, PLAN_MEMO_SIZE)
 
 
 def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int):
@@ -227,7 +227,8 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     Points sorted by their own plan's shape are added to the current group while the group's
     shared plan, times its points, costs at most :data:`GROUP_SLACK` times their own plans or at
     most :data:`GROUP_FREE_CELLS`; each group is one program (compiled once per shape). Returns
-    index arrays into ``ravel()``.
+    index arrays into ``ravel()``, each in ascending order (a batch that stays one group is planned
+    on the same arrays as here, so the planner's memo serves it).
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
     window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
@@ -237,12 +238,12 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
         shape = (window[i], lines[i], step[i]) if top is None else tuple(
             max(a, b) for a, b in zip(top, (window[i], lines[i], step[i])))
         if current and (len(current) + 1) * _cells(*shape) > max(GROUP_SLACK * (total + own[i]), GROUP_FREE_CELLS):
-            groups.append(np.array(current))
+            groups.append(np.sort(current))
             current, shape, total = [], (window[i], lines[i], step[i]), 0.0
         current.append(i)
         top, total = shape, total + own[i]
     if current:
-        groups.append(np.array(current))
+        groups.append(np.sort(current))
     return groups
 
 

@@ -9,7 +9,6 @@ comes from bands and tangents of :func:`jaxshuffle.blanket.kernel.point_divergen
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import NamedTuple
 
 import jax
@@ -17,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxshuffle._config import array_digest, remember
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
                                      plan_blanket, plan_groups)
@@ -171,16 +171,13 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
         return tuple(_coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
 
     args = [np.asarray(x, np.float64) for x in (eps0, k, n, delta)] + [np.asarray(code, np.int32)]
-    key = hashlib.blake2b(repr((plan, rtol, max_iter, [(a.dtype.str, a.shape) for a in args])).encode()
-                          + b"".join(np.ascontiguousarray(a).tobytes() for a in args), digest_size=32).digest()
-    if key in _RECENT:
-        return _RECENT[key]
-    res = EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
-    if args[0].size <= RECENT_MAX_LANES:
-        _RECENT[key] = res
-        while len(_RECENT) > RECENT_RESULTS:
-            _RECENT.pop(next(iter(_RECENT)))
-    return res
+
+    def run():
+        return EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
+
+    if args[0].size > RECENT_MAX_LANES:
+        return run()
+    return remember(_RECENT, array_digest((plan, rtol, max_iter), args), run, RECENT_RESULTS)
 
 
 #: eager brackets kept per process, keyed by a digest of every input (a pure function: a repeated call,
@@ -189,7 +186,6 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
 RECENT_RESULTS = 16
 RECENT_MAX_LANES = 1024
 _RECENT: dict = {}
-
 
 
 def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
@@ -208,9 +204,9 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    e, kk, nn, d = points = _check(eps0, k, n, delta, kind)
+    points = _check(eps0, k, n, delta, kind)
     res = _grouped_lanes(points, (kind,), plan, lambda *p: plan_blanket(*p, kind=kind), rtol, max_iter)
-    return type(res)(*(jnp.asarray(x[0].reshape(e.shape)) for x in res))
+    return type(res)(*(jnp.asarray(x[0].reshape(points[0].shape)) for x in res))
 
 
 class KaryRRBounds(NamedTuple):
@@ -264,9 +260,12 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     out = EpsilonBracket(*(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32)))
     if P == 0:  # no points, no programs: empty results, as jaxshuffle.epsilon
         return out
-    groups = [np.arange(P)] if plan is not None else plan_groups(*points, kinds=kinds)
+    # flat arrays for the grouping and each group's plan alike: a batch that stays one group is planned
+    # on the same arrays twice, which the planner's memo answers the second time
+    flat = tuple(np.ravel(x) for x in points)
+    groups = [np.arange(P)] if plan is not None else plan_groups(*flat, kinds=kinds)
     for ix in groups:
-        sub = tuple(np.ravel(x)[ix] for x in points)
+        sub = tuple(x[ix] for x in flat)
         res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
         for o, r in zip(out, res):
             o[:, ix] = np.asarray(r)
@@ -288,8 +287,8 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
     certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
     """
-    e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
-    shape = e.shape
+    points = _check(eps0, k, n, delta, "blanket")
+    shape = points[0].shape
     kinds = ("blanket",) + LOWER_KINDS
     res = _grouped_lanes(points, kinds, plan, lambda *p: _merged_plan(*p, kinds), rtol, max_iter)
     lows, st_lows = res.lower[1:], res.status[1:]
@@ -308,8 +307,8 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     exceeds delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
     """
     from jaxshuffle.search import EpsilonBracket
-    e, kk, nn, d = points = _check(eps0, k, n, delta, "blanket")
-    shape = e.shape
+    points = _check(eps0, k, n, delta, "blanket")
+    shape = points[0].shape
     res = _grouped_lanes(points, LOWER_KINDS, None, lambda *p: _merged_plan(*p, LOWER_KINDS), rtol, 40)
     return EpsilonBracket(*(jnp.asarray(np.max(x, axis=0).reshape(shape)) for x in (res.lower, res.upper, res.status)),
                           jnp.asarray(res.iterations[0].reshape(shape)))
