@@ -3,7 +3,7 @@ the paper's Theorem 4.7 value, with seconds per point cold and warm (issue 16).
 
     python benchmarks/blanket.py [--ns 1e4,1e6,1e8] [--ks 3,10,100] [--eps0s 0.5,1,2,4] [--batch 100]
                                  [--big-ks 10] [--big-eps0s 1] [--full] [--matrix-ns 1e4,1e6] [--subset 5,2]
-                                 [--subset-ns 1e4] [--no-cache]
+                                 [--subset-ns 1e4] [--rows-ns 1e4] [--rows-eps0s 0.5,1,2] [--no-cache]
 
 [1] Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
 k-RR), lower (max of the exact all-z / all-x0 datasets, certified low), paper (Theorem 4.7, not an
@@ -19,6 +19,9 @@ randomizer carrying a matrix, randomizers.with_matrix) on k-RR's matrix (k = 10)
 k-RR kernel (krr_bounds) at the same point (cold; warm at delta x 1.01), and on a subset-selection matrix (2-subsets of
 5 by default) via amplify, one call per n, and its blanket forms alone (matrix_bounds(..., lower=False),
 cold and warm): the exact datasets' forms need hundreds of lines, the blanket forms a few dozen.
+[4] Catalog rows that attach their matrix themselves (subset selection, Hadamard response; docs/math.md
+18.6) through amplify's default source: one call over --rows-eps0s at each --rows-ns (cold), again at
+delta x 1.01 (warm), seconds per point, and the worst-case pair beside the certified upper.
 """
 
 from __future__ import annotations
@@ -134,6 +137,23 @@ def matrices(a, delta):
               f"pair {float(rep.worst_case) / up.upper:.2f}", flush=True)
 
 
+def rows(a, delta):
+    print("\n[4] catalog rows that carry their matrix (amplify's default source, one batched call per row and n)")
+    print(f"{'n':>6} {'row':>28} {'eps0':>5} {'worst-case':>11} {'upper':>11} {'ratio':>6} {'source':>10} "
+          f"{'cold s/pt':>9} {'warm s/pt':>9}", flush=True)
+    e0 = np.array(_floats(a.rows_eps0s))
+    for name, params in (("subset-selection d=10 k=3", R.subset_selection(e0, 10, 3)),
+                         ("hadamard-response K=16 s=8", R.hadamard_response(e0, 16, 8, 1))):
+        for n in _floats(a.rows_ns):
+            rep, cold = timed(lambda: js.amplify(params, n, delta, with_paper=False))
+            _, warm = timed(lambda: js.amplify(params, n, delta * 1.01, with_paper=False))  # new points
+            for i, e in enumerate(e0):
+                wc, up = float(rep.worst_case[i]), float(rep.upper[i])
+                print(f"{n:6.0e} {name:>28} {e:5.2f} {wc:11.7f} {up:11.7f} {wc / up:6.2f} "
+                      f"{js.UpperSource.NAMES[int(rep.upper_source[i])]:>10} {cold / e0.size:9.2f} "
+                      f"{warm / e0.size:9.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", default="1e4,1e6,1e8")
@@ -147,6 +167,8 @@ def main() -> None:
     ap.add_argument("--matrix-ns", default="1e4,1e6", help="n of the general-matrix engine part ('' skips)")
     ap.add_argument("--subset", default="5,2", help="d,k of the subset-selection matrix in [3]")
     ap.add_argument("--subset-ns", default="1e4", help="n of the subset-selection matrix ('' skips; minutes per n)")
+    ap.add_argument("--rows-ns", default="1e4", help="n of the catalog rows' part [4] ('' skips)")
+    ap.add_argument("--rows-eps0s", default="0.5,1,2", help="eps0 of the catalog rows' part [4]")
     ap.add_argument("--no-lower", action="store_true", help="skip the lower bound (three more searches)")
     ap.add_argument("--no-cache", action="store_true")
     a = ap.parse_args()
@@ -158,6 +180,8 @@ def main() -> None:
         batch(a, a.delta)
     if a.matrix_ns or a.subset_ns:
         matrices(a, a.delta)
+    if a.rows_ns:
+        rows(a, a.delta)
     print(f"finished {time.strftime('%H:%M UTC', time.gmtime())}; load average {os.getloadavg()[1]:.1f} "
           f"(5 min) on {os.cpu_count()} cores: timings on a shared CPU are upper bounds.")
 

@@ -52,6 +52,12 @@ KERNEL_CATEGORIES = 4
 #: largest number of input rows / message columns a mechanism matrix may have
 MAX_INPUTS = 4096
 MAX_OUTPUTS = 1 << 20
+#: Largest cost (:func:`matrix_cells`) of one point for which ``amplify``'s automatic source runs the
+#: matrix engine: about 5 s per point on a 2-core CPU (about 5 microseconds per cell, warm). The
+#: engine runs point by point, so this is smaller than k-RR's batched :data:`jaxshuffle.blanket.
+#: AUTO_MAX_CELLS`; costlier points keep the two-count bound (``upper_from="blanket"`` runs them).
+#: The exact datasets' forms run beside the blanket forms only where both together fit it.
+MATRIX_AUTO_MAX_CELLS = 1 << 20
 
 
 class PairForms(NamedTuple):
@@ -451,7 +457,7 @@ def plan_matrix(matrix, n, delta, *, lower: bool = True) -> MatrixPlan:
 
 def matrix_cells(matrix, n, delta, *, lower: bool = True) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
-    :data:`jaxshuffle.blanket.AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
+    :data:`MATRIX_AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
     boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU
     (``benchmarks/blanket.py`` [3], ``benchmarks/results/blanket_matrix_cpu.txt``): k-RR's 10 x 10
     matrix at n = 1e6, 1.1e6 cells, 5.1 s, about 5 microseconds per cell with 8-15 probes per lane

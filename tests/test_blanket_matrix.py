@@ -8,6 +8,7 @@ asserted, so a test cannot pass vacuously.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import jax
@@ -221,18 +222,20 @@ def test_bad_input():
 
 @pytest.mark.slow
 def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
-    """18.6: subset selection with its matrix attached (randomizers.with_matrix); amplify's upper is
-    min(stronger clone, blanket), its lower the exact datasets' bound, and exact enumeration (n = 5,
-    every dataset) lies between. Without the matrix, the catalog row carries no mechanism."""
+    """18.6: the subset-selection row carries its matrix point by point (RowMatrix); amplify's upper is
+    min(stronger clone, blanket), its lower the exact datasets' bound, exact enumeration (n = 5, every
+    dataset) lies between, and the values are those of the same matrix attached by hand (with_matrix)."""
     from jaxshuffle import randomizers as RZ
     from jaxshuffle.accountant.amplify import UpperSource, amplify
     from jaxshuffle.randomizers import catalog
-    assert catalog.build("subset-selection", eps0=1.0, d=4, k=2).mechanism is None
+    row = catalog.build("subset-selection", eps0=1.0, d=4, k=2)
+    assert isinstance(row.mechanism, RZ.RowMatrix) and row.mechanism.builder == "subset-selection"
     vr = RZ.with_matrix(RZ.subset_selection(1.0, 4, 2), RZ.subset_selection_matrix(1.0, 4, 2))
     R = np.asarray(vr.mechanism.matrix)
     assert R.shape == (4, 6) and np.allclose(R.sum(axis=1), 1.0)
-    rep = amplify(vr, 5, 0.05)
+    rep, by_hand = amplify(row, 5, 0.05), amplify(vr, 5, 0.05)
     print("subset selection d=4 k=2 n=5 delta=0.05: clone", float(rep.worst_case), "blanket", float(rep.blanket))
+    assert all(float(getattr(rep, f)) == float(getattr(by_hand, f)) for f in ("upper", "blanket", "lower"))
     assert float(rep.upper) == min(float(rep.worst_case), float(rep.blanket))
     assert (int(rep.upper_source) == UpperSource.BLANKET) == (float(rep.blanket) < float(rep.worst_case))
     assert np.isfinite(float(rep.blanket))  # at n = 5 the coarsened blanket (0.908) loses to the clone (0.726)
@@ -241,19 +244,61 @@ def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
     assert catalog.build("metric-exponential", d01=0.5, d02=2.0, d12=2.0).mechanism is None
 
 
+def test_catalog_rows_build_their_matrices_point_by_point():
+    """row_matrix gives the builders' own matrices (bit for bit) at each point of a batch, and None
+    where the row does not cover the point: Hadamard B = 2 or s != K/2, eps0 > 50, a matrix above
+    ROW_MATRIX_MAX_WORK, and an invalid point (NaN options, under jit too)."""
+    from jaxshuffle import randomizers as RZ
+    from jaxshuffle.randomizers import matrices as MX
+    ss = RZ.subset_selection(jnp.array([0.5, 2.0]), 10, jnp.array([[3.0], [1.0]]))  # (2, 2) batch
+    opts = [np.broadcast_to(np.asarray(o), (2, 2)) for o in ss.mechanism.options]
+    for i, j in itertools.product(range(2), range(2)):
+        M = RZ.row_matrix("subset-selection", *(o[i, j] for o in opts))
+        assert np.array_equal(M, RZ.subset_selection_matrix([0.5, 2.0][j], 10, [3, 1][i]))
+    hr = RZ.hadamard_response(1.0, 16, 8, 1).mechanism
+    assert np.array_equal(RZ.row_matrix("hadamard-response", *hr.options), RZ.hadamard_response_matrix(1.0, 16))
+    for eps0, K, s, B in ((1.0, 16, 4, 2), (1.0, 16, 4, 1), (51.0, 16, 8, 1), (1.0, 128, 64, 1)):
+        assert RZ.row_matrix("hadamard-response", *RZ.hadamard_response(eps0, K, s, B).mechanism.options) is None
+    assert 12 * 11 * 924 <= MX.ROW_MATRIX_MAX_WORK < 14 * 13 * 3432  # 6-subsets of 12 built, 7 of 14 not
+    assert RZ.row_matrix("subset-selection", 1.0, 14, 7) is None and RZ.row_matrix("subset-selection", 1.0, 12, 6) is not None
+    traced = jax.jit(lambda e, k: RZ.subset_selection(e, 10, k))(jnp.array([1.0, 1.0]), jnp.array([3.0, 10.0]))
+    opts = [np.asarray(o) for o in traced.mechanism.options]
+    assert RZ.row_matrix("subset-selection", *(o[0] for o in opts)) is not None
+    assert np.isnan(opts[0][1]) and RZ.row_matrix("subset-selection", *(o[1] for o in opts)) is None  # k = d
+
+
+def test_amplify_keeps_the_two_count_bound_where_a_row_builds_no_matrix():
+    """Hadamard response with B = 2 carries the row's descriptor but no matrix: amplify's default keeps
+    the two-count values (no blanket value, source not blanket); asking for the blanket source names
+    upper_from and the points the row covers; calibration refuses it and probes the two-count bound."""
+    from jaxshuffle import randomizers as RZ
+    from jaxshuffle.accountant import calibrate
+    from jaxshuffle.accountant.amplify import UpperSource, amplify
+    vr = RZ.hadamard_response(1.0, 16, 4, 2)
+    rep, two_count = amplify(vr, 100, 1e-6), amplify(vr, 100, 1e-6, upper_from="worst-case")
+    assert float(rep.upper) == float(two_count.upper) and int(rep.upper_source) != UpperSource.BLANKET
+    assert not np.isfinite(float(rep.blanket))
+    with pytest.raises(ValueError, match=r"upper_from: 'blanket'.*B = 1, s = K/2"):
+        amplify(vr, 100, 1e-6, upper_from="blanket")
+    with pytest.raises(ValueError, match="upper_from: 'blanket' calibration covers k-ary RR"):
+        calibrate.calibrate_eps0("subset-selection", 0.5, 100, 1e-6, d=10, k=3, upper_from="blanket")
+    assert calibrate._probed_source(RZ.subset_selection(1.0, 10, 3), "best") == "worst-case"
+    assert calibrate._probed_source(RZ.grr(1.0, 10), "best") == "best"
+
+
 def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
-    """Hadamard response K = 8: with the exact datasets' forms, n = 1e6 would take the matrix engine over
-    13 minutes (matrix_cells about 20 times the cap); its blanket forms alone, under their own plan, are
-    within the cap there and at n = 1e8 are not: amplify keeps the worst-case pair's bound at n = 1e8,
-    labelled so, without running it. k-RR's 10 x 10 matrix at n = 1e4 (1 s) and n = 1e6 (5 s) is under
+    """Hadamard response K = 8: with the exact datasets' forms, n = 1e5 would take the matrix engine over
+    a minute (matrix_cells about 16 times MATRIX_AUTO_MAX_CELLS); its blanket forms alone, under their
+    own plan, are within the cap there and at n = 1e6 are not: amplify keeps the worst-case pair's bound
+    at n = 1e6, labelled so, without running it. k-RR's 10 x 10 matrix at n = 1e4 and n = 1e5 is under
     the cap with both sides."""
     from jaxshuffle import randomizers as R
     from jaxshuffle.accountant.amplify import UpperSource, amplify
-    M = R.hadamard_response_matrix(1.0, 8)
-    assert bm.matrix_cells(M, 1e6, 1e-6) > bl.AUTO_MAX_CELLS >= bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
-    assert bm.matrix_cells(M, 1e6, 1e-6, lower=False) <= bl.AUTO_MAX_CELLS < bm.matrix_cells(M, 1e8, 1e-6, lower=False)
-    assert bm.matrix_cells(grr_matrix(10, 1.0), 1e4, 1e-6) < bm.matrix_cells(grr_matrix(10, 1.0), 1e6, 1e-6)
-    rep = amplify(R.with_matrix(R.hadamard_response(1.0, 8, 4), M), 1e8, 1e-6)
+    M, cap = R.hadamard_response_matrix(1.0, 8), bm.MATRIX_AUTO_MAX_CELLS
+    assert bm.matrix_cells(M, 1e5, 1e-6) > 10 * cap >= cap >= bm.matrix_cells(grr_matrix(10, 1.0), 1e5, 1e-6)
+    assert bm.matrix_cells(M, 1e5, 1e-6, lower=False) <= cap < bm.matrix_cells(M, 1e6, 1e-6, lower=False)
+    assert bm.matrix_cells(grr_matrix(10, 1.0), 1e4, 1e-6) < bm.matrix_cells(grr_matrix(10, 1.0), 1e5, 1e-6)
+    rep = amplify(R.with_matrix(R.hadamard_response(1.0, 8, 4), M), 1e6, 1e-6)
     assert int(rep.upper_source) != UpperSource.BLANKET and float(rep.upper) == float(rep.worst_case)
     assert not np.isfinite(float(rep.blanket))
 
@@ -265,11 +310,13 @@ def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(mo
     search runs on the plan that was priced (matrix_cells and matrix_bounds planned it again)."""
     from jaxshuffle import randomizers as R
     from jaxshuffle.accountant.amplify import amplify
+    amplify_module = importlib.import_module("jaxshuffle.accountant.amplify")  # the package exports the function
     M = R.hadamard_response_matrix(1.0, 8)
     alone, both = bm.matrix_cells(M, 1e3, 1e-6, lower=False), bm.matrix_cells(M, 1e3, 1e-6)
     assert alone < 2e5 < both
-    monkeypatch.setattr(bl, "AUTO_MAX_CELLS", 2e5)
+    monkeypatch.setattr(bm, "MATRIX_AUTO_MAX_CELLS", 2e5)
     vr = R.with_matrix(R.hadamard_response(1.0, 8, 4), M)
+    monkeypatch.setattr(amplify_module, "_MATRIX_POINTS", {})  # nothing remembered from other tests
     plans = []
     real = bm.plan_forms
     monkeypatch.setattr(bm, "plan_forms", lambda *a, **kw: plans.append(len(a[0].w)) or real(*a, **kw))

@@ -76,7 +76,7 @@ import numpy as np
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, require_x64
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
-from jaxshuffle.randomizers.params import MatrixMechanism
+from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 from jaxshuffle.search import Status, epsilon
 
 __all__ = ["AmplificationReport", "UPPER_FROM", "UpperSource", "amplify", "with_mechanism_bounds",
@@ -206,48 +206,25 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
     n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
     (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
-    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9; a matrix: its
-    :func:`~jaxshuffle.blanket_matrix.matrix_cells`, n = 1e6 for 8-output matrices: minutes per point).
+    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9) or, for a finite matrix,
+    :data:`jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS` (its
+    :func:`~jaxshuffle.blanket_matrix.matrix_cells`; about 5 s per point: 3-subsets of 10 to n = 1e5).
     The exact datasets' lanes run only where their plan is within the cap too (k-RR:
     :func:`~jaxshuffle.blanket.point_cells` with every kind; a matrix: ``matrix_cells``); elsewhere the
-    blanket lanes run alone and ``lower`` keeps ``rep``'s. Eager: concrete values only.
+    blanket lanes run alone and ``lower`` keeps ``rep``'s. Catalog rows carry their matrix point by
+    point (:class:`~jaxshuffle.randomizers.params.RowMatrix`: subset selection, Hadamard response);
+    points whose matrix the row does not build keep ``rep``'s values. Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
         if only:
-            raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism "
-                             "(k-ary RR: jaxshuffle.randomizers.grr; small finite rows: a MatrixMechanism)")
+            raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism (k-ary RR: "
+                             "jaxshuffle.randomizers.grr; subset selection, Hadamard response; any small finite "
+                             "mechanism: randomizers.with_matrix)")
         return rep
     shape = np.shape(rep.upper)
-    if isinstance(mech, MatrixMechanism):  # general finite mechanism (docs/math.md section 18), point by point
-        from jaxshuffle.blanket import AUTO_MAX_CELLS, BlanketMemoryError
-        from jaxshuffle.blanket_matrix import plan_matrix, search_matrix
-        nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-        M = np.asarray(mech.matrix)
-
-        def bounds(a, b):
-            """(bounds, with the exact datasets' lower bound), or None: the same cost rule as for k-RR
-            below, the blanket forms priced alone where the datasets' forms are over the cap."""
-            for lower in (True, False):
-                try:
-                    planned = plan_matrix(M, a, b, lower=lower)
-                except BlanketMemoryError:
-                    if only and not lower:
-                        raise
-                    continue
-                if planned.cells <= AUTO_MAX_CELLS or (only and not lower):
-                    return search_matrix(planned), lower
-            return None
-
-        res = [bounds(a, b) for a, b in zip(nn, dd)]
-        covered = np.array([r is not None for r in res], bool).reshape(shape)
-        blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
-        low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
-        has_low = np.array([r is not None and r[1] for r in res], bool).reshape(shape)
-        status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
-        status = np.where(covered, status, Status.INVALID).astype(np.int8)
-        status_low = np.where(has_low, Status.CONVERGED, Status.ZERO).astype(np.int8)
-        return _fold(rep, blanket, low, status, status_low, covered, only)
+    if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 18), by point
+        return _fold(rep, *_matrix_columns(mech, shape, n, delta, only), only)
     from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))
@@ -281,6 +258,63 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
             low[sel], status_low[sel] = np.asarray(b.lower), np.asarray(b.status_lower)
     blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
     return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
+
+
+#: per-process store of one matrix point's bounds (:func:`_matrix_point`); a sweep's padded chunk and a
+#: repeated call ask for the same point again
+_MATRIX_POINTS: dict = {}
+
+
+def _matrix_point(M: np.ndarray, n: float, delta: float, only: bool):
+    """``(bounds, with the exact datasets' lower bound)`` of matrix ``M`` at one point, or None: the
+    exact datasets' forms run beside the blanket forms where both together cost at most
+    :data:`~jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS`, else the blanket forms alone where they
+    do; above that (or over the memory budget) None (``only``: the blanket forms alone at any cost
+    within memory; over memory the BlanketMemoryError propagates). Remembered per process."""
+    from jaxshuffle import blanket_matrix as bm
+    from jaxshuffle._config import array_digest, remember
+    from jaxshuffle.blanket import BlanketMemoryError
+
+    def compute():
+        for lower in (True, False):
+            try:
+                planned = bm.plan_matrix(M, n, delta, lower=lower)
+            except BlanketMemoryError:
+                if only and not lower:
+                    raise
+                continue
+            if planned.cells <= bm.MATRIX_AUTO_MAX_CELLS or (only and not lower):
+                return bm.search_matrix(planned), lower
+        return None
+
+    key = array_digest((only, float(n), float(delta), bm.MATRIX_AUTO_MAX_CELLS), [M])  # the cap: tests move it
+    return remember(_MATRIX_POINTS, key, compute, 256)
+
+
+def _matrix_columns(mech, shape, n, delta, only: bool):
+    """Blanket and exact-dataset columns (for :func:`_fold`) of a finite mechanism, point by point: one
+    matrix for a :class:`MatrixMechanism`, each point's own for a catalog row's :class:`RowMatrix`
+    (points its builder does not cover keep the two-count values; ``only``: ValueError)."""
+    from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
+
+    nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
+    if isinstance(mech, MatrixMechanism):
+        mats = [np.asarray(mech.matrix)] * nn.size
+    else:
+        options = [np.broadcast_to(np.asarray(o, np.float64), shape).ravel() for o in mech.options]
+        mats = [row_matrix(mech.builder, *(o[i] for o in options)) for i in range(nn.size)]
+        if only and any(M is None for M in mats):
+            raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
+                             f"builds it for {ROW_MATRICES[mech.builder][1]} (eps0 <= 50)")
+    res = [None if M is None else _matrix_point(M, a, b, only) for M, a, b in zip(mats, nn, dd)]
+    covered = np.array([r is not None for r in res], bool).reshape(shape)
+    blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
+    low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
+    has_low = np.array([r is not None and r[1] for r in res], bool).reshape(shape)
+    status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
+    status = np.where(covered, status, Status.INVALID).astype(np.int8)
+    status_low = np.where(has_low, Status.CONVERGED, Status.ZERO).astype(np.int8)
+    return blanket, low, status, status_low, covered
 
 
 def _within_memory(bounds, only: bool):

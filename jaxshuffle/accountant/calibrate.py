@@ -18,10 +18,11 @@ import numpy as np
 
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
-from jaxshuffle.accountant.amplify import amplification_jobs, amplify
+from jaxshuffle.accountant.amplify import UPPER_FROM, amplification_jobs, amplify
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
+from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
 
@@ -104,7 +105,11 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
       rtol: relative width of the returned bracket ``[value, over]``.
       eps0_max: search limit (``CAPPED`` where still feasible there).
       upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
-        default the smallest, e.g. the blanket pair for k-ary RR).
+        default the smallest, e.g. the blanket pair for k-ary RR). For a row that carries a finite
+        matrix (subset selection, Hadamard response), whose matrix engine costs seconds per point
+        and probe, ``"best"`` calibrates the two-count bound: ``value`` is then feasible for
+        ``amplify``'s ``upper`` too (which is never larger), but not the largest eps0 its blanket
+        bound allows; ``"blanket"`` is for k-ary RR only (ValueError otherwise).
 
     Returns :class:`Calibration`: ``value`` is a probed eps0 with certified
     ``amplify(...).upper <= target_eps`` (never overshoots), ``over`` a probed eps0 with
@@ -123,6 +128,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     _check_target(target)
     shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
     probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
+    upper_from = _probed_source(probe0, upper_from)
     shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
     n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
@@ -204,11 +210,26 @@ def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, trie
     return np.where(bad, 0.0, lo), hi, np.where(bad, 0.0, up), capped, calls
 
 
+def _probed_source(params: VRParams, upper_from: str) -> str:
+    """The ``upper_from`` a calibration probes with: a finite-matrix mechanism's engine runs point by
+    point for seconds, so its ``"best"`` probes the two-count rules (``"worst-case"``: never below
+    amplify's ``upper``, so the answer stays feasible), and ``"blanket"`` is refused."""
+    if upper_from not in UPPER_FROM:
+        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+    if not isinstance(params.mechanism, (MatrixMechanism, RowMatrix)):
+        return upper_from
+    if upper_from == "blanket":
+        raise ValueError("upper_from: 'blanket' calibration covers k-ary RR (grr) only; a finite-matrix "
+                         "row's engine costs seconds per probe: use 'best' (calibrates the two-count bound) "
+                         "or 'worst-case'")
+    return "worst-case"
+
+
 def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
     """Whether amplify's upper for these points comes with the k-RR blanket pair (its coverage:
     :func:`~jaxshuffle.accountant.amplify.with_mechanism_bounds`) at every eps0 up to ``eps0_max``."""
     mech = params.mechanism
-    if mech is None or params.blanket_per_user is not None:
+    if not isinstance(mech, KaryRR) or params.blanket_per_user is not None:
         return False
     return eps0_max <= 50.0 and bool(np.all(n <= 1e12)) and bool(np.all(np.asarray(mech.k) < 1e12))
 
@@ -344,7 +365,8 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         a window of at most this many counts (the default, 2^18, is what n ~ 1e8-1e9 needs at
         typical parameters; a probe then takes about a second on a CPU). Where the target is
         unattainable below that limit, ``over`` reports the limit probed.
-      upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``).
+      upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
+        finite-matrix rows as in :func:`calibrate_eps0`: ``"best"`` calibrates the two-count bound).
 
     Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
     and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
@@ -371,6 +393,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     target_np = np.broadcast_to(np.asarray(target), shape)
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
+    upper_from = _probed_source(params, upper_from)
 
     def upper_of(params, delta):
         """Certified upper at the points' counts ``x`` (one batched amplify call, or T-fold compositions)."""

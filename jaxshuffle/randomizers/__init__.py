@@ -94,9 +94,11 @@ from jaxshuffle.randomizers.matrices import (
     binary_rr_matrix,
     hadamard_response_matrix,
     local_hash_matrix,
+    row_matrix,
     subset_selection_matrix,
 )
-from jaxshuffle.randomizers.params import Arg, Inputs, KaryRR, LowerParams, MatrixMechanism, VRParams, with_matrix
+from jaxshuffle.randomizers.params import (Arg, Inputs, KaryRR, LowerParams, MatrixMechanism, RowMatrix, VRParams,
+                                          with_matrix)
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     witchhat,

@@ -25,6 +25,7 @@ from jaxshuffle.randomizers.params import (
     Inputs,
     KaryRR,
     LowerParams,
+    RowMatrix,
     VRParams,
 )
 
@@ -183,14 +184,17 @@ def subset_selection(eps0, d, k) -> VRParams:
 
     ``p = e^eps0``, ``q = e^eps0``,
     ``beta = (e^eps0-1)(C(d-1,k-1) - C(d-2,k-2)) / (e^eps0 C(d-1,k-1) + C(d-1,k))
-    = (e^eps0 - 1) k (d-k) / ((d-1)(k e^eps0 + d - k))``.
+    = (e^eps0 - 1) k (d-k) / ((d-1)(k e^eps0 + d - k))``. Carries its matrix
+    (:class:`RowMatrix`, :func:`~jaxshuffle.randomizers.matrices.subset_selection_matrix`), so that
+    ``amplify`` adds the certified blanket bound where the matrix is small enough
+    (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (K1, k))
     eps0, d, k = inp.values
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
     p = jnp.exp(eps0)
-    out = inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p)
-    return out
+    return inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p,
+                      mechanism=RowMatrix("subset-selection", (eps0, d, k)))
 
 
 def subset_selection_lower(eps0, d, k) -> LowerParams:
@@ -271,14 +275,17 @@ def hadamard_response(eps0, K, s, B=1) -> VRParams:
 
     ``p = e^eps0``, ``q = e^eps0``, ``beta = |C_x minus C_x'| (e^eps0 - 1)/(s e^eps0 + K - s)``:
     ``(s/2)(e^eps0-1)/(s e^eps0 + K - s)`` for ``B = 1`` and ``s (e^eps0-1)/(s e^eps0 + K - s)``
-    for ``B > 1``.
+    for ``B > 1``. Carries its matrix (:class:`RowMatrix`,
+    :func:`~jaxshuffle.randomizers.matrices.hadamard_response_matrix`) where it is built: ``B = 1``,
+    ``s = K/2``, ``K`` a power of two up to 64 (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
     """
     inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B))
     eps0, K, s, B = inp.values
     inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
     p = jnp.exp(eps0)
     diff = jnp.where(B == 1.0, 0.5 * s, s)
-    return inp.params(p, diff * (p - 1.0) / (s * p + K - s), p)
+    return inp.params(p, diff * (p - 1.0) / (s * p + K - s), p,
+                      mechanism=RowMatrix("hadamard-response", (eps0, K, s, B)))
 
 
 def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:

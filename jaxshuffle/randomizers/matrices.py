@@ -143,3 +143,50 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
     hit = 1.0 / (1.0 + (ell - 1.0) * math.exp(-eps0))  # e^eps0/(e^eps0 + l - 1), no overflow at large eps0
     R = c[None, :] * np.where(bits == 1, hit, hit * math.exp(-eps0))
     return np.ascontiguousarray(R[:, R.sum(axis=0) > 0])
+
+
+#: largest ``pairs x columns`` (``K (K - 1) K'``) of a matrix that a catalog row builds on its own
+#: (:func:`row_matrix`): the matrix engine's pair forms cost about 0.4 s at this size (Hadamard
+#: K = 64: 63 x 62 pairs x 64 columns, measured on the 2-core CPU); a larger one is attached by hand
+#: (:func:`jaxshuffle.randomizers.with_matrix`)
+ROW_MATRIX_MAX_WORK = 1 << 19
+
+
+def _subset_selection_point(eps0: float, d: float, k: float) -> np.ndarray | None:
+    if not (math.isfinite(d) and math.isfinite(k)):
+        return None
+    d, k = int(d), int(k)
+    if d * (d - 1) * math.comb(d, k) > ROW_MATRIX_MAX_WORK:
+        return None
+    return subset_selection_matrix(eps0, d, k)
+
+
+def _hadamard_point(eps0: float, K: float, s: float, B: float) -> np.ndarray | None:
+    if not (math.isfinite(K) and K == 2 * s and B == 1 and K >= 4):
+        return None
+    K = int(K)
+    if K & (K - 1) or (K - 1) * (K - 2) * K > ROW_MATRIX_MAX_WORK:
+        return None
+    return hadamard_response_matrix(eps0, K)
+
+
+#: catalog rows whose mechanism :func:`row_matrix` builds, by builder name (a
+#: :class:`~jaxshuffle.randomizers.params.RowMatrix`'s ``builder``), and the points each covers
+ROW_MATRICES = {
+    "subset-selection": (_subset_selection_point, "every (eps0, d, k) with d (d-1) C(d, k) <= 2^19"),
+    "hadamard-response": (_hadamard_point, "B = 1, s = K/2, K a power of two in [4, 64]"),
+}
+
+
+def row_matrix(builder: str, *options) -> np.ndarray | None:
+    """The matrix of one point of a catalog row (:data:`ROW_MATRICES`), or ``None`` where the row's
+    builder does not cover the point (NaN options: an invalid point; ``eps0 > 50``; shapes it does not build, e.g.
+    Hadamard response with ``B > 1``; a matrix above :data:`ROW_MATRIX_MAX_WORK`).
+
+    Exact up to float64 rounding, as the builders themselves (``subset_selection_matrix``,
+    ``hadamard_response_matrix``).
+    """
+    values = [float(np.asarray(o, np.float64)) for o in options]
+    if not all(math.isfinite(v) for v in values) or values[0] > 50.0:  # eps0 <= 50, as k-RR's engine
+        return None
+    return ROW_MATRICES[builder][0](*values)

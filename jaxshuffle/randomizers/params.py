@@ -65,6 +65,23 @@ class MatrixMechanism:
     matrix: jax.Array
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RowMatrix:
+    """A catalog row's finite mechanism, point by point: its matrix builder's name and options.
+
+    The mechanism at point ``i`` is the matrix
+    :func:`jaxshuffle.randomizers.matrices.row_matrix` ``(builder, *(option.ravel()[i] for option in
+    options))`` (``None`` where the builder does not cover the point); :func:`jaxshuffle.amplify` then
+    adds the certified blanket bound of that matrix (:func:`jaxshuffle.blanket_matrix.matrix_bounds`,
+    docs/math.md section 18), as for a :class:`MatrixMechanism`. ``options`` broadcast to the
+    :class:`VRParams` fields' shape (NaN where the point is invalid).
+    """
+
+    builder: str = dataclasses.field(metadata=dict(static=True))
+    options: tuple
+
+
 def with_matrix(params: "VRParams", matrix) -> "VRParams":
     """``params`` carrying :class:`MatrixMechanism` ``matrix`` (a catalog row's attachment)."""
     return dataclasses.replace(params, mechanism=MatrixMechanism(jnp.asarray(matrix, dtype=jnp.float64)))
@@ -84,16 +101,17 @@ class VRParams:
       blanket_per_user: ``None`` for a single-message randomizer (the blanket is the other
         ``n - 1`` users' messages); for a multi-message protocol, the number of
         input-independent (blanket) messages each user sends.
-      mechanism: ``None``, or the concrete mechanism (:class:`KaryRR`, or :class:`MatrixMechanism`
-        for a small finite one) where a tighter certified engine exists for it; the parameters
-        above then describe that mechanism exactly.
+      mechanism: ``None``, or the concrete mechanism (:class:`KaryRR`; :class:`MatrixMechanism` for
+        a small finite one; :class:`RowMatrix` for a catalog row whose matrix is built point by
+        point) where a tighter certified engine exists for it; the parameters above then describe
+        that mechanism exactly.
     """
 
     p: jax.Array
     beta: jax.Array
     q: jax.Array
     blanket_per_user: jax.Array | None = None
-    mechanism: KaryRR | MatrixMechanism | None = None
+    mechanism: KaryRR | MatrixMechanism | RowMatrix | None = None
 
     def n_blanket(self, n) -> jax.Array:
         """Number of blanket messages ("other users" of the two-count pair) among ``n`` users.
@@ -195,7 +213,7 @@ class Inputs:
             check(cond, name, message, value=value)
         self.ok = self.ok & cond
 
-    def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | None = None) -> VRParams:
+    def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | RowMatrix | None = None) -> VRParams:
         # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
         # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
         p = jnp.asarray(p, dtype=jnp.float64)

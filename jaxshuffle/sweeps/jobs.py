@@ -1,7 +1,7 @@
 """Jobs: the searches behind each grid point, deduplicated over the grid.
 
 Two kinds: the two-count-pair searches of :func:`jaxshuffle.accountant.amplification_jobs`, and, for
-points whose randomizer carries its concrete mechanism (k-ary RR), one *mechanism search* per
+points whose randomizer carries its concrete mechanism (k-ary RR, a row's matrix), one *mechanism search* per
 distinct point: the blanket-pair upper bound and the exact-dataset lower bound of
 :func:`jaxshuffle.accountant.with_mechanism_bounds` (the hook ``amplify(..., upper_from="best")``
 uses). :meth:`SweepGrid.combine` folds them in by ``amplify``'s rule.
@@ -141,6 +141,23 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
     return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out, carries_mechanism(params)
 
 
+def _builds_every_matrix(entry, options: dict[str, np.ndarray]) -> bool:
+    """False where a row that carries a matrix point by point (RowMatrix) does not build it at some
+    distinct point of the grid (True for every other mechanism)."""
+    import jax.numpy as jnp
+
+    from jaxshuffle.randomizers.matrices import row_matrix
+    from jaxshuffle.randomizers.params import RowMatrix
+
+    names = [a.name for a in entry.args]
+    distinct = np.unique(np.stack([np.asarray(options[k], np.float64) for k in names], 1), axis=0)
+    mech = entry.fn(**{k: jnp.asarray(distinct[:, i]) for i, k in enumerate(names)}).mechanism
+    if not isinstance(mech, RowMatrix):
+        return True
+    opts = [np.broadcast_to(np.asarray(o, np.float64), (len(distinct),)) for o in mech.options]
+    return all(row_matrix(mech.builder, *(o[i] for o in opts)) is not None for i in range(len(distinct)))
+
+
 class SweepGrid:
     """Points, their jobs (deduplicated) and the per-point combination.
 
@@ -172,9 +189,10 @@ class SweepGrid:
             sl = slice(g.start, g.stop)
             info, jobs, mech = _point_jobs(entry, g.options, self.table["n"][sl], self.table["delta"][sl],
                                            with_lower, scaled_variant)
-            if upper_from == "blanket" and not mech:
-                raise ValueError(f"upper_from: 'blanket' needs randomizers that carry their mechanism (k-ary RR: "
-                                 f"grr); {g.name!r} does not (use 'best' or 'worst-case')")
+            if upper_from == "blanket" and not (mech and _builds_every_matrix(entry, g.options)):
+                raise ValueError(f"upper_from: 'blanket' needs randomizers that carry their mechanism at every "
+                                 f"point (k-ary RR: grr; subset-selection, hadamard-response where they build their "
+                                 f"matrix); {g.name!r} does not (use 'best' or 'worst-case')")
             if mech and upper_from != "worst-case":
                 names = tuple(a.name for a in entry.args)
                 rows = np.stack([g.options[k] for k in names] + [self.table["n"][sl], self.table["delta"][sl]], 1)
