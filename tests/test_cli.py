@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
 
 import jaxshuffle as js
@@ -230,6 +231,20 @@ def test_compose_plot_draws_the_rounds_curve(capsys, tmp_path):
 def test_compose_bad_input_is_one_line(capsys, argv, pattern):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "100", *argv])
     assert code == 2 and out == "" and pattern in err and err.count("\n") == 1, err
+
+
+def test_epsilon_folds_in_a_catalog_rows_matrix(capsys):
+    """subset-selection carries its matrix (docs/math.md 18.6): the CLI's default gives amplify's upper,
+    the smallest of the worst-case pair and the matrix blanket bound, with its source named."""
+    from jaxshuffle import randomizers as R
+    base = ["epsilon", "--randomizer", "subset-selection", "--eps0", "1", "--d", "4", "--k", "2", "--n", "5",
+            "--delta", "0.05", "--json"]
+    code, out, err = run(capsys, base)
+    assert code == 0, err
+    got = json.loads(out)[0]
+    rep = js.amplify(R.subset_selection(1.0, 4, 2), 5, 0.05, lower_params=R.subset_selection_lower(1.0, 4, 2))
+    assert np.isfinite(float(rep.blanket)) and abs(got["upper"] - float(rep.upper)) <= 1e-6 * float(rep.upper)
+    assert got["upper_source"] == js.UpperSource.DESCRIPTIONS[int(rep.upper_source)]
 
 
 def test_epsilon_upper_from_picks_the_source(capsys):

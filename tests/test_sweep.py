@@ -195,6 +195,27 @@ def test_krr_sweep_uses_amplify_rule_and_resumes(tmp_path):
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
 
 
+@pytest.mark.slow
+def test_matrix_row_sweep_uses_amplify_rule():
+    """A row that carries its matrix point by point (2-subsets of 4, docs/math.md 18.6): the sweep's
+    mechanism searches give amplify's report at every point (blanket column finite, upper the smallest
+    source); a 'blanket' sweep of Hadamard response with B = 2 (no matrix built) is refused up front."""
+    res = sw.sweep("subset-selection", eps0="0.5,2", d=4, k=2, n=5, delta=0.05, merge_buckets=False, quiet=True)
+    assert len(res) == 2 and res.complete and np.isfinite(res["blanket"]).all()
+    e = CATALOG["subset-selection"]
+    cols = {}
+    for n in np.unique(res["n"]):
+        sel = res["n"] == n
+        opts = {"eps0": res["eps0"][sel], "d": res["d"][sel], "k": res["k"][sel]}
+        rep = amplify(e.fn(**opts), n, res["delta"][sel], lower_params=e.lower(**opts))
+        for key, v in rep._asdict().items():
+            cols.setdefault(key, np.zeros(len(res), np.asarray(v).dtype))[sel] = np.asarray(v)
+    _assert_same_as_amplify(res, cols)
+    assert np.all(res["upper"] == np.minimum(res["worst_case"], res["blanket"]))
+    with pytest.raises(ValueError, match="upper_from: 'blanket' needs randomizers that carry their mechanism at every"):
+        sw.sweep("hadamard-response", eps0=1, K=16, s=4, B=2, n=3, delta=1e-3, upper_from="blanket", quiet=True)
+
+
 def test_upper_from_checked_and_old_store_refused(tmp_path):
     with pytest.raises(ValueError, match="upper_from: 'blanket' needs randomizers that carry"):
         sw.sweep("general", eps0=1, n=3, delta=1e-3, upper_from="blanket", quiet=True)
