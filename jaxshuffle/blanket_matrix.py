@@ -435,7 +435,19 @@ class MatrixPlan(NamedTuple):
         """The search's cost in cells (:func:`matrix_cells`)."""
         batch = bl.lanes_per_batch(self.plan)
         lanes = -(-(len(self.up_forms.w) + len(self.low_forms.w)) // batch) * batch
-        return float(lanes * self.plan.window * (self.plan.lines + 1) * (1.0 + self.plan.max_step / 1024.0))
+        return float(lanes * self.plan.window * (self.plan.lines + 1) * step_factor(self.plan.max_step))
+
+
+def step_factor(max_step: int) -> float:
+    """Cost of a cell relative to a short-step plan's: ``max(1 + max_step / 1024, max_step / 16)``.
+
+    k-RR's kernel pays about a thousandth of a cell per step (:func:`jaxshuffle.blanket.point_cells`);
+    the matrix engine's coarsened forms pay far more. Measured warm on the 2-core CPU, Hadamard response
+    K = 16 at n = 1e3, delta = 1e-6 with the exact datasets' forms: eps0 = 2 plans max step 1024 and
+    took 180 s for 2.6e5 window x line cells, eps0 = 0.5 max step 8 and 5.8 s for 5.3e5 (62x per cell,
+    this factor says 64).
+    """
+    return max(1.0 + max_step / 1024.0, max_step / 16.0)
 
 
 def plan_matrix(matrix, n, delta, *, lower: bool = True) -> MatrixPlan:
@@ -458,7 +470,7 @@ def plan_matrix(matrix, n, delta, *, lower: bool = True) -> MatrixPlan:
 def matrix_cells(matrix, n, delta, *, lower: bool = True) -> float:
     """Cost of :func:`matrix_bounds` at one point in cells (numpy; the model behind amplify's cost cap
     :data:`MATRIX_AUTO_MAX_CELLS`): lanes (forms, padded to whole batches) x window counts x
-    boundary lines x ``(1 + max_step / 1024)`` of the plan. Measured warm on a 2-core CPU
+    boundary lines x :func:`step_factor` ``(max_step)`` of the plan. Measured warm on a 2-core CPU
     (``benchmarks/blanket.py`` [3], ``benchmarks/results/blanket_matrix_cpu.txt``): k-RR's 10 x 10
     matrix at n = 1e6, 1.1e6 cells, 5.1 s, about 5 microseconds per cell with 8-15 probes per lane
     (22 s with the 32 bisection steps before). ``lower=False``: the cost of the upper bound alone
