@@ -143,7 +143,8 @@ def rows(a, delta):
           f"{'cold s/pt':>9} {'warm s/pt':>9}", flush=True)
     e0 = np.array(_floats(a.rows_eps0s))
     for name, params in (("subset-selection d=10 k=3", R.subset_selection(e0, 10, 3)),
-                         ("hadamard-response K=16 s=8", R.hadamard_response(e0, 16, 8, 1))):
+                         ("hadamard-response K=16 s=8", R.hadamard_response(e0, 16, 8, 1)),
+                         ("binary-rr d=8", R.binary_rr(e0, 8))):
         for n in _floats(a.rows_ns):
             rep, cold = timed(lambda: js.amplify(params, n, delta, with_paper=False))
             _, warm = timed(lambda: js.amplify(params, n, delta * 1.01, with_paper=False))  # new points

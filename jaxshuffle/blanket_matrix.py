@@ -97,11 +97,38 @@ def validate_matrix(matrix) -> np.ndarray:
     return R
 
 
-def _one_form(R, x0: int, x1: int, ref: np.ndarray):
-    """Categories and victim-only masses of (18.1) for ``(x0, x1)`` against reference ``ref`` (numpy)."""
+#: relative gap below which two coefficients of one form are float noise of one value (:func:`_snap`)
+SNAP_REL = 2.0 ** -40
+
+
+def _snap(v: np.ndarray, upper: bool) -> np.ndarray:
+    """``v`` with each run of values within :data:`SNAP_REL` (relative) of its neighbour replaced by the
+    run's largest (``upper``) or smallest value.
+
+    A matrix built from a formula has entries whose ratios to the reference agree only up to a few
+    ulps (binary RR: ``e^eps0`` as 2.7182818284590455 and 2.718281828459046), which would keep equal
+    categories apart (8 instead of 5) and force coarsening. Raising coefficients ``a0``, ``a1`` raises
+    ``c = a0 + a1 t`` for every ``t > 0``, and ``E[(sum)_+]`` is nondecreasing in every ``g``
+    (docs/math.md 18.3): an upper bound stays one; lowering them keeps a lower bound.
+    """
+    if v.size < 2:
+        return v
+    order = np.argsort(v, kind="stable")
+    s = v[order]
+    starts = np.concatenate([[True], np.abs(np.diff(s)) > SNAP_REL * np.maximum(np.abs(s[1:]), np.abs(s[:-1]))])
+    rep = (np.maximum if upper else np.minimum).reduceat(s, np.flatnonzero(starts))
+    out = np.empty_like(v)
+    out[order] = rep[np.cumsum(starts) - 1]
+    return out
+
+
+def _one_form(R, x0: int, x1: int, ref: np.ndarray, upper: bool):
+    """Categories and victim-only masses of (18.1) for ``(x0, x1)`` against reference ``ref`` (numpy);
+    coefficients that differ by float noise merged on the side of the bound (``upper``: the blanket
+    reference; else a dataset's, :func:`_snap`)."""
     live = ref > 0
     r0, r1, wl = R[x0, live], R[x1, live], ref[live]
-    a0, a1 = r0 / wl, -(r1 / wl)
+    a0, a1 = _snap(r0 / wl, upper), _snap(-(r1 / wl), upper)
     # merge equal coefficient pairs; the null category (prob 1 - sum w, coefficient 0) joins a (0, 0) one
     keys = np.stack([a0, a1], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
@@ -142,7 +169,7 @@ def pair_forms(matrix, reference: str = "blanket") -> PairForms:
             for x1 in range(K):
                 if x0 == x1:
                     continue
-                cats, v0, v1, eps_max, v_inf = _one_form(R, x0, x1, ref)
+                cats, v0, v1, eps_max, v_inf = _one_form(R, x0, x1, ref, upper=xs == -1)
                 cats = sorted(cats)
                 vv = sorted(zip(v0.tolist(), v1.tolist()))
                 key = (tuple(cats), tuple(vv))

@@ -275,6 +275,41 @@ def test_catalog_rows_build_their_matrices_point_by_point():
     assert np.isnan(opts[0][1]) and RZ.row_matrix("subset-selection", *(o[1] for o in opts)) is None  # k = d
 
 
+@settings(deadline=None, max_examples=50)
+@given(seed=st.integers(0, 10 ** 6), upper=st.booleans())
+def test_snap_merges_float_noise_on_the_side_of_the_bound(seed, upper):
+    """_snap moves every value only up (upper) or only down, by at most a relative 2^-40 per merged
+    neighbour, makes values within SNAP_REL of each other equal, and leaves well-separated values alone."""
+    rng = np.random.default_rng(seed)
+    base = rng.choice([-2.5, -1.0, 0.0, 1.0, np.e], size=12)
+    noisy = base * (1.0 + rng.integers(-4, 5, size=12) * 2.0 ** -52)
+    out = bm._snap(noisy, upper)
+    assert np.all(out >= noisy) if upper else np.all(out <= noisy)
+    assert np.all(np.abs(out - noisy) <= 1e-14 * np.abs(noisy))
+    for b in np.unique(base):  # each true value ends as one float
+        assert len(np.unique(out[base == b])) == 1
+    apart = np.array([1.0, 1.0 + 1e-9, 2.0])
+    assert np.array_equal(bm._snap(apart, upper), apart)
+
+
+def test_binary_rr_forms_merge_to_five_categories_and_stay_sound():
+    """Binary RR's entries agree only up to ulps (e^eps0 as 2.7182818284590455 and ...046): unsnapped, a
+    pair's blanket form has 8 categories, snapped 5 (the 4 bit patterns of (y_x0, y_x1) and the null
+    one). The catalog row (which now carries the matrix) is bracketed by exact enumeration: d = 3, n = 3,
+    every dataset of the 2 others."""
+    from jaxshuffle import randomizers as RZ
+    from jaxshuffle.accountant.amplify import amplify
+    R = RZ.binary_rr_matrix(1.0, 4)
+    omega = R.min(axis=0)
+    raw = {(a, b) for a, b in zip(R[0] / omega, R[1] / omega)}
+    assert len(raw) > 4 and bm.pair_forms(R).w.shape == (1, 5)
+    R3 = RZ.binary_rr_matrix(1.0, 3)
+    rep = amplify(RZ.binary_rr(1.0, 3), 3, 0.05)
+    exacts = [exact.epsilon(R3, 0, 1, list(o), 0.05) for o in _datasets(3, 2)]
+    assert len(exacts) == 6 and np.isfinite(float(rep.blanket))
+    assert float(rep.lower) <= max(exacts) * (1 + 1e-9) <= float(rep.upper) * (1 + 1e-9)
+
+
 def test_amplify_keeps_the_two_count_bound_where_a_row_builds_no_matrix():
     """Hadamard response with B = 2 carries the row's descriptor but no matrix: amplify's default keeps
     the two-count values (no blanket value, source not blanket); asking for the blanket source names

@@ -212,15 +212,15 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     The exact datasets' lanes run only where their plan is within the cap too (k-RR:
     :func:`~jaxshuffle.blanket.point_cells` with every kind; a matrix: ``matrix_cells``); elsewhere the
     blanket lanes run alone and ``lower`` keeps ``rep``'s. Catalog rows carry their matrix point by
-    point (:class:`~jaxshuffle.randomizers.params.RowMatrix`: subset selection, Hadamard response);
+    point (:class:`~jaxshuffle.randomizers.params.RowMatrix`: subset selection, Hadamard response, binary RR);
     points whose matrix the row does not build keep ``rep``'s values. Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
         if only:
             raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism (k-ary RR: "
-                             "jaxshuffle.randomizers.grr; subset selection, Hadamard response; any small finite "
-                             "mechanism: randomizers.with_matrix)")
+                             "jaxshuffle.randomizers.grr; subset selection, Hadamard response, binary RR; any "
+                             "small finite mechanism: randomizers.with_matrix)")
         return rep
     shape = np.shape(rep.upper)
     if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 18), by point

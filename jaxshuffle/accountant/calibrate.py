@@ -106,7 +106,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
       eps0_max: search limit (``CAPPED`` where still feasible there).
       upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
         default the smallest, e.g. the blanket pair for k-ary RR). For a row that carries a finite
-        matrix (subset selection, Hadamard response), whose matrix engine costs seconds per point
+        matrix (subset selection, Hadamard response, binary RR), whose matrix engine costs seconds per point
         and probe, ``"best"`` calibrates the two-count bound: ``value`` is then feasible for
         ``amplify``'s ``upper`` too (which is never larger), but not the largest eps0 its blanket
         bound allows; ``"blanket"`` is for k-ary RR only (ValueError otherwise).

@@ -104,7 +104,8 @@ def _add_upper_from(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upper-from", dest="upper_from", choices=UPPER_FROM, default="best",
                    help="certified upper bound: the smallest over every sound source (best, default), the "
                         "two-count worst-case pair only (any eps0-LDP randomizer with this p, q), or the "
-                        "randomizer's own blanket pair (k-ary RR)")
+                        "randomizer's own blanket pair (k-ary RR; the subset-selection, hadamard-response and "
+                        "binary-rr rows' matrices, where they build one)")
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:

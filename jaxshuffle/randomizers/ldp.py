@@ -138,13 +138,13 @@ def binary_rr(eps0, d) -> VRParams:
     ``a = e^{eps0/2}/(e^{eps0/2} + 1)``, flipped otherwise (eps0/2 per bit: two bits differ).
 
     ``p = e^eps0``, ``beta = a^2 - (1-a)^2 = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``,
-    ``q = e^eps0`` (``beta`` does not depend on ``d``).
+    ``q = e^eps0`` (``beta`` does not depend on ``d``). Carries its matrix (:class:`RowMatrix`,
+    :func:`~jaxshuffle.randomizers.matrices.binary_rr_matrix`, ``2^d`` columns) for ``d <= 11``.
     """
     inp = Inputs((EPS0, eps0), (D2, d))
     eps0, d = inp.values
     p = jnp.exp(eps0)
-    out = inp.params(p, jnp.tanh(0.25 * eps0), p)
-    return out
+    return inp.params(p, jnp.tanh(0.25 * eps0), p, mechanism=RowMatrix("binary-rr", (eps0, d)))
 
 
 def rappor(eps0, d) -> VRParams:

@@ -161,6 +161,13 @@ def _subset_selection_point(eps0: float, d: float, k: float) -> np.ndarray | Non
     return subset_selection_matrix(eps0, d, k)
 
 
+def _binary_rr_point(eps0: float, d: float) -> np.ndarray | None:
+    d = int(d)
+    if d * (d - 1) * 2 ** d > ROW_MATRIX_MAX_WORK:
+        return None
+    return binary_rr_matrix(eps0, d)
+
+
 def _hadamard_point(eps0: float, K: float, s: float, B: float) -> np.ndarray | None:
     if not (math.isfinite(K) and K == 2 * s and B == 1 and K >= 4):
         return None
@@ -173,6 +180,7 @@ def _hadamard_point(eps0: float, K: float, s: float, B: float) -> np.ndarray | N
 #: catalog rows whose mechanism :func:`row_matrix` builds, by builder name (a
 #: :class:`~jaxshuffle.randomizers.params.RowMatrix`'s ``builder``), and the points each covers
 ROW_MATRICES = {
+    "binary-rr": (_binary_rr_point, "d <= 11 (2^d columns)"),
     "subset-selection": (_subset_selection_point, "every (eps0, d, k) with d (d-1) C(d, k) <= 2^19"),
     "hadamard-response": (_hadamard_point, "B = 1, s = K/2, K a power of two in [4, 64]"),
 }

@@ -126,8 +126,8 @@ Which upper bound
 -----------------
 ``upper_from`` (CLI ``--upper-from``) is :func:`jaxshuffle.amplify`'s: ``"best"`` (default) the
 smallest certified source per point, ``"worst-case"`` the two-count rules only, ``"blanket"`` the
-blanket pair only. Points whose randomizer carries its mechanism (k-ary RR; the subset-selection and
-Hadamard-response rows' matrices, docs/math.md 18.6) get one more search
+blanket pair only. Points whose randomizer carries its mechanism (k-ary RR; the subset-selection,
+Hadamard-response and binary-RR rows' matrices, docs/math.md 18.6) get one more search
 per distinct point, through :func:`jaxshuffle.accountant.with_mechanism_bounds` (the blanket pair's
 certified upper bound, column ``blanket``, and the exact datasets' certified lower bound, folded
 into ``lower``); ``upper_source`` names the source of ``upper``. These searches are chunked like the

@@ -191,8 +191,8 @@ class SweepGrid:
                                            with_lower, scaled_variant)
             if upper_from == "blanket" and not (mech and _builds_every_matrix(entry, g.options)):
                 raise ValueError(f"upper_from: 'blanket' needs randomizers that carry their mechanism at every "
-                                 f"point (k-ary RR: grr; subset-selection, hadamard-response where they build their "
-                                 f"matrix); {g.name!r} does not (use 'best' or 'worst-case')")
+                                 f"point (k-ary RR: grr; subset-selection, hadamard-response, binary-rr where they "
+                                 f"build their matrix); {g.name!r} does not (use 'best' or 'worst-case')")
             if mech and upper_from != "worst-case":
                 names = tuple(a.name for a in entry.args)
                 rows = np.stack([g.options[k] for k in names] + [self.table["n"][sl], self.table["delta"][sl]], 1)
