@@ -341,8 +341,9 @@ METHODS = {
              "unless upper_from is worst-case, the larger with the exact all-z / all-x0 datasets' certified lower "
              "bound for k-ary RR and the rows that carry a matrix (jaxshuffle.accountant.with_mechanism_bounds)",
     "blanket": "certified: blanket (three-count) pair of the concrete mechanism, jaxshuffle.accountant."
-               "with_mechanism_bounds (k-ary RR: jaxshuffle.blanket.krr_bounds, docs/math.md section 7; subset selection, "
-               "Hadamard response, binary RR: jaxshuffle.blanket_matrix, section 18), one search per distinct point",
+               "with_mechanism_bounds (k-ary RR: jaxshuffle.blanket.krr_bounds, docs/math.md section 7; subset "
+               "selection, Hadamard response, binary RR: jaxshuffle.blanket_matrix, section 18), one search per "
+               "distinct point",
     "paper": "upper end of the bracket of the paper's Theorem 4.7 pair vr_pair(p, beta, q): not a guarantee when w > 0",
     "engine": "jaxshuffle.search.epsilon_with_plan: safeguarded Newton bracketing on the certified hockey-stick "
               "divergence band (jaxshuffle.divergence), float64",
