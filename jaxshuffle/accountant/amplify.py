@@ -298,15 +298,19 @@ def _matrix_columns(mech, shape, n, delta, only: bool):
     from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
 
     nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-    if isinstance(mech, MatrixMechanism):
-        mats = [np.asarray(mech.matrix)] * nn.size
-    else:
+    if isinstance(mech, RowMatrix):
         options = [np.broadcast_to(np.asarray(o, np.float64), shape).ravel() for o in mech.options]
-        mats = [row_matrix(mech.builder, *(o[i] for o in options)) for i in range(nn.size)]
-        if only and any(M is None for M in mats):
+
+    def point(i):  # one matrix at a time: a large batch never holds all its points' matrices
+        if isinstance(mech, MatrixMechanism):
+            return _matrix_point(np.asarray(mech.matrix), nn[i], dd[i], only)
+        M = row_matrix(mech.builder, *(o[i] for o in options))
+        if M is None and only:
             raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
                              f"builds it for {ROW_MATRICES[mech.builder][1]} (eps0 <= 50)")
-    res = [None if M is None else _matrix_point(M, a, b, only) for M, a, b in zip(mats, nn, dd)]
+        return None if M is None else _matrix_point(M, nn[i], dd[i], only)
+
+    res = [point(i) for i in range(nn.size)]
     covered = np.array([r is not None for r in res], bool).reshape(shape)
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
     low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
