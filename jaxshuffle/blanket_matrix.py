@@ -16,7 +16,8 @@ Sum form of an ordered pair against a *reference* law ``w`` on the messages::
 
 Columns with equal coefficients ``(R(x0,y)/w(y), R(x1,y)/w(y))`` merge into one category
 (:func:`pair_forms`), coefficients that differ only by float noise (relative :data:`SNAP_REL`) after
-being moved to the bound's side (:func:`_snap`: up for the blanket forms, down for the datasets'). Evaluation at each ``t`` (:func:`form_divergence`), every step on its side:
+being moved to the bound's side (:func:`_snap`: up for the blanket forms, down for the datasets').
+Evaluation at each ``t`` (:func:`form_divergence`), every step on its side:
 
 1. Coefficients ``c_j = a0_j + a1_j t`` are moved by their rounding bound (up for an upper bound,
    down for a lower bound).

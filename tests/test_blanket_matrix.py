@@ -269,6 +269,10 @@ def test_catalog_rows_build_their_matrices_point_by_point():
     assert 12 * 11 * 924 <= MX.ROW_MATRIX_MAX_WORK < 14 * 13 * 3432  # 6-subsets of 12 built, 7 of 14 not
     assert RZ.row_matrix("subset-selection", 1.0, 14, 7) is None
     assert RZ.row_matrix("subset-selection", 1.0, 12, 6) is not None
+    for builder, opts in (("subset-selection", (1.0, 14, 7)), ("subset-selection", (1.0, 12, 6)),
+                          ("binary-rr", (1.0, 11)), ("binary-rr", (1.0, 12)), ("hadamard-response", (1.0, 64, 32, 1)),
+                          ("subset-selection", (1.0, 1e6, 5e5)), ("binary-rr", (1.0, 1e6))):  # the last two: no matrix
+        assert MX.row_covers(builder, *opts) == (RZ.row_matrix(builder, *opts) is not None)
     traced = jax.jit(lambda e, k: RZ.subset_selection(e, 10, k))(jnp.array([1.0, 1.0]), jnp.array([3.0, 10.0]))
     opts = [np.asarray(o) for o in traced.mechanism.options]
     assert RZ.row_matrix("subset-selection", *(o[0] for o in opts)) is not None

@@ -100,6 +100,12 @@ class UpperSource:
 UPPER_FROM = ("best", "worst-case", "blanket")
 
 
+def check_upper_from(upper_from) -> None:
+    """ValueError naming ``upper_from`` unless it is one of :data:`UPPER_FROM`."""
+    if upper_from not in UPPER_FROM:
+        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+
+
 class AmplificationReport(NamedTuple):
     """Result of :func:`amplify` (a pytree of arrays, all of the broadcast shape).
 
@@ -188,8 +194,7 @@ def amplify(randomizer: VRParams, n, delta, *,
     """
     if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
         randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)
-    if upper_from not in UPPER_FROM:
-        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+    check_upper_from(upper_from)
     rep = _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
     if upper_from == "worst-case":
         return rep
@@ -295,22 +300,20 @@ def _matrix_columns(mech, shape, n, delta, only: bool):
     """Blanket and exact-dataset columns (for :func:`_fold`) of a finite mechanism, point by point: one
     matrix for a :class:`MatrixMechanism`, each point's own for a catalog row's :class:`RowMatrix`
     (points its builder does not cover keep the two-count values; ``only``: ValueError)."""
-    from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
+    from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_covers, row_matrix
 
     nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-    if isinstance(mech, RowMatrix):
-        options = [np.broadcast_to(np.asarray(o, np.float64), shape).ravel() for o in mech.options]
-
-    def point(i):  # one matrix at a time: a large batch never holds all its points' matrices
-        if isinstance(mech, MatrixMechanism):
-            return _matrix_point(np.asarray(mech.matrix), nn[i], dd[i], only)
-        M = row_matrix(mech.builder, *(o[i] for o in options))
-        if M is None and only:
+    if isinstance(mech, MatrixMechanism):
+        M = np.asarray(mech.matrix)
+        res = [_matrix_point(M, a, b, only) for a, b in zip(nn, dd)]
+    else:
+        points = mech.points(shape)
+        if only and not all(row_covers(mech.builder, *o) for o in points):
             raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
-                             f"builds it for {ROW_MATRICES[mech.builder][1]} (eps0 <= 50)")
-        return None if M is None else _matrix_point(M, nn[i], dd[i], only)
-
-    res = [point(i) for i in range(nn.size)]
+                             f"builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
+        # one matrix at a time: a large batch never holds all its points' matrices
+        res = [None if (M := row_matrix(mech.builder, *o)) is None else _matrix_point(M, a, b, only)
+               for o, a, b in zip(points, nn, dd)]
     covered = np.array([r is not None for r in res], bool).reshape(shape)
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
     low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)

@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
-from jaxshuffle.accountant.amplify import UPPER_FROM, amplification_jobs, amplify
+from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
@@ -214,8 +214,7 @@ def _probed_source(params: VRParams, upper_from: str) -> str:
     """The ``upper_from`` a calibration probes with: a finite-matrix mechanism's engine runs point by
     point for seconds, so its ``"best"`` probes the two-count rules (``"worst-case"``: never below
     amplify's ``upper``, so the answer stays feasible), and ``"blanket"`` is refused."""
-    if upper_from not in UPPER_FROM:
-        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+    check_upper_from(upper_from)
     if not isinstance(params.mechanism, (MatrixMechanism, RowMatrix)):
         return upper_from
     if upper_from == "blanket":

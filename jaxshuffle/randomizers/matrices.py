@@ -152,49 +152,46 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
 ROW_MATRIX_MAX_WORK = 1 << 19
 
 
-def _subset_selection_point(eps0: float, d: float, k: float) -> np.ndarray | None:
-    if not (math.isfinite(d) and math.isfinite(k)):
-        return None
-    d, k = int(d), int(k)
-    if d * (d - 1) * math.comb(d, k) > ROW_MATRIX_MAX_WORK:
-        return None
-    return subset_selection_matrix(eps0, d, k)
+def _subset_selection_covers(eps0: float, d: float, k: float) -> bool:  # d (d-1) first: no C(d, k) of a huge d
+    return d * (d - 1) <= ROW_MATRIX_MAX_WORK and d * (d - 1) * math.comb(int(d), int(k)) <= ROW_MATRIX_MAX_WORK
 
 
-def _binary_rr_point(eps0: float, d: float) -> np.ndarray | None:
-    d = int(d)
-    if d * (d - 1) * 2 ** d > ROW_MATRIX_MAX_WORK:
-        return None
-    return binary_rr_matrix(eps0, d)
+def _binary_rr_covers(eps0: float, d: float) -> bool:
+    return d <= 64 and d * (d - 1) * 2.0 ** d <= ROW_MATRIX_MAX_WORK
 
 
-def _hadamard_point(eps0: float, K: float, s: float, B: float) -> np.ndarray | None:
-    if not (math.isfinite(K) and K == 2 * s and B == 1 and K >= 4):
-        return None
-    K = int(K)
-    if K & (K - 1) or (K - 1) * (K - 2) * K > ROW_MATRIX_MAX_WORK:
-        return None
-    return hadamard_response_matrix(eps0, K)
+def _hadamard_covers(eps0: float, K: float, s: float, B: float) -> bool:
+    power_of_two = K >= 4 and not int(K) & (int(K) - 1)
+    return K == 2 * s and B == 1 and power_of_two and (K - 1) * (K - 2) * K <= ROW_MATRIX_MAX_WORK
 
 
 #: catalog rows whose mechanism :func:`row_matrix` builds, by builder name (a
-#: :class:`~jaxshuffle.randomizers.params.RowMatrix`'s ``builder``), and the points each covers
+#: :class:`~jaxshuffle.randomizers.params.RowMatrix`'s ``builder``): which points each covers (a cheap
+#: test of the options, :func:`row_covers`), how it builds one point's matrix, and those points in words
 ROW_MATRICES = {
-    "binary-rr": (_binary_rr_point, "d <= 11 (2^d columns)"),
-    "subset-selection": (_subset_selection_point, "every (eps0, d, k) with d (d-1) C(d, k) <= 2^19"),
-    "hadamard-response": (_hadamard_point, "B = 1, s = K/2, K a power of two in [4, 64]"),
+    "binary-rr": (_binary_rr_covers, lambda e, d: binary_rr_matrix(e, int(d)), "d <= 11 (2^d columns)"),
+    "subset-selection": (_subset_selection_covers, lambda e, d, k: subset_selection_matrix(e, int(d), int(k)),
+                         "every (eps0, d, k) with d (d-1) C(d, k) <= 2^19"),
+    "hadamard-response": (_hadamard_covers, lambda e, K, s, B: hadamard_response_matrix(e, int(K)),
+                          "B = 1, s = K/2, K a power of two in [4, 64]"),
 }
+
+
+def row_covers(builder: str, *options) -> bool:
+    """Whether :func:`row_matrix` builds a matrix at this point of a catalog row (no matrix is built):
+    False for NaN options (an invalid point), ``eps0 > 50`` (as k-RR's engine), shapes the builder does
+    not make (e.g. Hadamard response with ``B > 1``) and matrices above :data:`ROW_MATRIX_MAX_WORK`."""
+    values = [float(np.asarray(o, np.float64)) for o in options]
+    return all(math.isfinite(v) for v in values) and values[0] <= 50.0 and ROW_MATRICES[builder][0](*values)
 
 
 def row_matrix(builder: str, *options) -> np.ndarray | None:
     """The matrix of one point of a catalog row (:data:`ROW_MATRICES`), or ``None`` where the row's
-    builder does not cover the point (NaN options: an invalid point; ``eps0 > 50``; shapes it does not build, e.g.
-    Hadamard response with ``B > 1``; a matrix above :data:`ROW_MATRIX_MAX_WORK`).
+    builder does not cover the point (:func:`row_covers`).
 
     Exact up to float64 rounding, as the builders themselves (``subset_selection_matrix``,
-    ``hadamard_response_matrix``).
+    ``hadamard_response_matrix``, ``binary_rr_matrix``).
     """
-    values = [float(np.asarray(o, np.float64)) for o in options]
-    if not all(math.isfinite(v) for v in values) or values[0] > 50.0:  # eps0 <= 50, as k-RR's engine
+    if not row_covers(builder, *options):
         return None
-    return ROW_MATRICES[builder][0](*values)
+    return ROW_MATRICES[builder][1](*(float(np.asarray(o, np.float64)) for o in options))

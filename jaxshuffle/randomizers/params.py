@@ -15,6 +15,7 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
 from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
@@ -80,6 +81,10 @@ class RowMatrix:
 
     builder: str = dataclasses.field(metadata=dict(static=True))
     options: tuple
+
+    def points(self, shape) -> list[tuple]:
+        """Each point's options (float64 scalars), the options broadcast to ``shape``, in ravel order."""
+        return list(zip(*(np.broadcast_to(np.asarray(o, np.float64), shape).ravel() for o in self.options)))
 
 
 def with_matrix(params: "VRParams", matrix) -> "VRParams":

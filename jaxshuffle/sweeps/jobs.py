@@ -146,16 +146,13 @@ def _builds_every_matrix(entry, options: dict[str, np.ndarray]) -> bool:
     distinct point of the grid (True for every other mechanism)."""
     import jax.numpy as jnp
 
-    from jaxshuffle.randomizers.matrices import row_matrix
+    from jaxshuffle.randomizers.matrices import row_covers
     from jaxshuffle.randomizers.params import RowMatrix
 
     names = [a.name for a in entry.args]
     distinct = np.unique(np.stack([np.asarray(options[k], np.float64) for k in names], 1), axis=0)
     mech = entry.fn(**{k: jnp.asarray(distinct[:, i]) for i, k in enumerate(names)}).mechanism
-    if not isinstance(mech, RowMatrix):
-        return True
-    opts = [np.broadcast_to(np.asarray(o, np.float64), (len(distinct),)) for o in mech.options]
-    return all(row_matrix(mech.builder, *(o[i] for o in opts)) is not None for i in range(len(distinct)))
+    return not isinstance(mech, RowMatrix) or all(row_covers(mech.builder, *o) for o in mech.points(len(distinct)))
 
 
 class SweepGrid:
@@ -172,10 +169,9 @@ class SweepGrid:
 
     def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False, upper_from: str = "worst-case"):
         from jaxshuffle.accountant import JOB_ROLES
-        from jaxshuffle.accountant.amplify import UPPER_FROM
+        from jaxshuffle.accountant.amplify import check_upper_from
 
-        if upper_from not in UPPER_FROM:
-            raise ValueError(f"upper_from: must be one of {', '.join(UPPER_FROM)}, got {upper_from!r}")
+        check_upper_from(upper_from)
         self.spec = spec
         self.upper_from = upper_from
         self.table, self.groups, self.option_names = expand(spec)
