@@ -471,10 +471,10 @@ def step_factor(max_step: int) -> float:
     """Cost of a cell relative to a short-step plan's: ``max(1 + max_step / 1024, max_step / 16)``.
 
     k-RR's kernel pays about a thousandth of a cell per step (:func:`jaxshuffle.blanket.point_cells`);
-    the matrix engine's coarsened forms pay far more. Measured warm on the 2-core CPU, Hadamard response
-    K = 16 at n = 1e3, delta = 1e-6 with the exact datasets' forms: eps0 = 2 plans max step 1024 and
-    took 180 s for 2.6e5 window x line cells, eps0 = 0.5 max step 8 and 5.8 s for 5.3e5 (62x per cell,
-    this factor says 64).
+    the matrix engine's coarsened forms pay far more. Timed warm with an ad hoc script on the 2-core
+    CPU, Hadamard response K = 16 at n = 1e3, delta = 1e-6 with the exact datasets' forms: eps0 = 2
+    plans max step 1024 and took 180 s for 2.6e5 window x line cells, eps0 = 0.5 max step 8 and 5.8 s
+    for 5.3e5 (62x per cell, this factor says 64).
     """
     return max(1.0 + max_step / 1024.0, max_step / 16.0)
 

@@ -147,7 +147,7 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
 
 #: largest ``pairs x columns`` (``K (K - 1) K'``) of a matrix that a catalog row builds on its own
 #: (:func:`row_matrix`): the matrix engine's pair forms cost about 0.4 s at this size (Hadamard
-#: K = 64: 63 x 62 pairs x 64 columns, measured on the 2-core CPU); a larger one is attached by hand
+#: K = 64: 63 x 62 pairs x 64 columns, timed once on the 2-core CPU, ad hoc); a larger one is attached by hand
 #: (:func:`jaxshuffle.randomizers.with_matrix`)
 ROW_MATRIX_MAX_WORK = 1 << 19
 
