@@ -13,7 +13,9 @@ from jaxshuffle.plan import bucket_plans, padded_lanes, plan_epsilon
 from jaxshuffle.search import epsilon_with_plan
 
 
-def test_exported_program_gives_the_jitted_numbers_bit_for_bit():
+def test_exported_program_gives_the_jitted_numbers_bit_for_bit(monkeypatch):
+    from jaxshuffle import _programs
+    monkeypatch.setattr(_programs, "QUICK_MAX_LANES", 0)  # the optimised program (the quick one: next test)
     pair = js.stronger_clone_pair(jnp.array([1.0, 1.0 + 1e-9, 1.0 - 1e-9]))  # one bucket: one program
     n, d = np.full(3, 1e4), np.full(3, 1e-6)
     via_export = js.epsilon(pair, n, d)  # eager: through _programs
@@ -26,6 +28,32 @@ def test_exported_program_gives_the_jitted_numbers_bit_for_bit():
                                    jnp.asarray(d[take]), jnp.asarray(c_lo[take]), plan)
         for a, b in zip(via_export, direct):
             np.testing.assert_array_equal(np.asarray(a)[ix], np.asarray(b)[:ix.size])
+
+
+def test_quick_program_agrees_with_the_optimised_one(monkeypatch):
+    """A small batch's search is compiled without optimisation (_programs.QUICK_COMPILE_OPTIONS): the
+    same computation up to the order of float operations, so its brackets agree with the optimised
+    program's to rounding (the certificate's budgets are 1e-10 relative and more, section 8) and the
+    two programs' certified brackets overlap. The quick program's brackets are checked against exact
+    enumeration by tests/test_search.py (its batches are small)."""
+    from jaxshuffle import _programs
+    rng = np.random.default_rng(11)
+    eps0 = rng.uniform(0.1, 6.0, 12)
+    beta = rng.uniform(0.05, 0.95, 12) * (np.exp(eps0) - 1) / (np.exp(eps0) + 1)
+    pair = js.vr_pair(np.exp(eps0), beta, np.exp(eps0))
+    n = np.round(10 ** rng.uniform(1, 6, 12))
+    delta = 10 ** rng.uniform(-10, -3, 12)
+    _programs._CALLERS.clear()
+    quick = js.epsilon(pair, n, delta)
+    assert _programs._CALLERS and all(q for _, q in _programs._CALLERS)  # 12 points: quick programs only
+    monkeypatch.setattr(_programs, "QUICK_MAX_LANES", 0)
+    full = js.epsilon(pair, n, delta)
+    assert not all(q for _, q in _programs._CALLERS)
+    np.testing.assert_array_equal(np.asarray(quick.status), np.asarray(full.status))
+    for a, b in ((quick.lower, full.lower), (quick.upper, full.upper)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+    assert np.all(np.asarray(quick.lower) <= np.asarray(full.upper))
+    assert np.all(np.asarray(full.lower) <= np.asarray(quick.upper))
 
 
 @pytest.mark.slow
