@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
 
 Bound = Literal["upper", "lower"]
 
@@ -106,9 +106,10 @@ def fields_valid(u, v, w, r0, r1) -> jax.Array:
 
 def check_fields(u, v, w, r0, r1) -> None:
     """Eager form of :func:`fields_valid`: ValueError naming the first offending field."""
+    u, v, w, r0, r1 = (np.asarray(x) for x in (u, v, w, r0, r1))  # numpy: no small XLA programs
     for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
         check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1]", value=x)
-    check(jnp.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
+    check(np.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
     check(r0 + r1 <= 1.0, "r0+r1", "must be at most 1", value=r0 + r1)
 
 
@@ -152,11 +153,12 @@ def beta_valid(p, beta, xp=jnp):
     return (beta >= 0) & (beta <= worst_case_beta(p, xp) * (1 + _WORST_CASE_SNAP))
 
 
-def vr_fields(p, beta):
+def vr_fields(p, beta, xp=jnp):
     """``(u, v, w, alpha p)`` of the variation-ratio pair: THE rounding rule of the package.
 
     ``alpha = beta/(p-1)``, ``u = p alpha``, ``v = alpha``, ``w = 1 - (p+1) alpha``
-    (docs/math.md section 1); ``p = inf`` gives ``u = beta, v = 0, w = 1 - beta``.
+    (docs/math.md section 1); ``p = inf`` gives ``u = beta, v = 0, w = 1 - beta``. ``xp``: ``jnp``,
+    or ``np`` for plain values (the same operations; no XLA programs for an eager first call).
 
     Snap rule (one, for upper and lower pairs alike): a ``beta`` within relative ``1e-12`` of
     the worst case ``(p-1)/(p+1)`` is the worst case, written as the exact clone
@@ -167,22 +169,22 @@ def vr_fields(p, beta):
     case dominates every beta); for a lower pair the change is of the order of the float
     rounding of the randomizer's own parameters. Elsewhere ``w`` is clipped at 0.
     """
-    inf_p = jnp.isinf(p)
-    worst = worst_case_beta(p)
+    inf_p = xp.isinf(p)
+    worst = worst_case_beta(p, xp)
     snap = beta >= worst * (1 - _WORST_CASE_SNAP)
-    safe_pm1 = jnp.where(inf_p | (p == 1), 1.0, p - 1)
-    alpha = jnp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
-    alpha_p = jnp.where(inf_p, beta, alpha * jnp.where(inf_p, 1.0, p))  # beta p/(p-1)
-    cu, cv = clone_fields(p)
-    u = jnp.where(snap, cu, alpha_p)
-    v = jnp.where(snap, cv, alpha)
-    w = jnp.where(snap, 0.0, jnp.maximum(1.0 - alpha_p - alpha, 0.0))
+    safe_pm1 = xp.where(inf_p | (p == 1), 1.0, p - 1)
+    alpha = xp.where(inf_p | (beta == 0), 0.0, beta / safe_pm1)
+    alpha_p = xp.where(inf_p, beta, alpha * xp.where(inf_p, 1.0, p))  # beta p/(p-1)
+    cu, cv = clone_fields(p, xp)
+    u = xp.where(snap, cu, alpha_p)
+    v = xp.where(snap, cv, alpha)
+    w = xp.where(snap, 0.0, xp.maximum(1.0 - alpha_p - alpha, 0.0))
     return u, v, w, u
 
 
-def _validate_vr(p, beta, qs: dict) -> None:
+def _validate_vr(p, beta, qs: dict, xp=jnp) -> None:
     check(p >= 1, "p", "must be >= 1 (p = e^eps0; inf allowed for multi-message protocols)", value=p)
-    check(beta_valid(p, beta), "beta", "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)", value=beta)
+    check(beta_valid(p, beta, xp), "beta", "must lie in [0, (p-1)/(p+1)] (in [0, 1] when p = inf)", value=beta)
     for name, q in qs.items():
         check(q >= 1, name, "must be >= 1", value=q)
 
@@ -213,13 +215,15 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         raise ValueError("q: give q (Theorem 4.7 upper pair) or both q0 and q1 (Theorem 5.1 lower pair)")
     if not lower and (q0 is not None or q1 is not None):
         raise ValueError("q: give either q or (q0, q1), not both")
-    p, beta = f64(p), f64(beta)
-    qs = {"q0": f64(q0), "q1": f64(q1)} if lower else {"q": f64(q)}
+    xp = _array_module(p, beta, q, q0, q1)
+    as64 = f64 if xp is jnp else _np64
+    p, beta = as64(p), as64(beta)
+    qs = {"q0": as64(q0), "q1": as64(q1)} if lower else {"q": as64(q)}
     broadcast_shapes_or_raise(p=p, beta=beta, **qs)
     concrete = is_concrete(p, beta, *qs.values())
     if concrete:
-        _validate_vr(p, beta, qs)
-    u, v, w, alpha_p = vr_fields(p, beta)
+        _validate_vr(p, beta, qs, xp)
+    u, v, w, alpha_p = vr_fields(p, beta, xp)
     if lower:
         r0, r1 = alpha_p / qs["q0"], alpha_p / qs["q1"]
     else:
@@ -233,24 +237,37 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
             bad = bad | ~(q_ >= 1)
         u, v, w, r0, r1 = (jnp.where(bad, jnp.nan, x) for x in (u, v, w, r0, r1))
     # r0 + r1 = 1 exactly is legitimate (e.g. the binary-RR lower pair); rounding may overshoot it.
-    excess = jnp.maximum(r0 + r1, 1.0)
+    excess = xp.maximum(r0 + r1, 1.0)
     r0, r1 = r0 / excess, r1 / excess
+    u, v, w, r0, r1 = (jnp.asarray(x) for x in (u, v, w, r0, r1))
     if lower:
         return TwoCountPair(u, v, w, r0, r1, bound="lower", source="vr-thm5.1")
     return TwoCountPair(u, v, w, r0, r1, bound="upper", source="vr-thm4.7")
 
 
+def _array_module(*xs):
+    """``np`` when every argument is a plain value (no tracer), else ``jnp``: a pair built from plain
+    values costs no XLA programs (each eager ``jnp`` operation compiles one on a first call)."""
+    return jnp if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs)) else np
+
+
+def _np64(x):
+    require_x64()  # the pair's fields become jax arrays, float64 only in 64-bit mode
+    return None if x is None else np.asarray(x, dtype=np.float64)
+
+
 def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
-    eps0 = f64(eps0)
+    xp = _array_module(eps0)
+    eps0 = f64(eps0) if xp is jnp else _np64(eps0)
     if is_concrete(eps0):
         check((eps0 >= 0) & (eps0 <= EPS0_MAX), "eps0",
               f"must lie in [0, {EPS0_MAX:g}] (e^-eps0 must stay a normal float64)", value=eps0)
     else:
         eps0 = jnp.where((eps0 >= 0) & (eps0 <= EPS0_MAX), eps0, jnp.nan)
-    p = jnp.exp(eps0)
-    u, v = clone_fields(p)
+    p = xp.exp(eps0)
+    u, v = clone_fields(p, xp)
     r = r_of_p(p)
-    return TwoCountPair(u, v, jnp.zeros_like(u), r, r, bound="upper", source=source)
+    return TwoCountPair(*(jnp.asarray(x) for x in (u, v, xp.zeros_like(u), r, r)), bound="upper", source=source)
 
 
 def stronger_clone_pair(eps0) -> TwoCountPair:
