@@ -57,6 +57,26 @@ def f64(x) -> jax.Array:
     return jnp.asarray(x, dtype=jnp.float64)
 
 
+def array_module(*xs):
+    """``numpy`` when no argument holds a JAX tracer, else ``jax.numpy``.
+
+    Eager code on plain values computes in numpy: each eager ``jnp`` operation compiles a small XLA
+    program the first time it meets a shape (tens of ms each; a first CLI call ran about 50 of them).
+    Under ``jit``, ``grad`` or ``vmap`` the same formulas run in ``jnp``.
+    """
+    return jnp if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs)) else np
+
+
+def as_float64(x, xp):
+    """``x`` as a float64 array of the module ``xp`` (:func:`array_module`); None stays None."""
+    if x is None:
+        return None
+    if xp is jnp:
+        return f64(x)
+    require_x64()  # results become jax arrays later: float64 only in 64-bit mode
+    return np.asarray(x, dtype=np.float64)
+
+
 def is_concrete(*xs) -> bool:
     """True when every argument has a known value (eager, or the primal under grad/jvp)."""
     leaves = jax.tree_util.tree_leaves(xs)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete, require_x64
+from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, f64, is_concrete
 
 Bound = Literal["upper", "lower"]
 
@@ -215,10 +215,9 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         raise ValueError("q: give q (Theorem 4.7 upper pair) or both q0 and q1 (Theorem 5.1 lower pair)")
     if not lower and (q0 is not None or q1 is not None):
         raise ValueError("q: give either q or (q0, q1), not both")
-    xp = _array_module(p, beta, q, q0, q1)
-    as64 = f64 if xp is jnp else _np64
-    p, beta = as64(p), as64(beta)
-    qs = {"q0": as64(q0), "q1": as64(q1)} if lower else {"q": as64(q)}
+    xp = array_module(p, beta, q, q0, q1)  # plain values: numpy (no small XLA programs)
+    p, beta = as_float64(p, xp), as_float64(beta, xp)
+    qs = {"q0": as_float64(q0, xp), "q1": as_float64(q1, xp)} if lower else {"q": as_float64(q, xp)}
     broadcast_shapes_or_raise(p=p, beta=beta, **qs)
     concrete = is_concrete(p, beta, *qs.values())
     if concrete:
@@ -245,20 +244,9 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     return TwoCountPair(u, v, w, r0, r1, bound="upper", source="vr-thm4.7")
 
 
-def _array_module(*xs):
-    """``np`` when every argument is a plain value (no tracer), else ``jnp``: a pair built from plain
-    values costs no XLA programs (each eager ``jnp`` operation compiles one on a first call)."""
-    return jnp if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs)) else np
-
-
-def _np64(x):
-    require_x64()  # the pair's fields become jax arrays, float64 only in 64-bit mode
-    return None if x is None else np.asarray(x, dtype=np.float64)
-
-
 def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
-    xp = _array_module(eps0)
-    eps0 = f64(eps0) if xp is jnp else _np64(eps0)
+    xp = array_module(eps0)  # plain values: numpy (no small XLA programs)
+    eps0 = as_float64(eps0, xp)
     if is_concrete(eps0):
         check((eps0 >= 0) & (eps0 <= EPS0_MAX), "eps0",
               f"must lie in [0, {EPS0_MAX:g}] (e^-eps0 must stay a normal float64)", value=eps0)

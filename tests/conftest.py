@@ -5,9 +5,12 @@ CI runs everything. Hypothesis is derandomized for every test (profile ``jaxshuf
 run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally.
 """
 import atexit
+import contextlib
 import ctypes
 import gc
+import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -111,3 +114,25 @@ def default_sigint():
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def compiled_programs():
+    """Collect the names of the XLA programs compiled inside the block (JAX's compile log):
+    ``jit(name)`` gives ``name``; ``stage`` is JAX's copy of a new-shaped array to the device,
+    ``call`` an engine program run through jaxshuffle._programs."""
+    names: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            m = re.match(r"Finished XLA compilation of jit\((.*?)\)", record.getMessage())
+            if m:
+                names.append(m.group(1))
+
+    handler, logger = Collect(), logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            yield names
+    finally:
+        logger.removeHandler(handler)

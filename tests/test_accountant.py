@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -427,3 +428,29 @@ def test_calibrate_n_unattainable_answers_at_once_with_the_best_reachable_value(
     # the best reachable value is the certified bound at the limit probed
     direct = amplify(R.general(5.0), float(cal.over), 1e-10, with_paper=False).upper
     assert float(cal.upper) == float(direct)
+
+
+def test_eager_amplify_compiles_only_its_searches():
+    """amplify on plain values computes its jobs and their combination in numpy: a first call of a
+    new shape compiles the searches (``call``) and JAX's copies to the device (``stage``), and none
+    of the ~25 small programs that each eager jnp operation compiled. Under jit (gradients), the
+    same rules run in jnp: the derivative matches a difference quotient."""
+    import jax
+    from conftest import compiled_programs
+    e = np.linspace(0.5, 3.0, 23)  # a shape no other test uses
+    p = np.exp(e)
+    vr = R.VRParams(p, (p - 1) / (p + 3), p)
+    lp = R.LowerParams(p, (p - 1) / (p + 3), p + 0.5, p)
+    with compiled_programs() as names:
+        rep = amplify(vr, 1e4, 1e-6, lower_params=lp)
+    assert names and set(names) <= {"call", "stage"}, names
+    assert all(isinstance(x, jax.Array) for x in rep)
+    assert np.all(np.asarray(rep.lower) <= np.asarray(rep.upper))
+
+    def up(eps0):
+        q = jnp.exp(eps0)
+        return amplify(R.VRParams(q, (q - 1) / (q + 3), q), 1e4, 1e-6, rtol=1e-12).upper
+
+    g = jax.grad(up)(1.0)
+    fd = (up(1.0 + 1e-4) - up(1.0 - 1e-4)) / 2e-4
+    assert np.isfinite(g) and abs(g - fd) <= 1e-4 * abs(fd)

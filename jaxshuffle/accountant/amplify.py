@@ -73,7 +73,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, require_x64
+from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
@@ -447,14 +447,16 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
                 "single-message lower parameters for a multi-message randomizer; use the row's own "
                 "(randomizers.multi_message.*_lower, which count its blanket)" if multi else
                 "multi-message lower parameters for a single-message randomizer"))
-    p, beta, q = f64(randomizer.p), f64(randomizer.beta), f64(randomizer.q)
-    n, delta = f64(n), f64(delta)
+    xp = array_module(randomizer, n, delta, lowers)  # plain values: numpy (no small XLA programs)
+    F = lambda x: as_float64(x, xp)  # noqa: E731
+    p, beta, q = F(randomizer.p), F(randomizer.beta), F(randomizer.q)
+    n, delta = F(n), F(delta)
     arrays = dict(p=p, beta=beta, q=q, n=n, delta=delta)
     if randomizer.blanket_per_user is not None:
-        arrays["blanket_per_user"] = f64(randomizer.blanket_per_user)
+        arrays["blanket_per_user"] = F(randomizer.blanket_per_user)
     for i, lp in enumerate(lowers):
         for name in ("p0", "beta", "q0", "q1") + (("blanket_per_user",) if multi else ()):
-            arrays[f"lower_params[{i}].{name}"] = f64(getattr(lp, name))
+            arrays[f"lower_params[{i}].{name}"] = F(getattr(lp, name))
     shape = broadcast_shapes_or_raise(**arrays)
     n_np, d_np = np.asarray(n), np.asarray(delta)
     check((n_np >= 1) & (n_np == np.floor(n_np)) & np.isfinite(n_np), "n", "must be a finite integer >= 1", value=n_np)
@@ -463,33 +465,34 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
         m = np.asarray(arrays["blanket_per_user"])
         check((m >= 1) & (m == np.floor(m)) & np.isfinite(m), "blanket_per_user", "must be an integer >= 1")
 
-    b = lambda x: jnp.broadcast_to(x, shape)  # noqa: E731
+    b = lambda x: xp.broadcast_to(xp.asarray(x), shape)  # noqa: E731
     p, beta, q, delta = b(p), b(beta), b(q), b(delta)
     n_engine = b(randomizer.n_blanket(n) + 1.0)
 
     paper_pair = vr_pair(p, beta, q)  # validates p, beta, q (ValueError naming the parameter)
-    wc_pair = vr_pair(p, worst_case_beta(p), q)
-    uv = paper_pair.u + paper_pair.v  # (p+1) alpha; beta at p = inf
-    cu, cv = clone_fields(p)
-    scaled_pair = TwoCountPair(cu, cv, jnp.zeros_like(cu), paper_pair.r0, paper_pair.r1)
-    safe_uv = jnp.where(uv > 0, uv, 1.0)
-    use_scaled = scaled_variant & (paper_pair.w > 0) & (uv > 0) & (delta < uv)
-    delta_scaled = jnp.where(use_scaled, delta / safe_uv, delta)
+    wc_pair = vr_pair(p, worst_case_beta(p, xp), q)
+    uv = xp.asarray(paper_pair.u) + xp.asarray(paper_pair.v)  # (p+1) alpha; beta at p = inf
+    cu, cv = clone_fields(p, xp)
+    scaled_pair = TwoCountPair(cu, cv, xp.zeros_like(cu), paper_pair.r0, paper_pair.r1)
+    safe_uv = xp.where(uv > 0, uv, 1.0)
+    use_scaled = scaled_variant & (xp.asarray(paper_pair.w) > 0) & (uv > 0) & (delta < uv)
+    delta_scaled = xp.where(use_scaled, delta / safe_uv, delta)
 
-    everywhere = jnp.ones(shape, dtype=bool)
+    everywhere = xp.ones(shape, dtype=bool)
     jobs = [PairJob("worst_case", wc_pair, delta, everywhere), PairJob("scaled", scaled_pair, delta_scaled, use_scaled)]
     if with_paper:
         jobs.append(PairJob("paper", paper_pair, delta, everywhere))
     for lp in lowers:
-        p0, lb = b(f64(lp.p0)), b(f64(lp.beta))
-        pair = vr_pair(p0, lb, q0=b(f64(lp.q0)), q1=b(f64(lp.q1)))
+        p0, lb = b(F(lp.p0)), b(F(lp.beta))
+        pair = vr_pair(p0, lb, q0=b(F(lp.q0)), q1=b(F(lp.q1)))
         if multi:  # its own blanket count; no x* = x^0 variant (the others' and the fake messages differ)
             jobs.append(PairJob("lower", pair, delta, everywhere, b(lp.n_blanket(n) + 1.0)))
             continue
         jobs.append(PairJob("lower", pair, delta, everywhere))
-        jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=jnp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
+        jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=xp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
+    # paper_pair.certified (an upper pair: w == 0), in xp
     info = PointInfo(p=p, beta=beta, q=q, delta=delta, n_engine=n_engine, uv=uv, use_scaled=use_scaled,
-                     paper_certified=b(paper_pair.certified), has_lower=jnp.full(shape, bool(lowers)))
+                     paper_certified=b(xp.asarray(paper_pair.w) == 0.0), has_lower=xp.full(shape, bool(lowers)))
     return info, jobs
 
 
@@ -552,10 +555,13 @@ def _amplify(randomizer: VRParams, n, delta, lowers: list[LowerParams], rtol: fl
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
     info, jobs = _jobs(randomizer, n, delta, lowers, scaled_variant, with_paper)
-    shape = jnp.shape(info.uv)
-    stacked = TwoCountPair(*(jnp.stack([jnp.broadcast_to(getattr(j.pair, f), shape) for j in jobs])
+    xp = array_module(info, [j.pair for j in jobs])  # numpy for plain values (as _jobs), jnp under tracing
+    shape = np.shape(info.uv)
+    stacked = TwoCountPair(*(xp.stack([xp.broadcast_to(xp.asarray(getattr(j.pair, f)), shape) for j in jobs])
                              for f in ("u", "v", "w", "r0", "r1")))
-    res = epsilon(stacked, jnp.stack([jnp.broadcast_to(info.n_engine if j.n_engine is None else j.n_engine, shape)
-                                      for j in jobs]),
-                  jnp.stack([j.delta for j in jobs]), rtol=rtol)
-    return combine_amplification(info, [j.role for j in jobs], res.lower, res.upper, res.status)
+    res = epsilon(stacked, xp.stack([xp.broadcast_to(info.n_engine if j.n_engine is None else j.n_engine, shape)
+                                     for j in jobs]),
+                  xp.stack([j.delta for j in jobs]), rtol=rtol)
+    brackets = (res.lower, res.upper, res.status) if xp is jnp else (np.asarray(x) for x in res[:3])
+    rep = combine_amplification(info, [j.role for j in jobs], *brackets, xp=xp)
+    return rep if xp is jnp else AmplificationReport(*(jnp.asarray(x) for x in rep))

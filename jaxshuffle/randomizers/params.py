@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, f64, is_concrete
 from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
 
 # --------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def blanket_messages(n, blanket_per_user=None, others_join: bool = False) -> jax
     ``n - 1`` others' own messages where they join the blanket (``others_join``: a lower pair whose
     others' messages are distributed like blanket messages on its marker sets).
     """
-    n = f64(n)
+    n = as_float64(n, array_module(n, blanket_per_user))
     if blanket_per_user is None:
         return n - 1.0
     return n * blanket_per_user + ((n - 1.0) if others_join else 0.0)
