@@ -15,11 +15,13 @@ program is the same computation as the jitted one (tests compare them bit for bi
 
 **Quick compilation of small batches.** XLA's optimising CPU backend spends about 3 s on the
 two-count search program, against milliseconds of evaluation for a few points. A caller that asks
-``quick=True`` (the search, for batches of at most :data:`QUICK_MAX_LANES` points) gets the program
+``quick=True`` (an eager search call of at most :data:`QUICK_MAX_POINTS` points) gets the program
 compiled with :data:`QUICK_COMPILE_OPTIONS` on a CPU: no LLVM optimisation and XLA's classic
 emitters, about 3x faster to compile and 2-5x slower to run (measured on the search at 1-8 points:
 1.2 s against 3.0-3.4 s, 8 ms against 2 ms per call). The computation is the same; only the
-order and fusion of float operations may differ, by a few ulps, which the certificate's error
+order and fusion of float operations may differ, by a few ulps (so may lanes of programs of different
+widths: the rule is per call, so that a batch of more points, a sweep's chunk included, always runs
+the optimised program and gives the same numbers as before), which the certificate's error
 budgets (docs/math.md section 8: relative budgets of 1e-10 and more against ulp-level rounding)
 absorb; ``tests/test_programs.py`` checks both programs against each other and the certified
 brackets of the quick one against exact enumeration. The blanket kernel does not ask: its
@@ -41,7 +43,7 @@ _LOADED: dict[str, object] = {}
 _CALLERS: dict[tuple[str, bool], Callable] = {}  # (program key, quick) -> jitted caller of the exported program
 # Compile options of a quick program on the CPU (XLA DebugOptions names).
 QUICK_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
-QUICK_MAX_LANES = 64  # batches of at most this many points are compiled quickly (see the module docstring)
+QUICK_MAX_POINTS = 16  # eager search calls of at most this many points compile quickly (module docstring)
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
 
 

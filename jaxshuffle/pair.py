@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, concrete, f64, is_concrete
 
 Bound = Literal["upper", "lower"]
 
@@ -106,7 +106,8 @@ def fields_valid(u, v, w, r0, r1) -> jax.Array:
 
 def check_fields(u, v, w, r0, r1) -> None:
     """Eager form of :func:`fields_valid`: ValueError naming the first offending field."""
-    u, v, w, r0, r1 = (np.asarray(x) for x in (u, v, w, r0, r1))  # numpy: no small XLA programs
+    # numpy (no small XLA programs); the primal values under grad/jvp
+    u, v, w, r0, r1 = (concrete(x, "check_fields") for x in (u, v, w, r0, r1))
     for name, x in zip(("u", "v", "w", "r0", "r1"), (u, v, w, r0, r1)):
         check((x >= 0) & (x <= 1), name, "must be a probability in [0, 1]", value=x)
     check(np.abs(u + v + w - 1.0) <= _SUM_TOL, "u+v+w", "must equal 1", value=u + v + w)
@@ -219,15 +220,15 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     p, beta = as_float64(p, xp), as_float64(beta, xp)
     qs = {"q0": as_float64(q0, xp), "q1": as_float64(q1, xp)} if lower else {"q": as_float64(q, xp)}
     broadcast_shapes_or_raise(p=p, beta=beta, **qs)
-    concrete = is_concrete(p, beta, *qs.values())
-    if concrete:
+    eager = is_concrete(p, beta, *qs.values())
+    if eager:
         _validate_vr(p, beta, qs, xp)
     u, v, w, alpha_p = vr_fields(p, beta, xp)
     if lower:
         r0, r1 = alpha_p / qs["q0"], alpha_p / qs["q1"]
     else:
         r0 = r1 = alpha_p / qs["q"]
-    if concrete:
+    if eager:
         check(r0 + r1 <= 1.0 + _SUM_TOL, "q" if not lower else "q0, q1",
               "too small: the others' marker probability alpha p (1/q0 + 1/q1) must be <= 1", value=r0 + r1)
     else:

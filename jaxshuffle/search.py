@@ -357,10 +357,12 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
         # Concrete values: the search alone, an exported program. custom_root's forward value is the
         # search's upper, so the numbers are the same; tracing its root equation (a second copy of the
         # divergence) was a third of a cold call's tracing.
-        # A few points compile quickly (unoptimised XLA: a third of the compile time, ms to run).
+        # A call of a few points compiles quickly (unoptimised XLA: a third of the compile time, ms to run).
         flat_search = functools.partial(_brackets, plan=plan, rtol=rtol, max_iter=max_iter)
         return EpsilonBracket(*_programs.run("epsilon-search", flat_search, (plan, rtol, max_iter), list(arrays),
-                                             quick=np.size(arrays[0]) <= _programs.QUICK_MAX_LANES))
+                                             quick=quick))
+
+    quick = n_.size <= _programs.QUICK_MAX_POINTS
 
     return run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, c_lo], shape, memory=memory)
 

@@ -15,7 +15,7 @@ from jaxshuffle.search import epsilon_with_plan
 
 def test_exported_program_gives_the_jitted_numbers_bit_for_bit(monkeypatch):
     from jaxshuffle import _programs
-    monkeypatch.setattr(_programs, "QUICK_MAX_LANES", 0)  # the optimised program (the quick one: next test)
+    monkeypatch.setattr(_programs, "QUICK_MAX_POINTS", 0)  # the optimised program (the quick one: next test)
     pair = js.stronger_clone_pair(jnp.array([1.0, 1.0 + 1e-9, 1.0 - 1e-9]))  # one bucket: one program
     n, d = np.full(3, 1e4), np.full(3, 1e-6)
     via_export = js.epsilon(pair, n, d)  # eager: through _programs
@@ -46,7 +46,7 @@ def test_quick_program_agrees_with_the_optimised_one(monkeypatch):
     _programs._CALLERS.clear()
     quick = js.epsilon(pair, n, delta)
     assert _programs._CALLERS and all(q for _, q in _programs._CALLERS)  # 12 points: quick programs only
-    monkeypatch.setattr(_programs, "QUICK_MAX_LANES", 0)
+    monkeypatch.setattr(_programs, "QUICK_MAX_POINTS", 0)
     full = js.epsilon(pair, n, delta)
     assert not all(q for _, q in _programs._CALLERS)
     np.testing.assert_array_equal(np.asarray(quick.status), np.asarray(full.status))
