@@ -433,8 +433,9 @@ def test_calibrate_n_unattainable_answers_at_once_with_the_best_reachable_value(
 def test_eager_amplify_compiles_only_its_searches():
     """amplify on plain values computes its jobs and their combination in numpy: a first call of a
     new shape compiles the searches (``call``) and JAX's copies to the device (``stage``), and none
-    of the ~25 small programs that each eager jnp operation compiled. Under jit (gradients), the
-    same rules run in jnp: the derivative matches a difference quotient."""
+    of the ~25 small programs that each eager jnp operation compiled. Under tracing the same rules
+    run in jnp: the jobs' ``u + v`` and its derivative in p, ``(p+1)/(p+3)`` and ``2/(p+3)^2`` for
+    ``beta = (p-1)/(p+3)``."""
     import jax
     from conftest import compiled_programs
     e = np.linspace(0.5, 3.0, 23)  # a shape no other test uses
@@ -447,10 +448,12 @@ def test_eager_amplify_compiles_only_its_searches():
     assert all(isinstance(x, jax.Array) for x in rep)
     assert np.all(np.asarray(rep.lower) <= np.asarray(rep.upper))
 
-    def up(eps0):
-        q = jnp.exp(eps0)
-        return amplify(R.VRParams(q, (q - 1) / (q + 3), q), 1e4, 1e-6, rtol=1e-12).upper
+    def uv(q):
+        info, _ = amplification_jobs(R.VRParams(q, (q - 1) / (q + 3), q), 1e4, 1e-6, lower_params=lp)
+        return info.uv
 
-    g = jax.grad(up)(1.0)
-    fd = (up(1.0 + 1e-4) - up(1.0 - 1e-4)) / 2e-4
-    assert np.isfinite(g) and abs(g - fd) <= 1e-4 * abs(fd)
+    eager = np.asarray(uv(p))
+    value, slope = jax.jvp(uv, (jnp.asarray(p),), (jnp.ones_like(jnp.asarray(p)),))
+    np.testing.assert_allclose(eager, (p + 1) / (p + 3), rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(value), eager, rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(slope), 2 / (p + 3) ** 2, rtol=1e-12)

@@ -66,16 +66,20 @@ def test_calibrate_n_under_composition():
         calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=1.5)
 
 
-@pytest.mark.slow
 def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pair(monkeypatch):
-    """At n = 1e10 the k-RR blanket pair is above amplify's automatic cost cap, so the calibration,
-    like amplify, runs no blanket probe, and its answer is re-certified by amplify, whose upper there
-    is the worst-case pair's."""
+    """Above amplify's automatic cost cap (k-RR at n = 1e10, eps0 <= 1 is: checked first), the
+    calibration, like amplify, runs no blanket probe, and its answer is re-certified by amplify, whose
+    upper there is the worst-case pair's. The calibration runs at n = 1e5 under a cap of 0 cells,
+    above which every point lies (the rule is the same; n = 1e10's two-count windows took a minute)."""
+    import jaxshuffle.blanket as bl
+    k, target, n, delta = 10, 0.01, 1e5, 1e-8
+    assert np.all(bl.point_cells(np.array([0.1, 0.5, 1.0]), np.full(3, 10.0), np.full(3, 1e10),
+                                 np.full(3, 1e-8)) > bl.AUTO_MAX_CELLS)
+    monkeypatch.setattr(bl, "AUTO_MAX_CELLS", 0)
     blanket_calls = []
     blanket_upper = cal_module._blanket_upper
     monkeypatch.setattr(cal_module, "_blanket_upper",
                         lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
-    k, target, n, delta = 10, 0.01, 1e10, 1e-8
     c = calibrate_eps0("grr", target, n, delta, k=k)
     assert not blanket_calls
     assert int(c.status) == CalibrationStatus.CONVERGED and float(c.upper) <= target
