@@ -55,6 +55,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxshuffle import _binomial
+from jaxshuffle._config import array_module, as_float64
 from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
 
 if TYPE_CHECKING:  # annotations only: the kernel imports nothing from plan or search at run time
@@ -100,15 +101,16 @@ def krr_sum_form(eps0: ArrayLike, k: ArrayLike, kind: str) -> SumForm:
     ``blanket``: (B1), an upper bound on every dataset. ``all_z`` (k >= 3), ``all_x0`` and
     ``all_x0_mirror`` (``D(Q||P)`` of the all-x0 dataset): exact divergences of those datasets.
     """
-    eps0, k = jnp.broadcast_arrays(jnp.asarray(eps0, jnp.float64), jnp.asarray(k, jnp.float64))
-    E0 = jnp.exp(eps0)
-    em1 = jnp.expm1(eps0)
+    xp = array_module(eps0, k)  # plain values (the planner): numpy, no small XLA programs
+    eps0, k = xp.broadcast_arrays(as_float64(eps0, xp), as_float64(k, xp))
+    E0 = xp.exp(eps0)
+    em1 = xp.expm1(eps0)
     den = E0 + k - 1.0
-    zero, one = jnp.zeros_like(E0), jnp.ones_like(E0)
+    zero, one = xp.zeros_like(E0), xp.ones_like(E0)
     if kind == "blanket":
         pS, qS = 2.0 / den, (em1 + k - 2.0) / den
-        pC = jnp.clip((k - 2.0) / jnp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
-        qC = jnp.clip(em1 / jnp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
+        pC = xp.clip((k - 2.0) / xp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
+        qC = xp.clip(em1 / xp.maximum(em1 + k - 2.0, 1e-300), 0.0, 1.0)
         return SumForm(pS, qS, 0.5 * one, 0.5 * one, pC, qC, E0, -one, one, -E0, one, -one, zero, zero)
     if kind == "all_z":
         rest = E0 + (k - 3.0)  # >= E0 after rounding, so pC <= 1 (E0 + k - 3.0 could round below E0)

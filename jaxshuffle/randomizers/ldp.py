@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxshuffle.randomizers.matrices import (  # noqa: F401  (re-exported: their home until the split)
     binary_rr_matrix,
@@ -30,10 +31,13 @@ from jaxshuffle.randomizers.params import (
 )
 
 
-def _log_binom(n, k):
-    """log C(n, k) for 0 <= k <= n (float arrays holding integers)."""
-    return jax.scipy.special.gammaln(n + 1.0) - jax.scipy.special.gammaln(k + 1.0) - \
-        jax.scipy.special.gammaln(n - k + 1.0)
+def _log_binom(xp, n, k):
+    """log C(n, k) for 0 <= k <= n (float arrays holding integers); ``xp`` the array module."""
+    if xp is np:
+        from scipy.special import gammaln
+    else:
+        gammaln = jax.scipy.special.gammaln
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
 
 
 # --------------------------------------------------------------------------------------
@@ -49,9 +53,10 @@ def general(eps0) -> VRParams:
     Viswanath, "Extremal mechanisms for local differential privacy", 2014); with these
     parameters the Theorem 4.7 pair is the stronger clone (Feldman, McMillan, Talwar 2023).
     """
-    inp = Inputs((EPS0, eps0))
+    inp = Inputs((EPS0, eps0), numpy=True)
+    xp = inp.xp
     (eps0,) = inp.values
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     return inp.params(p, (p - 1.0) / (p + 1.0), p)
 
 
@@ -63,10 +68,11 @@ def laplace(eps0) -> VRParams:
 
     ``p = e^eps0``, ``beta = TV(Lap(0), Lap(1)) = 1 - e^{-eps0/2}``, ``q = e^eps0``.
     """
-    inp = Inputs((EPS0, eps0))
+    inp = Inputs((EPS0, eps0), numpy=True)
+    xp = inp.xp
     (eps0,) = inp.values
-    p = jnp.exp(eps0)
-    return inp.params(p, -jnp.expm1(-0.5 * eps0), p)
+    p = xp.exp(eps0)
+    return inp.params(p, -xp.expm1(-0.5 * eps0), p)
 
 
 C = Arg("c", "real", 0.0, 1.0, low_open=True, help="cap area c: fraction of the sphere covered by the cap")
@@ -90,10 +96,11 @@ def privunit(eps0, c) -> VRParams:
     ``cap(x) minus cap(-x)`` is ``1 - c``, and the table value even exceeds the worst case
     ``(e^eps0-1)/(e^eps0+1)`` as ``c -> 1``.
     """
-    inp = Inputs((EPS0, eps0), (C, c))
+    inp = Inputs((EPS0, eps0), (C, c), numpy=True)
+    xp = inp.xp
     eps0, c = inp.values
-    p = jnp.exp(eps0)
-    return inp.params(p, jnp.minimum(c, 1.0 - c) * (p - 1.0) / (c * p + 1.0 - c), p)
+    p = xp.exp(eps0)
+    return inp.params(p, xp.minimum(c, 1.0 - c) * (p - 1.0) / (c * p + 1.0 - c), p)
 
 
 K2 = Arg("k", "int", 2.0, help="number of options (domain size)")
@@ -109,9 +116,10 @@ def grr(eps0, k) -> VRParams:
     ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + k - 1)``, ``q = e^eps0``; carries the
     mechanism itself (:class:`KaryRR`), so that ``amplify`` adds the tight blanket bound.
     """
-    inp = Inputs((EPS0, eps0), (K2, k))
+    inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
+    xp = inp.xp
     eps0, k = inp.values
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     return inp.params(p, (p - 1.0) / (p + k - 1.0), p, mechanism=KaryRR(eps0, k))
 
 
@@ -121,10 +129,11 @@ def grr_lower(eps0, k) -> LowerParams:
     ``p0 = e^eps0``; with ``k >= 3`` the others hold a third value: ``q0 = q1 = e^eps0``
     (the lower pair equals the upper pair); with ``k = 2``: ``x* = x0``, ``q0 = 1, q1 = e^eps0``.
     """
-    inp = Inputs((EPS0, eps0), (K2, k))
+    inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
+    xp = inp.xp
     eps0, k = inp.values
-    p = jnp.exp(eps0)
-    return inp.lower(p, (p - 1.0) / (p + k - 1.0), jnp.where(k >= 3.0, p, 1.0), p)
+    p = xp.exp(eps0)
+    return inp.lower(p, (p - 1.0) / (p + k - 1.0), xp.where(k >= 3.0, p, 1.0), p)
 
 
 D2 = Arg("d", "int", 2.0, help="number of options (domain size)")
@@ -141,10 +150,11 @@ def binary_rr(eps0, d) -> VRParams:
     ``q = e^eps0`` (``beta`` does not depend on ``d``). Carries its matrix (:class:`RowMatrix`,
     :func:`~jaxshuffle.randomizers.matrices.binary_rr_matrix`, ``2^d`` columns) for ``d <= 11``.
     """
-    inp = Inputs((EPS0, eps0), (D2, d))
+    inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
+    xp = inp.xp
     eps0, d = inp.values
-    p = jnp.exp(eps0)
-    return inp.params(p, jnp.tanh(0.25 * eps0), p, mechanism=RowMatrix("binary-rr", (eps0, d)))
+    p = xp.exp(eps0)
+    return inp.params(p, xp.tanh(0.25 * eps0), p, mechanism=RowMatrix("binary-rr", (eps0, d)))
 
 
 def rappor(eps0, d) -> VRParams:
@@ -164,11 +174,12 @@ def binary_rr_lower(eps0, d) -> LowerParams:
     ``e_2``, whose mass on ``Y1`` is ``a(1-a)``: ``q0 = q1 = e^{eps0/2}`` (so binary RR is
     not exactly tight: the upper ``q`` is ``e^eps0``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
     """
-    inp = Inputs((EPS0, eps0), (D2, d))
+    inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
+    xp = inp.xp
     eps0, d = inp.values
-    p = jnp.exp(eps0)
-    return inp.lower(p, jnp.tanh(0.25 * eps0), jnp.where(d >= 3.0, jnp.exp(0.5 * eps0), 1.0),
-                     jnp.where(d >= 3.0, jnp.exp(0.5 * eps0), p))
+    p = xp.exp(eps0)
+    return inp.lower(p, xp.tanh(0.25 * eps0), xp.where(d >= 3.0, xp.exp(0.5 * eps0), 1.0),
+                     xp.where(d >= 3.0, xp.exp(0.5 * eps0), p))
 
 
 K1 = Arg("k", "int", 1.0, help="subset size, 1 <= k <= d - 1")
@@ -189,10 +200,11 @@ def subset_selection(eps0, d, k) -> VRParams:
     ``amplify`` adds the certified blanket bound where the matrix is small enough
     (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K1, k))
+    inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
+    xp = inp.xp
     eps0, d, k = inp.values
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     return inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p,
                       mechanism=RowMatrix("subset-selection", (eps0, d, k)))
 
@@ -204,14 +216,15 @@ def subset_selection_lower(eps0, d, k) -> LowerParams:
     ``Y1 = {S: 1 in S, 0 not in S}`` gives ``q0 = q1 = e^eps0 (d-2)/((k-1) e^eps0 + d - k - 1)``
     (``= e^eps0`` for ``k = 1``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K1, k))
+    inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
+    xp = inp.xp
     eps0, d, k = inp.values
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     beta = (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k))
     # q3 >= 1 exactly ((k-1) p + d-k-1 <= (d-2) p); at k = d - 1 it is 1 and rounds to 1 - ulp.
-    q3 = jnp.maximum(p * (d - 2.0) / jnp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300), 1.0)
-    return inp.lower(p, beta, jnp.where(d >= 3.0, q3, 1.0), jnp.where(d >= 3.0, q3, p))
+    q3 = xp.maximum(p * (d - 2.0) / xp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300), 1.0)
+    return inp.lower(p, beta, xp.where(d >= 3.0, q3, 1.0), xp.where(d >= 3.0, q3, p))
 
 
 L = Arg("l", "int", 2.0, help="hash range (length) l")
@@ -237,9 +250,10 @@ def local_hash(eps0, l, collision=0.0) -> VRParams:
     uniformly random hash functions (``collision = 1/l``) the exact value is smaller by the
     factor ``1 - 1/l``.
     """
-    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision))
+    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
+    xp = inp.xp
     eps0, l, coll = inp.values
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     return inp.params(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), p)
 
 
@@ -251,9 +265,10 @@ def local_hash_lower(eps0, l, collision=0.0) -> LowerParams:
     injective family, ``collision = 0``, and for uniformly random functions,
     ``collision = 1/l``): ``q0 = q1 = e^eps0 / (collision e^eps0 + 1 - collision)``.
     """
-    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision))
+    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
+    xp = inp.xp
     eps0, l, coll = inp.values
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     qq = p / (coll * p + 1.0 - coll)
     return inp.lower(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), qq, qq)
 
@@ -279,11 +294,12 @@ def hadamard_response(eps0, K, s, B=1) -> VRParams:
     :func:`~jaxshuffle.randomizers.matrices.hadamard_response_matrix`) where it is built: ``B = 1``,
     ``s = K/2``, ``K`` a power of two up to 64 (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
     """
-    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B))
+    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
+    xp = inp.xp
     eps0, K, s, B = inp.values
     inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
-    p = jnp.exp(eps0)
-    diff = jnp.where(B == 1.0, 0.5 * s, s)
+    p = xp.exp(eps0)
+    diff = xp.where(B == 1.0, 0.5 * s, s)
     return inp.params(p, diff * (p - 1.0) / (s * p + K - s), p,
                       mechanism=RowMatrix("hadamard-response", (eps0, K, s, B)))
 
@@ -297,14 +313,15 @@ def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:
     the two blocks, the others in ``x0``'s block (a different row):
     ``q0 = 2 e^eps0/(e^eps0 + 1)``, ``q1 = e^eps0``.
     """
-    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B))
+    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
+    xp = inp.xp
     eps0, K, s, B = inp.values
     inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
     inp.require(K / B >= 4.0, "K", "must be >= 4 B (three inputs per Hadamard block)")
-    p = jnp.exp(eps0)
-    diff = jnp.where(B == 1.0, 0.5 * s, s)
+    p = xp.exp(eps0)
+    diff = xp.where(B == 1.0, 0.5 * s, s)
     beta = diff * (p - 1.0) / (s * p + K - s)
-    return inp.lower(p, beta, jnp.where(B == 2.0, 2.0 * p / (p + 1.0), p), p)
+    return inp.lower(p, beta, xp.where(B == 2.0, 2.0 * p / (p + 1.0), p), p)
 
 
 S_SET = Arg("s", "int", 1.0, help="size of each user's item set, 1 <= s <= d - 1")
@@ -356,14 +373,15 @@ def sampling_rappor(eps0, d, s) -> VRParams:
     ``E|M - M'|`` is summed by an O(j) ``while_loop``: differentiate with ``jax.jacfwd``
     (reverse mode does not pass through the loop).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s))
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), numpy=True)
+    xp = inp.xp
     eps0, d, s = inp.values
     inp.require(s <= d - 1.0, "s", "must be <= d - 1")
-    t = jnp.exp(0.5 * eps0)
-    j = jnp.minimum(s, d - s)
+    t = xp.exp(0.5 * eps0)
+    j = xp.minimum(s, d - s)
     rho = t / (1.0 + t) ** 2
-    beta = (t - 1.0 / t) / (2.0 * s) * _lazy_walk_mean_abs(jnp.where(inp.ok, j, 0.0), rho)
-    p = (j * jnp.exp(eps0) + s - j) / s
+    beta = (t - 1.0 / t) / (2.0 * s) * _lazy_walk_mean_abs(xp.where(inp.ok, j, 0.0), rho)
+    p = (j * xp.exp(eps0) + s - j) / s
     return inp.params(p, beta, p)
 
 
@@ -384,12 +402,13 @@ def wheel(eps0, d, s, arc) -> VRParams:
     ``p = e^eps0``, ``q = e^eps0``, ``beta = j arc (e^eps0 - 1)/Omega`` with
     ``j = min(s, d - s)`` (the table's ``s arc (e^eps0 - 1)/Omega`` assumes ``d >= 2s``).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc))
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc), numpy=True)
+    xp = inp.xp
     eps0, d, s, arc = inp.values
     inp.require(s <= d - 1.0, "s", "must be <= d - 1")
     inp.require(s * arc <= 1.0, "arc", "must satisfy s * arc <= 1")
-    p = jnp.exp(eps0)
-    j = jnp.minimum(s, d - s)
+    p = xp.exp(eps0)
+    j = xp.minimum(s, d - s)
     return inp.params(p, j * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p)
 
 
@@ -402,11 +421,12 @@ def wheel_lower(eps0, d, s, arc) -> LowerParams:
     each: ``p0 = q0 = q1 = e^eps0``, ``beta = s arc (e^eps0 - 1)/Omega``, the upper parameters
     (exactly tight, Section 5).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc))
+    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc), numpy=True)
+    xp = inp.xp
     eps0, d, s, arc = inp.values
     inp.require(d >= 3.0 * s, "d", "must be >= 3 s (three disjoint item sets)")
     inp.require(3.0 * s * arc <= 1.0, "arc", "must satisfy 3 s arc <= 1 (three sets' arcs without overlap)")
-    p = jnp.exp(eps0)
+    p = xp.exp(eps0)
     return inp.lower(p, s * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p, p)
 
 
@@ -425,19 +445,20 @@ def k_subset_exponential(eps0, d, k, s) -> VRParams:
     ``beta = (e^eps0 - 1)(C(d-s,k) - C(d-u,k))/Omega`` (the table's formula for ``d >= 2s``;
     ``s = 1`` is :func:`subset_selection`).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K_EXP, k), (S_SET, s))
+    inp = Inputs((EPS0, eps0), (D2, d), (K_EXP, k), (S_SET, s), numpy=True)
+    xp = inp.xp
     eps0, d, k, s = inp.values
     inp.require(s <= d - 1.0, "s", "must be <= d - 1")
     inp.require(k <= d - s, "k", "must be <= d - s")
-    p = jnp.exp(eps0)
-    u = jnp.minimum(2.0 * s, d)
+    p = xp.exp(eps0)
+    u = xp.minimum(2.0 * s, d)
     ok_k = inp.ok
-    log_a = _log_binom(d - s, jnp.where(ok_k, k, 0.0)) - _log_binom(d, jnp.where(ok_k, k, 0.0))
-    a = jnp.exp(log_a)  # C(d-s,k)/C(d,k)
+    log_a = _log_binom(xp, d - s, xp.where(ok_k, k, 0.0)) - _log_binom(xp, d, xp.where(ok_k, k, 0.0))
+    a = xp.exp(log_a)  # C(d-s,k)/C(d,k)
     has_b = k <= d - u
-    log_ratio = _log_binom(jnp.where(has_b, d - u, 1.0), jnp.where(has_b, k, 0.0)) - \
-        _log_binom(d - s, jnp.where(ok_k, k, 0.0))
-    frac = jnp.where(has_b, -jnp.expm1(log_ratio), 1.0)  # 1 - C(d-u,k)/C(d-s,k)
+    log_ratio = _log_binom(xp, xp.where(has_b, d - u, 1.0), xp.where(has_b, k, 0.0)) - \
+        _log_binom(xp, d - s, xp.where(ok_k, k, 0.0))
+    frac = xp.where(has_b, -xp.expm1(log_ratio), 1.0)  # 1 - C(d-u,k)/C(d-s,k)
     return inp.params(p, (p - 1.0) * a * frac / (p - (p - 1.0) * a), p)
 
 
@@ -458,14 +479,15 @@ def pckv_grr(eps1, eps2, d) -> VRParams:
     ``q = p``, ``beta = (a b - c) + |a (1-b) - c|`` (two different keys; the same key with
     opposite values gives the smaller ``a (2b - 1)``).
     """
-    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d))
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d), numpy=True)
+    xp = inp.xp
     eps1, eps2, d = inp.values
-    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    e1, e2 = xp.exp(eps1), xp.exp(eps2)
     a = e1 / (e1 + d - 1.0)
     b = e2 / (e2 + 1.0)
     c = (1.0 - a) / (2.0 * (d - 1.0))
-    p = jnp.maximum(e2, 2.0 * e1 * b)
-    return inp.params(p, (a * b - c) + jnp.abs(a * (1.0 - b) - c), p)
+    p = xp.maximum(e2, 2.0 * e1 * b)
+    return inp.params(p, (a * b - c) + xp.abs(a * (1.0 - b) - c), p)
 
 
 def pckv_grr_lower(eps1, eps2, d) -> LowerParams:
@@ -478,16 +500,17 @@ def pckv_grr_lower(eps1, eps2, d) -> LowerParams:
     The others' key ``k*`` puts ``c`` on each pair of ``Y0`` and ``Y1``: ``R*(Y1) = R*(Y0) = 2c``,
     ``q0 = q1 = P1(Y1)/(2c)``. ``beta`` is the table's (two different keys); ``p0 < p`` in general.
     """
-    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d))
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d), numpy=True)
+    xp = inp.xp
     eps1, eps2, d = inp.values
     inp.require(d >= 3.0, "d", "must be >= 3 (a third key for the other users)")
-    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    e1, e2 = xp.exp(eps1), xp.exp(eps2)
     a = e1 / (e1 + d - 1.0)
     b = e2 / (e2 + 1.0)
     c = (1.0 - a) / (2.0 * (d - 1.0))
     hi = a * (1.0 - b) > c
-    p1y1 = jnp.where(hi, a, a * b + c)
-    p0y1 = jnp.where(hi, 2.0 * c, c + a * (1.0 - b))
+    p1y1 = xp.where(hi, a, a * b + c)
+    p0y1 = xp.where(hi, 2.0 * c, c + a * (1.0 - b))
     q = p1y1 / (2.0 * c)
     return inp.lower(p1y1 / p0y1, p1y1 - p0y1, q, q)
 
@@ -537,11 +560,12 @@ def collision(eps0, s, l) -> VRParams:
     hash realizations (``h`` injective on ``X``, images as far apart as ``l`` allows), as
     the row in the paper authors' repository (wangsw/PrivacyAmplification) gives it.
     """
-    inp = Inputs((EPS0, eps0), (S_COL, s), (L, l))
+    inp = Inputs((EPS0, eps0), (S_COL, s), (L, l), numpy=True)
+    xp = inp.xp
     eps0, s, l = inp.values
     inp.require(s <= l - 1.0, "s", "must be <= l - 1")
-    p = jnp.exp(eps0)
-    return inp.params(p, jnp.minimum(s, l - s) * (p - 1.0) / (s * p + l - s), p)
+    p = xp.exp(eps0)
+    return inp.params(p, xp.minimum(s, l - s) * (p - 1.0) / (s * p + l - s), p)
 
 
 S_KV = Arg("s", "int", 1.0, help="maximum number of keys a user holds, 1 <= s <= d")
@@ -570,18 +594,19 @@ def privkv(eps1, eps2, d, s) -> VRParams:
     ``2 s T_pm`` where one shared key contributes ``T_pm`` once, and its second term exceeds
     ``T_pa`` by ``(e^eps1 - 1)(1 - b)/(e^eps1 + 1)``: a valid but loose bound.
     """
-    inp = Inputs((EPS1, eps1), (EPS2, eps2), (D2, d), (S_KV, s))
+    inp = Inputs((EPS1, eps1), (EPS2, eps2), (D2, d), (S_KV, s), numpy=True)
+    xp = inp.xp
     eps1, eps2, d, s = inp.values
     inp.require(s <= d, "s", "must be <= d")
-    e1, e2 = jnp.exp(eps1), jnp.exp(eps2)
+    e1, e2 = xp.exp(eps1), xp.exp(eps2)
     a = e1 / (e1 + 1.0)
     b = e2 / (e2 + 1.0)
     h = 0.5 * (1.0 - a)
     t_pm = a * (2.0 * b - 1.0)
-    t_pa = 0.5 * (jnp.abs(a * b - h) + jnp.abs(a * (1.0 - b) - h) + (2.0 * a - 1.0))
-    mixed = jnp.where((d < 2.0 * s), (2.0 * s - d) * t_pm + 2.0 * (d - s) * t_pa, 0.0)
-    beta = jnp.maximum(jnp.maximum(s * t_pm, jnp.minimum(2.0 * s, d) * t_pa), mixed) / d
-    p = jnp.maximum(jnp.maximum(e1, e2), 2.0 * e1 * b)
+    t_pa = 0.5 * (xp.abs(a * b - h) + xp.abs(a * (1.0 - b) - h) + (2.0 * a - 1.0))
+    mixed = xp.where((d < 2.0 * s), (2.0 * s - d) * t_pm + 2.0 * (d - s) * t_pa, 0.0)
+    beta = xp.maximum(xp.maximum(s * t_pm, xp.minimum(2.0 * s, d) * t_pa), mixed) / d
+    p = xp.maximum(xp.maximum(e1, e2), 2.0 * e1 * b)
     return inp.params(p, beta, p)
 
 
@@ -592,7 +617,8 @@ def laplace_lower(eps0) -> LowerParams:
     ``beta = 1 - e^{-eps0/2}``, and ``x* = 1/2`` maximizes ``min(q0, q1)``:
     ``q0 = q1 = 2 - e^{-eps0/2}``.
     """
-    inp = Inputs((EPS0, eps0))
+    inp = Inputs((EPS0, eps0), numpy=True)
+    xp = inp.xp
     (eps0,) = inp.values
-    hh = jnp.exp(-0.5 * eps0)
-    return inp.lower(2.0 / hh - 1.0, -jnp.expm1(-0.5 * eps0), 2.0 - hh, 2.0 - hh)
+    hh = xp.exp(-0.5 * eps0)
+    return inp.lower(2.0 / hh - 1.0, -xp.expm1(-0.5 * eps0), 2.0 - hh, 2.0 - hh)

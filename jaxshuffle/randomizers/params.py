@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, f64, is_concrete
+from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, is_concrete
 from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
 
 # --------------------------------------------------------------------------------------
@@ -191,29 +191,42 @@ class Arg:
         hi = ")" if (self.high_open or self.high == math.inf) else "]"
         return f"a number in {lo}{self.low:g}, {self.high:g}{hi}"
 
-    def valid(self, x: jax.Array) -> jax.Array:
-        """Boolean array; NaN is never valid."""
+    def valid(self, x: jax.Array, xp=jnp) -> jax.Array:
+        """Boolean array; NaN is never valid. ``xp``: the array module of ``x``."""
         ok = (x > self.low) if self.low_open else (x >= self.low)
         ok = ok & ((x < self.high) if (self.high_open or self.high == math.inf) else (x <= self.high))
         if self.kind == "int":
-            ok = ok & (x == jnp.floor(x))
+            ok = ok & (x == xp.floor(x))
         return ok
 
 
 class Inputs:
-    """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask)."""
+    """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask).
 
-    def __init__(self, *spec_values: tuple[Arg, object]):
-        arrays = {a.name: f64(v) for a, v in spec_values}
+    ``xp`` is the array module the row computes in: ``jax.numpy``, or, for a row written with ``xp``
+    that asks for it (``numpy=True``), numpy where every value is plain (no small XLA program per
+    eager operation; :func:`~jaxshuffle._config.array_module`). Rows that compute in ``jnp`` keep
+    ``jnp`` values: XLA flushes subnormal numbers to zero and numpy does not, so a row validated in
+    one module and computed in the other could accept a value it then turns into NaN. The row's
+    parameters come back as jax arrays either way.
+    """
+
+    def __init__(self, *spec_values: tuple[Arg, object], numpy: bool = False):
+        self.xp = xp = array_module([v for _, v in spec_values]) if numpy else jnp
+        arrays = {a.name: as_float64(v, xp) for a, v in spec_values}
         self.shape = broadcast_shapes_or_raise(**arrays)
-        self.values = [jnp.broadcast_to(x, self.shape) for x in arrays.values()]
+        self.values = [xp.broadcast_to(x, self.shape) for x in arrays.values()]
         self.concrete = is_concrete(*self.values)
-        self.ok = jnp.ones(self.shape, dtype=bool)
+        self.ok = xp.ones(self.shape, dtype=bool)
         for (spec, _), x in zip(spec_values, self.values):
-            self.require(spec.valid(x), spec.name, f"must be {spec.range_text()}", x)
+            self.require(spec.valid(x, xp), spec.name, f"must be {spec.range_text()}", x)
+
+    def _jax(self, tree):
+        """The row's output as jax arrays (one copy to the device from numpy)."""
+        return tree if self.xp is jnp else jax.tree.map(jnp.asarray, tree)
 
     def require(self, cond, name: str, message: str, value=None) -> None:
-        cond = jnp.broadcast_to(cond, self.shape)
+        cond = self.xp.broadcast_to(cond, self.shape)
         if self.concrete:
             check(cond, name, message, value=value)
         self.ok = self.ok & cond
@@ -221,25 +234,27 @@ class Inputs:
     def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | RowMatrix | None = None) -> VRParams:
         # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
         # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
-        p = jnp.asarray(p, dtype=jnp.float64)
-        beta = jnp.minimum(beta, worst_case_beta(p))
+        xp = self.xp
+        p = xp.asarray(p, dtype=xp.float64)
+        beta = xp.minimum(beta, worst_case_beta(p, xp))
         fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
-        mask = lambda x: jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)  # noqa: E731
+        mask = lambda x: xp.where(self.ok, xp.broadcast_to(x, self.shape), xp.nan)  # noqa: E731
         fields = [mask(x) for x in fields]
         if mechanism is not None:
             mechanism = jax.tree.map(mask, mechanism)
-            return VRParams(*fields[:3], blanket_per_user=None if blanket_per_user is None else fields[3],
-                            mechanism=mechanism)
-        return VRParams(*fields)
+            return self._jax(VRParams(*fields[:3], blanket_per_user=None if blanket_per_user is None else fields[3],
+                                      mechanism=mechanism))
+        return self._jax(VRParams(*fields))
 
     def lower(self, p0, beta, q0, q1) -> LowerParams:
-        p0 = jnp.asarray(p0, dtype=jnp.float64)
-        beta = jnp.minimum(beta, worst_case_beta(p0))
+        xp = self.xp
+        p0 = xp.asarray(p0, dtype=xp.float64)
+        beta = xp.minimum(beta, worst_case_beta(p0, xp))
         # The others' marker probabilities r_i = alpha p0 / q_i sum to at most 1, with equality
         # when x* puts all its mass on Y0 and Y1 (GRR k = 2 with x* = x0, Laplace with x* = 1/2);
         # vr_pair accepts a rounding excess (r0 + r1 <= 1 + 1e-12) and clips it.
-        return LowerParams(*(jnp.where(self.ok, jnp.broadcast_to(x, self.shape), jnp.nan)
-                             for x in (p0, beta, q0, q1)))
+        return self._jax(LowerParams(*(xp.where(self.ok, xp.broadcast_to(x, self.shape), xp.nan)
+                                       for x in (p0, beta, q0, q1))))
 
 
 EPS0 = Arg("eps0", "real", 0.0, 700.0, high_open=False, help="local budget eps0 (eps0-LDP; p = e^eps0)")
