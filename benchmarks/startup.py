@@ -9,11 +9,18 @@ programs the process compiled and loaded from the cache (JAX's compile log).
 Scenarios: ``import jaxshuffle``; the README's three-line example; ``jaxshuffle epsilon`` for one
 point; ``jaxshuffle calibrate``; ``jaxshuffle compare``; the 12 Table 5 cells in one call.
 
-Usage: python benchmarks/startup.py [--warm 3] [--only NAME]
+``--baseline REV`` runs the same scenarios, interleaved, with the package as it was at git revision
+``REV`` (a temporary worktree on ``PYTHONPATH``; its home and cache folders are fresh temporary ones,
+so its own compilation cache starts empty too). Issue 19 asked for half of the empty-cache times it
+measured; ``--baseline 9e453ee`` (the code it was filed against) measures both on this machine, in
+this run, and prints the ratio. ``--cold N`` takes the median of N empty-cache runs.
+
+Usage: python benchmarks/startup.py [--warm 3] [--cold 1] [--only NAME] [--baseline REV]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -21,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CLI = "import sys; from jaxshuffle.cli import main; sys.exit(main(sys.argv[1:]))"
 SCENARIOS = {
@@ -41,8 +50,10 @@ SCENARIOS = {
 TARGETS = {"cli epsilon (1 point)": 2.0, "table 5 (12 cells)": 5.0, "cli calibrate": 5.0, "cli compare": 10.0}
 
 
-def run_once(argv: list[str], cache: str, cwd: str) -> tuple[float, int, int, int]:
+def run_once(argv: list[str], cache: str, cwd: str, base: str | None = None) -> tuple[float, int, int, int]:
     env = {**os.environ, "JAXSHUFFLE_CACHE": cache, "JAX_LOG_COMPILES": "1", "JAX_PLATFORMS": "cpu"}
+    if base is not None:  # the old code, with its own (empty) home: its cache lived under ~/.cache
+        env.update(PYTHONPATH=base, HOME=cache, XDG_CACHE_HOME=cache)
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
@@ -51,27 +62,67 @@ def run_once(argv: list[str], cache: str, cwd: str) -> tuple[float, int, int, in
     return wall, compiled, hits, res.returncode
 
 
+@contextlib.contextmanager
+def worktree(rev: str | None):
+    """A temporary git worktree of ``rev`` (None: nothing)."""
+    if rev is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "baseline")
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, rev], check=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], check=False)
+
+
+def measure(argv: list[str], cold_runs: int, warm_runs: int, base: str | None):
+    """(median empty-cache wall, median warm wall, programs compiled cold, cache hits warm, failed)."""
+    colds, warms, programs, hits, failed = [], [], 0, 0, False
+    for i in range(cold_runs):
+        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as cwd:
+            wall, programs, _, rc = run_once(argv, cache, cwd, base)
+            colds.append(wall)
+            failed |= rc != 0
+            if i == 0:
+                for _ in range(warm_runs):
+                    w = run_once(argv, cache, cwd, base)
+                    warms.append(w[0])
+                    hits = w[2]
+                    failed |= w[3] != 0
+    return statistics.median(colds), statistics.median(warms) if warms else float("nan"), programs, hits, failed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warm", type=int, default=3, help="warm runs per scenario (median reported)")
+    ap.add_argument("--cold", type=int, default=1, help="empty-cache runs per scenario (median reported)")
     ap.add_argument("--only", action="append", help="run only these scenarios (by name)")
+    ap.add_argument("--baseline", help="git revision to compare with (same scenarios, same machine, this run)")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores")
-    print(f"{'scenario':<24} {'empty cache s':>13} {'warm s (median)':>16} {'programs':>9} {'cache hits':>10} "
-          f"{'target warm s':>13}")
-    for name, argv in SCENARIOS.items():
-        if args.only and name not in args.only:
-            continue
-        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as cwd:
-            cold, programs, _, rc = run_once(argv, cache, cwd)
-            warm = [run_once(argv, cache, cwd) for _ in range(args.warm)]
-        if rc or any(w[3] for w in warm):
-            print(f"{name:<24} failed (exit {rc})")
-            continue
-        med = statistics.median(w[0] for w in warm)
-        target = TARGETS.get(name)
-        print(f"{name:<24} {cold:>13.2f} {med:>16.2f} {programs:>9d} {warm[0][2]:>10d} "
-              f"{'' if target is None else f'{target:.0f}':>13}")
+    head = (f"{'scenario':<24} {'empty cache s':>13} {'warm s (median)':>16} {'programs':>9} {'cache hits':>10} "
+            f"{'target warm s':>13}")
+    if args.baseline:
+        head += f" {'baseline empty s':>16} {'baseline warm s':>15} {'empty/baseline':>14}"
+    print(head)
+    with worktree(args.baseline) as base:
+        for name, argv in SCENARIOS.items():
+            if args.only and name not in args.only:
+                continue
+            cold, warm, programs, hits, failed = measure(argv, args.cold, args.warm, None)
+            if failed:
+                print(f"{name:<24} failed")
+                continue
+            target = TARGETS.get(name)
+            line = (f"{name:<24} {cold:>13.2f} {warm:>16.2f} {programs:>9d} {hits:>10d} "
+                    f"{'' if target is None else f'{target:.0f}':>13}")
+            if base is not None:
+                b_cold, b_warm, *_, b_failed = measure(argv, args.cold, args.warm, base)
+                line += (f" {'failed':>16}" if b_failed else
+                         f" {b_cold:>16.2f} {b_warm:>15.2f} {cold / b_cold:>14.2f}")
+            print(line, flush=True)
 
 
 if __name__ == "__main__":
