@@ -32,6 +32,9 @@ schedule, store, run), ``plot``, ``cli``.
 float64: importing the package enables ``jax_enable_x64`` unless ``JAXSHUFFLE_ENABLE_X64=0``
 is set, in which case call it inside ``with jax.enable_x64(True):`` (see ``_config``).
 """
+import importlib
+from typing import TYPE_CHECKING
+
 from jaxshuffle import _config  # noqa: F401  (float64 and the compilation cache, before anything compiles)
 from jaxshuffle._config import cache_info, clear_cache, configure
 from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
@@ -44,25 +47,55 @@ from jaxshuffle.pair import (
 )
 from jaxshuffle.plan import Plan, plan_for
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
-from jaxshuffle.accountant import (  # noqa: E402
-    AmplificationReport,
-    CompositionBound,
-    UpperSource,
-    amplify,
-    calibrate_eps0,
-    calibrate_n,
-    Query,
-    TuneResult,
-    compose,
-    query,
-    shuffled_round,
-    tune,
-)
-from jaxshuffle.comparison import compare  # noqa: E402
-from jaxshuffle.exact import sandwich  # noqa: E402
-from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, krr_bounds, plan_blanket  # noqa: E402
-from jaxshuffle import randomizers, utility  # noqa: E402,F401  (modules users reach as js.randomizers, js.utility)
-from jaxshuffle.sweeps import sweep  # noqa: E402
+# The rest of the API loads on first use (PEP 562): ``import jaxshuffle`` and a first ``epsilon`` do not
+# pay for the accountant, the sweeps, the comparison tables or the exact enumeration (about 0.1 s).
+_LAZY = {
+    **dict.fromkeys(("AmplificationReport", "CompositionBound", "UpperSource", "amplify", "calibrate_eps0",
+                     "calibrate_n", "Query", "TuneResult", "compose", "query", "shuffled_round", "tune"),
+                    "jaxshuffle.accountant"),
+    "compare": "jaxshuffle.comparison",
+    "sandwich": "jaxshuffle.exact",
+    **dict.fromkeys(("blanket_epsilon", "blanket_lower_epsilon", "krr_bounds", "plan_blanket"), "jaxshuffle.blanket"),
+    "sweep": "jaxshuffle.sweeps",
+}
+_LAZY_MODULES = ("randomizers", "utility")  # modules users reach as js.randomizers, js.utility
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs
+    from jaxshuffle import randomizers, utility  # noqa: F401
+    from jaxshuffle.accountant import (  # noqa: F401
+        AmplificationReport,
+        CompositionBound,
+        Query,
+        TuneResult,
+        UpperSource,
+        amplify,
+        calibrate_eps0,
+        calibrate_n,
+        compose,
+        query,
+        shuffled_round,
+        tune,
+    )
+    from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, krr_bounds, plan_blanket  # noqa: F401
+    from jaxshuffle.comparison import compare  # noqa: F401
+    from jaxshuffle.exact import sandwich  # noqa: F401
+    from jaxshuffle.sweeps import sweep  # noqa: F401
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f"jaxshuffle.{name}")
+    else:
+        raise AttributeError(f"module 'jaxshuffle' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
+
 
 __version__ = _config.VERSION
 
