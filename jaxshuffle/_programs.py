@@ -17,8 +17,8 @@ program is the same computation as the jitted one (tests compare them bit for bi
 two-count search program, against milliseconds of evaluation for a few points. A caller that asks
 ``quick=True`` (an eager search call of at most :data:`QUICK_MAX_POINTS` points) gets the program
 compiled with :data:`QUICK_COMPILE_OPTIONS` on a CPU: no LLVM optimisation and XLA's classic
-emitters, about 3x faster to compile and 2-5x slower to run (measured on the search at 1-8 points:
-1.2 s against 3.0-3.4 s, 8 ms against 2 ms per call). The computation is the same; only the
+emitters, about 3x faster to compile and 2-5x slower to run (measured ad hoc on the search at 1-8
+points: 1.2 s against 3.0-3.4 s, 8 ms against 2 ms per call). The computation is the same; only the
 order and fusion of float operations may differ, by a few ulps (so may lanes of programs of different
 widths: the rule is per call, so that a batch of more points, a sweep's chunk included, always runs
 the optimised program and gives the same numbers as before), which the certificate's error

@@ -350,6 +350,7 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
         empty = jnp.zeros(shape)
         return EpsilonBracket(empty, empty, jnp.zeros(shape, jnp.int8), jnp.zeros(shape, jnp.int32))
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n_, d_)
+    quick = n_.size <= _programs.QUICK_MAX_POINTS  # a call of a few points: the quickly compiled program
 
     def kernel(plan, *arrays):
         if any(isinstance(a, jax.core.Tracer) for a in arrays):  # under grad/jvp: with the implicit gradients
@@ -357,12 +358,9 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
         # Concrete values: the search alone, an exported program. custom_root's forward value is the
         # search's upper, so the numbers are the same; tracing its root equation (a second copy of the
         # divergence) was a third of a cold call's tracing.
-        # A call of a few points compiles quickly (unoptimised XLA: a third of the compile time, ms to run).
         flat_search = functools.partial(_brackets, plan=plan, rtol=rtol, max_iter=max_iter)
         return EpsilonBracket(*_programs.run("epsilon-search", flat_search, (plan, rtol, max_iter), list(arrays),
                                              quick=quick))
-
-    quick = n_.size <= _programs.QUICK_MAX_POINTS
 
     return run_buckets(kernel, bucket_plans(L, M, r0, r1, n_), [*flat, c_lo], shape, memory=memory)
 
