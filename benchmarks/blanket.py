@@ -3,7 +3,7 @@ the paper's Theorem 4.7 value, with seconds per point cold and warm (issue 16).
 
     python benchmarks/blanket.py [--ns 1e4,1e6,1e8] [--ks 3,10,100] [--eps0s 0.5,1,2,4] [--batch 100]
                                  [--big-ks 10] [--big-eps0s 1] [--full] [--matrix-ns 1e4,1e6] [--subset 5,2]
-                                 [--subset-ns 1e4] [--rows-ns 1e4] [--rows-eps0s 0.5,1,2] [--no-cache]
+                                 [--subset-ns 1e4] [--rows-ns 1e4] [--rows-eps0s 0.5,1,2] [--grid-table] [--no-cache]
 
 [1] Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
 k-RR), lower (max of the exact all-z / all-x0 datasets, certified low), paper (Theorem 4.7, not an
@@ -13,6 +13,9 @@ are new to this process; the persistent cache may hold programs from an earlier 
 for a true cold start), warm seconds (the same program at a new point, delta * 1.01) and the lower
 bound's seconds (one call). At n >= 1e7 only --big-ks x --big-eps0s run unless --full (the whole
 3 x 3 x 4 table).
+[1b] With --grid-table, the same table from one batched call per n over all k x eps0 (one merged plan): the
+seconds columns are the batch's seconds divided by its points (cold: the first call, compiling; warm: the same
+program at delta x 1.01; lower: one call), which is how a sweep pays for them. Rows at n >= 1e7 are all run.
 [2] One batched call of --batch points at n = 1e6 (warm) against single calls (warm, mean of 10).
 [3] The general-matrix engine (jaxshuffle.blanket_matrix.matrix_bounds, which amplify uses for a
 randomizer carrying a matrix, randomizers.with_matrix) on k-RR's matrix (k = 10) next to the
@@ -82,6 +85,34 @@ def table(a, delta):
                       f"{js.Status(int(r.status)).name}", flush=True)
     if not a.full and any(n >= BIG_N for n in _floats(a.ns)):
         print(f"n >= 1e7: only k in {a.big_ks}, eps0 in {a.big_eps0s} run (--full: the whole table)")
+
+
+def grid_table(a, delta):
+    print(f"[1b] k-RR grid, one batched call per n; device: {jax.devices()[0]}; delta = {delta:g}; seconds per "
+          "point = batch seconds / points")
+    print(f"{'n':>6} {'k':>4} {'eps0':>5} {'clone':>11} {'blanket':>11} {'lower':>11} {'paper':>11} "
+          f"{'clone/bl':>8} {'cold s':>7} {'warm s':>7} {'lower s':>7} status", flush=True)
+    kk, ee = np.meshgrid(_floats(a.ks), _floats(a.eps0s), indexing="ij")
+    k, e0 = kk.ravel(), ee.ravel()
+    for n in _floats(a.ns):
+        nn = np.full(k.size, n)
+        clone = np.asarray(js.epsilon(js.stronger_clone_pair(e0), nn, delta).upper)
+        p = grr(e0, k)
+        paper = np.asarray(js.epsilon(js.vr_pair(p.p, p.beta, p.q), nn, delta).upper)
+        plan = bl.plan_blanket(e0, k, nn, delta)
+        r, cold = timed(lambda: bl.blanket_epsilon(e0, k, nn, delta, plan=plan))
+        _, warm = timed(lambda: bl.blanket_epsilon(e0, k, nn, delta * 1.01, plan=plan))
+        if a.no_lower:
+            lo, lo_s = np.full(k.size, np.nan), np.nan
+        else:
+            lo, lo_s = timed(lambda: bl.blanket_lower_epsilon(e0, k, nn, delta).lower)
+        up, status = np.asarray(r.upper), np.asarray(r.status)
+        for i in range(k.size):
+            print(f"{n:6.0e} {k[i]:4.0f} {e0[i]:5.2f} {clone[i]:11.7f} {up[i]:11.7f} {float(lo[i]):11.7f} "
+                  f"{paper[i]:11.7f} {clone[i] / up[i]:8.3f} {cold / k.size:7.2f} {warm / k.size:7.2f} "
+                  f"{lo_s / k.size:7.2f} {js.Status(int(status[i])).name}", flush=True)
+        print(f"  n = {n:.0e}: {k.size} points in one call: blanket {cold:.2f} s cold, {warm:.2f} s warm; "
+              f"lower {lo_s:.2f} s", flush=True)
 
 
 def batch(a, delta):
@@ -170,13 +201,15 @@ def main() -> None:
     ap.add_argument("--subset-ns", default="1e4", help="n of the subset-selection matrix ('' skips; minutes per n)")
     ap.add_argument("--rows-ns", default="1e4", help="n of the catalog rows' part [4] ('' skips)")
     ap.add_argument("--rows-eps0s", default="0.5,1,2", help="eps0 of the catalog rows' part [4]")
+    ap.add_argument("--grid-table", action="store_true",
+                    help="[1b] instead of [1]: one batched call per n over all k x eps0")
     ap.add_argument("--no-lower", action="store_true", help="skip the lower bound (three more searches)")
     ap.add_argument("--no-cache", action="store_true")
     a = ap.parse_args()
     print(f"started {time.strftime('%H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}; jaxshuffle from {os.path.dirname(js.__file__)}", flush=True)
     if a.ns:
-        table(a, a.delta)
+        (grid_table if a.grid_table else table)(a, a.delta)
     if a.batch:
         batch(a, a.delta)
     if a.matrix_ns or a.subset_ns:
