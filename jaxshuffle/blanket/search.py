@@ -36,7 +36,7 @@ class _Search(NamedTuple):
 def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
     """Certified bracket for one point of sum form ``KINDS[code]``: ``D(lower) > delta >= D(upper)``
     from bands and tangents."""
-    from jaxshuffle.search import Status
+    from jaxshuffle.search import Status, lane_constant
     kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
     valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & (k == jnp.floor(k)) & (n >= 1)
              & (n == jnp.floor(n)) & (delta > 0) & (delta < 1))
@@ -58,8 +58,10 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     lo_g, hi_g = jax.lax.fori_loop(0, 50, gaussian_bisection, (jnp.zeros(()), eps0s))
     x0 = jnp.clip(hi_g, 1e-9, eps0s)
     st0 = jnp.where(valid & ~trivial, Status.MAX_ITER, jnp.where(trivial & valid, Status.ZERO, Status.INVALID))
-    state = _Search(jnp.asarray(0), jnp.zeros(()), eps0s, x0, st0.astype(jnp.int8), ~valid | trivial,
-                    jnp.asarray(0), jnp.asarray(False))
+    # Per-lane starting values, not constants: under vmap a constant carry makes the loop's batching rule
+    # trace the body (the whole kernel) a second time (search.lane_constant).
+    state = _Search(lane_constant(valid, 0), lane_constant(valid, 0.0, jnp.float64), eps0s, x0, st0.astype(jnp.int8),
+                    ~valid | trivial, lane_constant(valid, 0), lane_constant(valid, False, bool))
 
     def body(st: _Search) -> _Search:
         d = div(st.x)
