@@ -699,6 +699,26 @@ def _strategy(arg: R.Arg):
                      allow_nan=False)
 
 
+@pytest.mark.parametrize("traced", [False, True])
+def test_rounding_of_p_never_lowers_beta(traced):
+    """Where ``p = e^eps0`` rounds low enough that ``(p-1)/(p+1) < beta`` (Laplace at eps0 ~ 1e-16,
+    found by a Hypothesis draw on a GPU machine: beta 1.15e-16 was capped to 1.11e-16, below the
+    mechanism's and below the lower bound's), the upper parameters raise ``p`` instead: beta is the
+    row's own value, ``p`` admits it and is at least the exact ``e^eps0`` (mpmath), and the lower
+    bound's beta does not exceed it. Eager rows compute in numpy, traced ones in jnp: both are checked."""
+    eps0 = np.array([1e-16, 2.3e-16, 3e-16, 7.7e-16, 1e-15, 1e-12, 0.5])
+    row = jax.jit(R.laplace) if traced else R.laplace
+    up, low = row(eps0), R.laplace_lower(eps0)
+    p, beta = np.asarray(up.p), np.asarray(up.beta)
+    np.testing.assert_array_equal(beta, -np.expm1(-0.5 * eps0))
+    assert np.all(beta <= (p - 1.0) / (p + 1.0))
+    assert all(mpmath.mpf(float(pi)) >= mpmath.exp(mpmath.mpf(float(e))) for pi, e in zip(p, eps0))
+    assert np.all(np.asarray(low.beta) <= beta)
+    assert p[-1] == np.exp(0.5)  # nothing moves where the bound already admits beta
+    # and the gradient in eps0 is p's own
+    assert float(jax.grad(lambda e: R.laplace(e).p)(jnp.float64(0.5))) == pytest.approx(np.exp(0.5), rel=1e-15)
+
+
 @pytest.mark.parametrize("name", sorted(R.CATALOG))
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
                                                                  HealthCheck.too_slow])

@@ -200,6 +200,28 @@ class Arg:
         return ok
 
 
+def admit_beta(p, beta, xp=jnp, steps: int = 4):
+    """``p`` raised, where rounding left ``beta > (p-1)/(p+1)``, to a float whose bound admits ``beta``.
+
+    The mechanism has ``beta <= (p-1)/(p+1)`` exactly; the two floats may break it by rounding (Laplace
+    at ``eps0 = 2.3e-16``: ``p = e^eps0`` rounds to ``1 + 2.2e-16``, whose bound ``1.11e-16`` is below
+    ``beta = 1.15e-16``). The upper pair must not lower ``beta`` (nor ``p``) below the mechanism's, so
+    ``p`` moves up: to ``(1 + beta)/(1 - beta)``, then by ulps until the bound admits ``beta`` (a larger
+    ``p`` only weakens the claim). Under tracing the raised lanes keep ``p``'s derivative.
+    """
+    p0, b0 = (jax.lax.stop_gradient(p), jax.lax.stop_gradient(beta)) if xp is jnp else (p, beta)
+    inf = xp.asarray(np.inf, dtype=p0.dtype)
+    short = lambda x: b0 > worst_case_beta(x, xp)  # noqa: E731
+    below_one = b0 < 1.0
+    need = xp.where(below_one, (1.0 + b0) / xp.where(below_one, 1.0 - b0, 1.0), inf)
+    raised = xp.where(short(p0), xp.maximum(p0, need), p0)
+    for _ in range(steps):
+        raised = xp.where(short(raised), xp.nextafter(raised, inf), raised)
+    if xp is not jnp:
+        return raised
+    return xp.where(raised == p0, p, p + (raised - p0))  # p = inf stays inf (inf - inf is NaN)
+
+
 class Inputs:
     """Broadcast float64 arguments plus a validity mask (eager: raise; traced: mask).
 
@@ -232,11 +254,9 @@ class Inputs:
         self.ok = self.ok & cond
 
     def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | RowMatrix | None = None) -> VRParams:
-        # beta <= (p-1)/(p+1) holds exactly; keep it so after rounding (p = e^eps0 rounds to 1
-        # for eps0 < 1.1e-16 while beta ~ eps0/4 does not).
         xp = self.xp
-        p = xp.asarray(p, dtype=xp.float64)
-        beta = xp.minimum(beta, worst_case_beta(p, xp))
+        p = admit_beta(xp.asarray(p, dtype=xp.float64), xp.asarray(beta, dtype=xp.float64), xp)
+        beta = xp.minimum(beta, worst_case_beta(p, xp))  # a no-op unless admit_beta ran out of steps
         fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
         mask = lambda x: xp.where(self.ok, xp.broadcast_to(x, self.shape), xp.nan)  # noqa: E731
         fields = [mask(x) for x in fields]
