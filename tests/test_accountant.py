@@ -331,6 +331,17 @@ def test_parallel_params_and_basic():
         parallel_params(comps, np.array([0.2, 0.3, 0.4]))
 
 
+def test_parallel_params_raise_p_rather_than_lower_the_mixed_beta():
+    """Two components at the rounding edge (Laplace's eps0 = 2.3e-16 values with p = e^eps0 as it rounds):
+    the weighted beta 1.15e-16 exceeds (p-1)/(p+1) = 1.11e-16 of the rounded p. The mixture keeps
+    beta and raises p (docs/math.md section 10, "Rounding against the range"); p was capped before."""
+    beta = -math.expm1(-0.5 * 2.3e-16)
+    comps = R.VRParams(jnp.full(2, math.exp(2.3e-16)), jnp.full(2, beta), jnp.full(2, math.exp(2.3e-16)))
+    adv = parallel_params(comps, np.array([0.5, 0.5]))
+    assert float(adv.beta) == beta
+    assert float(adv.p) > math.exp(2.3e-16) and float(adv.beta) <= (float(adv.p) - 1) / (float(adv.p) + 1)
+
+
 def test_parallel_amplify_matches_mixture_exact():
     """Algorithm 2 with GRR on 2 and 4 values (weights 1/2): exact shuffled epsilon <= upper <= basic."""
     eps0, n, delta = 1.0, 3, 0.01

@@ -37,6 +37,7 @@ from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplify
 from jaxshuffle.pair import worst_case_beta
 from jaxshuffle.randomizers import VRParams
+from jaxshuffle.randomizers.params import admit_beta
 
 __all__ = ["ParallelReport", "RangeQueryReport", "parallel_params", "basic_parallel_params",
            "parallel_amplify", "hierarchical_betas", "hierarchical_range_query", "RangeQueryFigure",
@@ -69,9 +70,9 @@ def parallel_params(components: VRParams, weights, *, axis: int = -1) -> VRParam
     component's ratio bound counts, also one with weight 0 (it costs nothing to be safe).
     """
     p, beta, q, w = _check_components(components, weights, axis)
-    pm = jnp.max(p, axis=axis)
-    beta_bar = jnp.minimum(jnp.sum(w * beta, axis=axis), worst_case_beta(pm))  # rounding only
-    return VRParams(pm, beta_bar, jnp.max(q, axis=axis))
+    beta_bar = jnp.sum(w * beta, axis=axis)
+    pm = admit_beta(jnp.max(p, axis=axis), beta_bar)  # rounding may break beta <= (p-1)/(p+1): p moves up
+    return VRParams(pm, jnp.minimum(beta_bar, worst_case_beta(pm)), jnp.max(q, axis=axis))
 
 
 def basic_parallel_params(components: VRParams, *, axis: int = -1) -> VRParams:
@@ -173,8 +174,9 @@ def hierarchical_range_query(eps0, H: int, n, delta, *, rtol: float = 1e-6) -> R
     shape = broadcast_shapes_or_raise(eps0=eps0, n=n, delta=delta)
     nn = np.asarray(n)
     check((nn >= H) & (nn == np.floor(nn)), "n", f"must be an integer >= H = {H}", value=nn)
-    p = jnp.broadcast_to(jnp.exp(eps0), shape)
-    beta_bar = jnp.broadcast_to(jnp.minimum(jnp.mean(betas, axis=-1), worst_case_beta(jnp.exp(eps0))), shape)
+    beta_bar = jnp.broadcast_to(jnp.mean(betas, axis=-1), shape)
+    p = admit_beta(jnp.broadcast_to(jnp.exp(eps0), shape), beta_bar)  # p moves up where rounding needs it
+    beta_bar = jnp.minimum(beta_bar, worst_case_beta(p))  # a no-op unless admit_beta ran out of steps
     beta_fine = jnp.broadcast_to(betas[..., 0], shape)
     n_sep = jnp.floor(jnp.broadcast_to(n, shape) / H)
     stack = lambda *xs: jnp.stack([jnp.broadcast_to(x, shape) for x in xs])  # noqa: E731
