@@ -699,6 +699,24 @@ def _strategy(arg: R.Arg):
                      allow_nan=False)
 
 
+def test_admit_beta_never_leaves_beta_short():
+    """admit_beta raises p (never lowers it) until (p-1)/(p+1) >= beta in float, for every beta scale and
+    p a few ulps below (1+beta)/(1-beta): callers rely on it and no longer cap beta afterwards."""
+    from jaxshuffle.pair import worst_case_beta
+    from jaxshuffle.randomizers.params import admit_beta
+    rng = np.random.default_rng(0)
+    for scale in (1e-17, 1e-16, 1e-15, 1e-12, 1e-8, 1e-3, 0.1, 0.5, 0.9, 0.999, 1 - 1e-9, 1 - 1e-14):
+        beta = scale * rng.uniform(0.5, 2.0, 20_000)
+        beta = beta[beta < 1]
+        low = rng.integers(0, 8, beta.size) * 2.2e-16, rng.integers(0, 4, beta.size) * 2.2e-16
+        p = (1 + beta) / (1 - beta) * (1 - low[0]) - low[1]  # up to 11 ulps low
+        p = np.maximum(p, 1.0)
+        for xp in (np, jnp):
+            raised = np.asarray(admit_beta(xp.asarray(p), xp.asarray(beta), xp))
+            assert np.all(raised >= p)
+            assert np.all(beta <= worst_case_beta(raised, np))
+
+
 @pytest.mark.parametrize("traced", [False, True])
 def test_rounding_of_p_never_lowers_beta(traced):
     """Where ``p = e^eps0`` rounds low enough that ``(p-1)/(p+1) < beta`` (Laplace at eps0 ~ 1e-16,

@@ -72,7 +72,7 @@ def parallel_params(components: VRParams, weights, *, axis: int = -1) -> VRParam
     p, beta, q, w = _check_components(components, weights, axis)
     beta_bar = jnp.sum(w * beta, axis=axis)
     pm = admit_beta(jnp.max(p, axis=axis), beta_bar)  # rounding may break beta <= (p-1)/(p+1): p moves up
-    return VRParams(pm, jnp.minimum(beta_bar, worst_case_beta(pm)), jnp.max(q, axis=axis))
+    return VRParams(pm, beta_bar, jnp.max(q, axis=axis))
 
 
 def basic_parallel_params(components: VRParams, *, axis: int = -1) -> VRParams:
@@ -176,7 +176,6 @@ def hierarchical_range_query(eps0, H: int, n, delta, *, rtol: float = 1e-6) -> R
     check((nn >= H) & (nn == np.floor(nn)), "n", f"must be an integer >= H = {H}", value=nn)
     beta_bar = jnp.broadcast_to(jnp.mean(betas, axis=-1), shape)
     p = admit_beta(jnp.broadcast_to(jnp.exp(eps0), shape), beta_bar)  # p moves up where rounding needs it
-    beta_bar = jnp.minimum(beta_bar, worst_case_beta(p))  # a no-op unless admit_beta ran out of steps
     beta_fine = jnp.broadcast_to(betas[..., 0], shape)
     n_sep = jnp.floor(jnp.broadcast_to(n, shape) / H)
     stack = lambda *xs: jnp.stack([jnp.broadcast_to(x, shape) for x in xs])  # noqa: E731

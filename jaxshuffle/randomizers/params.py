@@ -207,7 +207,9 @@ def admit_beta(p, beta, xp=jnp, steps: int = 4):
     at ``eps0 = 2.3e-16``: ``p = e^eps0`` rounds to ``1 + 2.2e-16``, whose bound ``1.11e-16`` is below
     ``beta = 1.15e-16``). The upper pair must not lower ``beta`` (nor ``p``) below the mechanism's, so
     ``p`` moves up: to ``(1 + beta)/(1 - beta)``, then by ulps until the bound admits ``beta`` (a larger
-    ``p`` only weakens the claim). Under tracing the raised lanes keep ``p``'s derivative.
+    ``p`` only weakens the claim). Under tracing the raised lanes keep ``p``'s derivative. Four ulp steps
+    leave no ``beta`` short over ``beta`` from 1e-17 to ``1 - 1e-14`` with ``p`` up to 11 ulps low
+    (``tests/test_randomizers.py::test_admit_beta_never_leaves_beta_short``), so callers do not cap after it.
     """
     p0, b0 = (jax.lax.stop_gradient(p), jax.lax.stop_gradient(beta)) if xp is jnp else (p, beta)
     inf = xp.asarray(np.inf, dtype=p0.dtype)
@@ -256,7 +258,6 @@ class Inputs:
     def params(self, p, beta, q, blanket_per_user=None, mechanism: KaryRR | RowMatrix | None = None) -> VRParams:
         xp = self.xp
         p = admit_beta(xp.asarray(p, dtype=xp.float64), xp.asarray(beta, dtype=xp.float64), xp)
-        beta = xp.minimum(beta, worst_case_beta(p, xp))  # a no-op unless admit_beta ran out of steps
         fields = [p, beta, q] + ([] if blanket_per_user is None else [blanket_per_user])
         mask = lambda x: xp.where(self.ok, xp.broadcast_to(x, self.shape), xp.nan)  # noqa: E731
         fields = [mask(x) for x in fields]
