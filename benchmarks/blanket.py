@@ -60,10 +60,19 @@ def timed(f):
     return out, time.perf_counter() - t
 
 
-def table(a, delta):
-    print(f"[1] k-RR points; device: {jax.devices()[0]}; delta = {delta:g}")
+def _header():
     print(f"{'n':>6} {'k':>4} {'eps0':>5} {'clone':>11} {'blanket':>11} {'lower':>11} {'paper':>11} "
           f"{'clone/bl':>8} {'cold s':>7} {'warm s':>7} {'lower s':>7} status", flush=True)
+
+
+def _row(n, k, e0, clone, upper, lower, paper, cold, warm, lower_s, status):
+    print(f"{n:6.0e} {k:4.0f} {e0:5.2f} {clone:11.7f} {upper:11.7f} {lower:11.7f} {paper:11.7f} "
+          f"{clone / upper:8.3f} {cold:7.2f} {warm:7.2f} {lower_s:7.2f} {js.Status(status).name}", flush=True)
+
+
+def table(a, delta):
+    print(f"[1] k-RR points; device: {jax.devices()[0]}; delta = {delta:g}")
+    _header()
     for n in _floats(a.ns):
         for k in _floats(a.ks):
             for e0 in _floats(a.eps0s):
@@ -80,9 +89,7 @@ def table(a, delta):
                     lo, lo_s = np.nan, np.nan
                 else:
                     lo, lo_s = timed(lambda: bl.blanket_lower_epsilon(e0, k, n, delta).lower)
-                print(f"{n:6.0e} {k:4.0f} {e0:5.2f} {clone:11.7f} {float(r.upper):11.7f} {float(lo):11.7f} "
-                      f"{paper:11.7f} {clone / float(r.upper):8.3f} {cold:7.2f} {warm:7.2f} {lo_s:7.2f} "
-                      f"{js.Status(int(r.status)).name}", flush=True)
+                _row(n, k, e0, clone, float(r.upper), float(lo), paper, cold, warm, lo_s, int(r.status))
     if not a.full and any(n >= BIG_N for n in _floats(a.ns)):
         print(f"n >= 1e7: only k in {a.big_ks}, eps0 in {a.big_eps0s} run (--full: the whole table)")
 
@@ -90,8 +97,7 @@ def table(a, delta):
 def grid_table(a, delta):
     print(f"[1b] k-RR grid, one batched call per n; device: {jax.devices()[0]}; delta = {delta:g}; seconds per "
           "point = batch seconds / points")
-    print(f"{'n':>6} {'k':>4} {'eps0':>5} {'clone':>11} {'blanket':>11} {'lower':>11} {'paper':>11} "
-          f"{'clone/bl':>8} {'cold s':>7} {'warm s':>7} {'lower s':>7} status", flush=True)
+    _header()
     kk, ee = np.meshgrid(_floats(a.ks), _floats(a.eps0s), indexing="ij")
     k, e0 = kk.ravel(), ee.ravel()
     for n in _floats(a.ns):
@@ -108,9 +114,8 @@ def grid_table(a, delta):
             lo, lo_s = timed(lambda: bl.blanket_lower_epsilon(e0, k, nn, delta).lower)
         up, status = np.asarray(r.upper), np.asarray(r.status)
         for i in range(k.size):
-            print(f"{n:6.0e} {k[i]:4.0f} {e0[i]:5.2f} {clone[i]:11.7f} {up[i]:11.7f} {float(lo[i]):11.7f} "
-                  f"{paper[i]:11.7f} {clone[i] / up[i]:8.3f} {cold / k.size:7.2f} {warm / k.size:7.2f} "
-                  f"{lo_s / k.size:7.2f} {js.Status(int(status[i])).name}", flush=True)
+            _row(n, k[i], e0[i], clone[i], up[i], float(lo[i]), paper[i], cold / k.size, warm / k.size,
+                 lo_s / k.size, int(status[i]))
         print(f"  n = {n:.0e}: {k.size} points in one call: blanket {cold:.2f} s cold, {warm:.2f} s warm; "
               f"lower {lo_s:.2f} s", flush=True)
 
