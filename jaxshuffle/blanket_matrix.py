@@ -27,6 +27,8 @@ Evaluation at each ``t`` (:func:`form_divergence`), every step on its side:
    values, each run takes its largest value (upper) or smallest (lower). ``E[(sum)_+]`` is
    nondecreasing in every ``g``, so rounding up keeps an upper bound and rounding down a lower
    bound (docs/math.md 18.3). The run split is the one with the least probability-weighted move.
+   After the search, :func:`search_matrix` lowers the coarsened blanket forms' epsilons with a lattice
+   and an FFT (:mod:`jaxshuffle.blanket_lattice`, docs/math.md 18.8) at ``n <= LATTICE_AUTO_MAX_N``.
 3. ``max_j c_j <= 0`` gives 0 and ``min_j c_j >= 0`` gives the mean ``sum_j w_j c_j``, exactly.
 4. The victim-only term is added with its rounding bound.
 
@@ -61,6 +63,11 @@ MAX_OUTPUTS = 1 << 20
 #: AUTO_MAX_CELLS`; costlier points keep the two-count bound (``upper_from="blanket"`` runs them).
 #: The exact datasets' forms run beside the blanket forms only where both together fit it.
 MATRIX_AUTO_MAX_CELLS = 1 << 20
+#: Largest ``n`` at which :func:`search_matrix` refines coarsened forms with the lattice by default
+#: (docs/math.md 18.8; ``benchmarks/blanket.py --lattice-ns``): 2-subsets of 5 gain 9 % at n = 1e4 and
+#: at 1e5, nothing at 1e6, where the lattice's slack (``2 SDS n / LATTICE_BINS`` standard deviations of
+#: the sum) outgrows what coarsening costs; about 6 s per refined form
+LATTICE_AUTO_MAX_N = 1e5
 
 
 class PairForms(NamedTuple):
@@ -424,12 +431,15 @@ class MatrixBounds(NamedTuple):
       "every other user holds x*" (every ordered pair, every ``x*``).
     exact_kernel: True when every blanket form had at most four categories (no coarsening).
     worst_pair: ``(x0, x1)`` of the form giving ``upper``.
+    lattice: True when the coarsened forms' epsilons were lowered by the lattice and FFT evaluation
+      (docs/math.md 18.8).
     """
 
     upper: float
     lower: float
     exact_kernel: bool
     worst_pair: tuple
+    lattice: bool = False
 
 
 def _pad(x: np.ndarray, width: int) -> np.ndarray:
@@ -542,14 +552,24 @@ def form_epsilons(planned: MatrixPlan, plan: bl.BlanketPlan | None = None):
     return ups, lows
 
 
-def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None) -> MatrixBounds:
-    """The second half of :func:`matrix_bounds`: run a :func:`plan_matrix` search (same sides, same values)."""
+def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
+                  lattice: bool | None = None) -> MatrixBounds:
+    """The second half of :func:`matrix_bounds`: run a :func:`plan_matrix` search (same sides, same values).
+
+    ``lattice``: lower the coarsened blanket forms' epsilons with the lattice and FFT evaluation
+    (:func:`jaxshuffle.blanket_lattice.refine_upper`, docs/math.md 18.8); None (default) does so where
+    some form was coarsened and ``n <= LATTICE_AUTO_MAX_N``.
+    """
     ups, lows = form_epsilons(planned, plan)
     up_forms = planned.up_forms
+    lower = float(np.max(lows, initial=0.0))
+    coarse = np.sum(up_forms.w > 0, axis=1) > KERNEL_CATEGORIES
+    refined = bool(coarse.any() and (planned.n <= LATTICE_AUTO_MAX_N if lattice is None else lattice))
+    if refined:
+        from jaxshuffle.blanket_lattice import refine_upper
+        ups = refine_upper(up_forms, ups, coarse, planned.n, planned.delta, lower)
     i = int(np.argmax(ups))
-    exact = bool(np.all(np.sum(up_forms.w > 0, axis=1) <= KERNEL_CATEGORIES))
-    return MatrixBounds(float(ups[i]), float(np.max(lows, initial=0.0)), exact,
-                        tuple(int(x) for x in up_forms.pair[i]))
+    return MatrixBounds(float(ups[i]), lower, not coarse.any(), tuple(int(x) for x in up_forms.pair[i]), refined)
 
 
 def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:

@@ -26,7 +26,6 @@ pointwise minimum of two PLDs or privacy profiles is not a dominating pair and i
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple, Sequence
 
@@ -36,10 +35,9 @@ import jax.scipy.special  # noqa: F401  (logsumexp)
 import numpy as np
 
 from jaxshuffle._config import check
+from jaxshuffle._fft import U as _U, fft_error, power_convolve
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 
-_U = 2.0 ** -53
-FFT_CONSTANT = 8.0  # Higham Thm 24.2's (log2 N) eta with eta <= 8u, rounded up
 DEFAULT_TAIL = 1e-15
 MAX_FFT = 1 << 26  # bins of the composed grid (1 GB of complex128); more is refused with a clear message
 
@@ -177,26 +175,6 @@ def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:
     return _Window(x_lo, size, x_lo == 0 and size > total_len)
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
-def _fft_compose(padded: jax.Array, counts: jax.Array, shift: jax.Array, *, size: int):
-    """``IFFT(prod_r FFT(p_r)^{T_r})`` rolled so that index 0 is the window's first bin, and the 2-norm
-    of the powers' rounding error bound (elementwise ``|Phi| u sum_r T_r (|log|phi_r|| + 4)``)."""
-    spectra = jnp.fft.rfft(padded, n=size, axis=1)  # (R, size//2 + 1)
-    absval = jnp.abs(spectra)
-    log_abs = jnp.log(jnp.maximum(absval, 1e-300))
-    angle = jnp.angle(spectra)
-    log_mod = jnp.sum(counts[:, None] * log_abs, axis=0)
-    phase = jnp.sum(counts[:, None] * angle, axis=0)
-    modulus = jnp.where(jnp.any(absval == 0.0, axis=0), 0.0, jnp.exp(log_mod))
-    prod = jax.lax.complex(modulus * jnp.cos(phase), modulus * jnp.sin(phase))
-    rounding = modulus * _U * jnp.sum(counts[:, None] * (jnp.abs(log_abs) + 4.0 + jnp.abs(angle)), axis=0)
-    # rfft holds half the spectrum: the full 2-norm counts the others twice
-    e_pow = jnp.sqrt(2.0 * jnp.sum(rounding ** 2))
-    composed = jnp.fft.irfft(prod, n=size)
-    composed = jnp.roll(composed, -shift)
-    return jnp.maximum(composed, 0.0), e_pow
-
-
 def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float = DEFAULT_TAIL) -> ComposedPLD:
     """Compose discrete PLDs (each with a repeat count) on one grid: see the module docstring.
 
@@ -224,16 +202,15 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
     if width > window.size:  # a round wider than the composed window: fold it (mass is kept, aliasing bounded by tail)
         padded = np.pad(padded, ((0, 0), (0, (-width) % window.size))).reshape(len(rounds), -1, window.size).sum(1)
     counts = np.array([T for _, T in rounds], np.float64)
-    composed, e_pow = _fft_compose(jnp.asarray(padded), jnp.asarray(counts), jnp.asarray(window.lo % window.size),
+    composed, e_pow = power_convolve(jnp.asarray(padded), jnp.asarray(counts), jnp.asarray(window.lo % window.size),
                                    size=window.size)
-    log2n = math.log2(window.size)
     norms = sum(T * float(np.linalg.norm(p.probs)) for p, T in rounds)
-    fft_error = FFT_CONSTANT * _U * log2n * (norms + 1.0) + float(e_pow) / math.sqrt(window.size)
+    fft_err = fft_error(window.size, norms, e_pow)
     log_finite = sum(T * math.log1p(-min(p.infinity_mass, 1.0)) if p.infinity_mass < 1 else -math.inf
                      for p, T in rounds)
     infinity = -math.expm1(log_finite)
     offset = sum(T * p.lower_index for p, T in rounds) + window.lo
-    return ComposedPLD(composed, offset, grid, infinity, 0.0 if window.whole else tail, fft_error, side)
+    return ComposedPLD(composed, offset, grid, infinity, 0.0 if window.whole else tail, fft_err, side)
 
 
 class CompositionBound(NamedTuple):

@@ -1,0 +1,240 @@
+"""Certified upper bound on a blanket sum form with many categories: a lattice and an FFT.
+
+docs/math.md 18.8. The matrix engine (:mod:`jaxshuffle.blanket_matrix`) evaluates a sum form (18.1)
+with the grouped exact kernel, which takes four categories; a form with more is *coarsened* up to
+four (18.3), which is sound but loose (about 10 % of epsilon for 2-subsets of 5 at n = 1e4). Here
+``(1/n) E[(G_1 + ... + G_n)_+]``, ``P(G = c_j) = w_j``, is bounded from above for any number of
+categories, every step on the upper side:
+
+1. **Lattice.** A step ``h > 0`` and integers ``m_j >= c_j / h`` (the computed quotient nudged up by
+   its rounding bound before ``ceil``). With
+   ``M = m_1 + ... + m_n`` (the draws' lattice values), ``h M >= S``, and ``E[(S)_+]`` is
+   nondecreasing in every ``c_j``, so ``(h/n) E[M_+]`` is ``>=`` the form's value.
+2. **Window.** ``M`` is placed on a circle of ``N`` bins (a power of two) whose window is
+   ``[L, L + N)``, ``L <= 0``, set from the mean and ``sds`` standard deviations of ``S``. The
+   ``n``-fold circular convolution gives ``q_i = sum_k P(M = L + i + kN) >= P(M = L + i)``: mass
+   outside the window only *adds* to window bins, so ``sum_i (L + i)_+ q_i >= E[M_+; L <= M < L + N]``.
+   ``M < L <= 0`` adds nothing to ``E[M_+]``; what is missing is ``E[M; M >= U]``, ``U = L + N``,
+   at most ``(U + 1/theta) exp(n K(theta) - theta U)`` for every ``theta > 0`` (``K`` the lattice
+   log-MGF; ``x <= (U + 1/theta) e^{theta (x - U)}`` for ``x >= U >= 0``).
+3. **FFT error.** ``|sum_i g_i (q^_i - q_i)| <= fft_error * ||g||_2`` with ``g_i = (L + i)_+``
+   (:func:`jaxshuffle._fft.fft_error`, docs/math.md 13.5).
+4. **Rounding.** The sum of ``N`` non-negative terms is off by at most ``N u`` relative; ``h / n``
+   is one rounding; the Chernoff exponent is rounded up.
+
+The lattice moves ``S`` up by less than ``n h``, which is what limits it: ``h`` is about
+``2 sds sd(S) / N``, so the slack relative to ``sd(S)`` is about ``2 sds n / N``. It pays where
+``N`` is large against ``n`` (about ``n <= 1e4`` with ``N = 2^22``; docs/math.md 18.8 has the
+measured values). :func:`refine_upper` is what :func:`jaxshuffle.blanket_matrix.search_matrix` calls.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshuffle._fft import U, fft_error, power_convolve
+
+#: most bins of the circle (a power of two; 2^22 bins: 32 MiB per float64 array, about 0.45 s per
+#: evaluation on a 2-core CPU); :func:`default_bins` takes fewer for small ``n``
+LATTICE_BINS = 1 << 22
+#: fewest bins, and bins per user below :data:`LATTICE_BINS` (the slack is about ``2 SDS n / N``
+#: standard deviations of ``S``: 1.6 % with 1024 bins per user)
+MIN_BINS = 1 << 12
+BINS_PER_USER = 1024
+#: standard deviations of ``S`` below its mean (and above, or above 0) that the window spans
+SDS = 8.0
+#: relative width ``(hi - lo) / hi`` at which :func:`lattice_epsilon`'s bisection stops
+LATTICE_RTOL = 1e-4
+
+
+class LatticeValue(NamedTuple):
+    """One form's certified value at one ``t`` (:func:`lattice_value`), and its parts.
+
+    value: ``>= (1/n) E[(S)_+]``; h: the lattice step; window: ``(h/n) sum_i (L + i)_+ q^_i`` (with its
+    summation slack); fft: ``(h/n) fft_error ||g||_2``; tail: ``(h/n)`` times the Chernoff bound on
+    ``E[M; M >= U]``.
+    """
+
+    value: float
+    h: float
+    window: float
+    fft: float
+    tail: float
+
+
+@jax.jit
+def _positive_moment(q: jax.Array, first: jax.Array) -> jax.Array:
+    """``sum_i (first + i)_+ q_i`` (``first + i`` is exact: integers below 2^53)."""
+    i = jnp.arange(q.shape[0], dtype=jnp.float64)
+    return jnp.sum(jnp.maximum(first + i, 0.0) * q)
+
+
+def _chernoff_above(w: np.ndarray, m: np.ndarray, n: int, top: int) -> float:
+    """Upper bound on ``E[M; M >= top]`` (``top >= 0``): the least of
+    ``(top + 1/theta) exp(n K(theta) - theta top)`` over a grid of ``theta`` around the Gaussian
+    optimum, ``K(theta) = log sum_j w_j e^{theta m_j}`` rounded up."""
+    mean = float(np.dot(w, m))
+    var = float(np.dot(w, (m - mean) ** 2))
+    star = max(top - n * mean, 1.0) / max(n * var, 1e-300)
+    theta = star * np.geomspace(1.0 / 64.0, 64.0, 49)
+    x = np.log(w)[None, :] + theta[:, None] * m[None, :]
+    big = np.max(x, axis=1)
+    k = big + np.log(np.sum(np.exp(x - big[:, None]), axis=1))
+    k = k + np.abs(k) * 1e-12 + 1e-12
+    log_bound = np.log(top + 1.0 / theta) + n * k - theta * top
+    return float(np.exp(np.min(log_bound) + 1e-9))
+
+
+def default_bins(n) -> int:
+    """Bins for ``n`` users: ``BINS_PER_USER n`` rounded up to a power of two, within
+    ``[MIN_BINS, LATTICE_BINS]``."""
+    return int(min(LATTICE_BINS, max(MIN_BINS, 2 ** math.ceil(math.log2(BINS_PER_USER * float(n))))))
+
+
+def _live(w, c):
+    """Categories with positive probability, and the mass ``1 - sum w`` (if any) at ``c = 0``."""
+    w, c = np.asarray(w, np.float64), np.asarray(c, np.float64)
+    live = w > 0
+    w, c = w[live], c[live]
+    rest = 1.0 - math.fsum(w)
+    if rest > 0:
+        w, c = np.append(w, rest), np.append(c, 0.0)
+    return w, c
+
+
+def window_span(w, c, n, sds: float = SDS) -> tuple[float, float]:
+    """``[min(mean - sds sd, 0), max(mean + sds sd, 0)]`` of ``S`` (the window's target)."""
+    w, c = _live(w, c)
+    mean = float(np.dot(w, c))
+    sd = math.sqrt(n * float(np.dot(w, (c - mean) ** 2)))
+    return min(n * mean - sds * sd, 0.0), max(n * mean + sds * sd, 0.0)
+
+
+def lattice_step(span: float, bins: int) -> float:
+    """The step ``h`` whose ``bins - 2`` bins cover ``span``."""
+    return max(span, 1e-300) / (bins - 2)
+
+
+def lattice_value(w, c, n, *, bins: int = LATTICE_BINS, sds: float = SDS, h: float | None = None) -> LatticeValue:
+    """Certified upper bound on ``(1/n) E[(G_1 + ... + G_n)_+]``, ``P(G = c_j) = w_j`` (numpy 1-D; the
+    mass ``1 - sum w``, if any, sits at ``c = 0``); see the module docstring. ``n``: an integer
+    ``>= 1``. ``h``: the lattice step (default :func:`lattice_step` of :func:`window_span`); a window
+    too short for it keeps its top end, and the rest wraps around (sound, looser). An infeasible
+    lattice (values beyond 2^52) gives ``inf``, never a smaller number."""
+    w, c = _live(w, c)
+    if not np.any(c > 0):
+        return LatticeValue(0.0, 0.0, 0.0, 0.0, 0.0)
+    lo, hi = window_span(w, c, n, sds)
+    if h is None:
+        h = lattice_step(hi - lo, bins)
+    elif not h > 0:
+        raise ValueError(f"h: must be positive, got {h!r}")
+    n_int = int(n)
+    ratio = c / h
+    m = np.ceil(ratio + np.abs(ratio) * (4.0 * U))  # >= the exact c / h, so m h >= c
+    if np.max(np.abs(m)) * n > 2.0 ** 52:
+        return LatticeValue(math.inf, h, math.inf, 0.0, 0.0)
+    first = min(math.floor(lo / h), 0, math.ceil(hi / h) + 2 - bins)
+    top = first + bins  # U: the first lattice value past the window
+    mi = m.astype(np.int64)
+    m_min = int(mi.min())
+    p = np.zeros(bins)
+    np.add.at(p, (mi - m_min) % bins, w)
+    shift = (first - n_int * m_min) % bins  # the circle's index of M = first
+    q, e_pow = power_convolve(jnp.asarray(p[None, :]), jnp.asarray([float(n_int)]), jnp.asarray(shift), size=bins)
+    scale = h / n_int * (1.0 + 4.0 * U)
+    window = float(_positive_moment(q, jnp.float64(first))) * (1.0 + 2.0 * bins * U) * scale
+    last = top - 1  # largest value counted; sum_{M=1}^{last} M^2
+    g_norm = math.sqrt(last * (last + 1.0) * (2.0 * last + 1.0) / 6.0) if last >= 1 else 0.0
+    fft = fft_error(bins, n_int * float(np.linalg.norm(p)), float(e_pow)) * g_norm * (1.0 + 1e-12) * scale
+    tail = _chernoff_above(w, m, n_int, top) * scale
+    return LatticeValue(window + fft + tail, h, window, fft, tail)
+
+
+def _coefficients(a0, a1, eps):
+    """``(t, c)`` at ``eps``: ``t`` rounded down (the divergence is nonincreasing in ``t``), the
+    coefficients ``a0 + a1 t`` rounded up (:func:`~jaxshuffle.blanket_matrix.coefficient_values`)."""
+    from jaxshuffle.blanket_matrix import coefficient_values
+
+    t = math.exp(eps) * (1.0 - 4.0 * U)
+    return t, coefficient_values(np.asarray(a0), np.asarray(a1), t, True)
+
+
+def lattice_divergence(w, a0, a1, v0, v1, n, eps, *, bins: int | None = None, h: float | None = None) -> float:
+    """Certified upper bound on a blanket form's divergence (18.1) at ``eps`` (numpy rows of a
+    :class:`~jaxshuffle.blanket_matrix.PairForms`): ``t`` rounded down, coefficients rounded up,
+    :func:`lattice_value` (step ``h``, default its own), and the victim-only term rounded up."""
+    from jaxshuffle.blanket_matrix import victim_term
+
+    t, c = _coefficients(a0, a1, eps)
+    lv = lattice_value(w, c, n, bins=bins or default_bins(n), sds=SDS, h=h)
+    return (lv.value + float(victim_term(np.asarray(v0), np.asarray(v1), t, True))) * (1.0 + 2.0 * U)
+
+
+def lattice_epsilon(form, n, delta, lo: float, hi: float, *, bins: int | None = None,
+                    rtol: float = LATTICE_RTOL, max_probes: int = 24) -> float:
+    """Certified upper bound on one blanket form's epsilon within ``[lo, hi]``, where ``hi`` is already
+    certified (the coarsened search's). ``form``: ``(w, a0, a1, v0, v1)``.
+
+    The returned value is ``hi`` or a probe whose :func:`lattice_divergence` is ``<= delta``, nothing
+    else. Probes: ``hi`` first (where the lattice is not below ``delta`` there it cannot help: ``hi``
+    is returned), then ``lo`` (accepted if it passes), then the Illinois variant of regula falsi on
+    ``log(value / delta)``, kept at least 5 % of the bracket from either end, until
+    ``hi - lo <= rtol hi`` or ``max_probes``. Where the probes go affects only tightness.
+    """
+    def probe(x):
+        v = lattice_divergence(*form, n, x, bins=bins)
+        return v <= delta, math.log(max(v, 1e-300) / delta)
+
+    if lo >= hi:
+        return hi
+    ok, g_hi = probe(hi)
+    if not ok:
+        return hi
+    ok, g_lo = probe(lo)
+    if ok:
+        return lo
+    side, probes = 0, 2
+    while hi - lo > rtol * hi and probes < max_probes:
+        width = hi - lo
+        x = hi - g_hi * width / (g_hi - g_lo) if g_lo > g_hi else 0.5 * (lo + hi)
+        x = min(max(x, lo + 0.05 * width), hi - 0.05 * width)
+        ok, g = probe(x)
+        probes += 1
+        if ok:
+            hi, g_hi = x, g
+            g_lo = g_lo / 2 if side == 1 else g_lo  # Illinois: the end that stayed twice is halved
+            side = 1
+        else:
+            lo, g_lo = x, g
+            g_hi = g_hi / 2 if side == -1 else g_hi
+            side = -1
+    return hi
+
+
+def refine_upper(forms, ups: np.ndarray, refine: np.ndarray, n, delta, floor: float, *,
+                 bins: int | None = None) -> np.ndarray:
+    """Blanket forms' certified epsilons (``ups``, from the coarsened search), lowered by
+    :func:`lattice_epsilon` where ``refine`` (the coarsened forms). Only the maximum matters, so the
+    forms go from the largest ``ups`` down, none below ``floor`` (a lower bound on the mechanism's
+    epsilon) or below the forms already settled; forms with identical rows share one search."""
+    ups = np.array(ups, np.float64)
+    settled = float(np.max(np.where(refine, floor, ups), initial=floor))
+    done: dict = {}
+    for f in np.argsort(-ups, kind="stable"):
+        if not refine[f] or not np.isfinite(ups[f]) or ups[f] <= settled:
+            continue
+        live = forms.w[f] > 0
+        cats = sorted(zip(forms.w[f][live], forms.a0[f][live], forms.a1[f][live]))
+        key = (tuple(cats), tuple(sorted(zip(forms.v0[f], forms.v1[f]))))
+        if key not in done:
+            row = tuple(np.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
+            done[key] = lattice_epsilon(row, n, delta, max(floor, settled), float(ups[f]), bins=bins)
+        ups[f] = min(ups[f], done[key])
+        settled = max(settled, ups[f])
+    return ups
