@@ -3,7 +3,8 @@ the paper's Theorem 4.7 value, with seconds per point cold and warm (issue 16).
 
     python benchmarks/blanket.py [--ns 1e4,1e6,1e8] [--ks 3,10,100] [--eps0s 0.5,1,2,4] [--batch 100]
                                  [--big-ks 10] [--big-eps0s 1] [--full] [--matrix-ns 1e4,1e6] [--subset 5,2]
-                                 [--subset-ns 1e4] [--rows-ns 1e4] [--rows-eps0s 0.5,1,2] [--grid-table] [--no-cache]
+                                 [--subset-ns 1e4] [--rows-ns 1e4] [--rows-eps0s 0.5,1,2] [--lattice-ns 1e4]
+                                 [--grid-table] [--no-cache]
 
 [1] Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
 k-RR), lower (max of the exact all-z / all-x0 datasets, certified low), paper (Theorem 4.7, not an
@@ -25,6 +26,10 @@ cold and warm): the exact datasets' forms need hundreds of lines, the blanket fo
 [4] Catalog rows that attach their matrix themselves (subset selection, Hadamard response; docs/math.md
 18.6) through amplify's default source: one call over --rows-eps0s at each --rows-ns (cold), again at
 delta x 1.01 (warm), seconds per point, and the worst-case pair beside the certified upper.
+[5] With --lattice-ns: mechanisms whose blanket forms have more than four categories (2-subsets of 5,
+Hadamard response K = 8), the coarsened search's upper against the lattice + FFT refinement's
+(docs/math.md 18.8), the certified lower bound and the worst-case pair (stronger clone) beside them,
+and the seconds of each part (the search includes its compilation on first use).
 """
 
 from __future__ import annotations
@@ -191,6 +196,29 @@ def rows(a, delta):
                       f"{warm / e0.size:9.2f}", flush=True)
 
 
+def lattice(a, delta):
+    """[5] coarsened vs lattice-refined blanket upper (docs/math.md 18.8), one search per point."""
+    from jaxshuffle import blanket_lattice as bla
+    from jaxshuffle import blanket_matrix as bm
+
+    print(f"\n[5] more than four categories: coarsened (18.3) vs lattice + FFT (18.8) blanket upper, eps0 = 1, "
+          f"up to {bla.LATTICE_BINS} bins; lower = the exact datasets' certified lower bound")
+    print(f"{'n':>6} {'mechanism':>22} {'lower':>10} {'coarsened':>10} {'lattice':>10} {'coarse/lat':>10} "
+          f"{'clone':>10} {'bins':>8} {'search s':>8} {'lattice s':>9}", flush=True)
+    for name, M in (("2-subsets of 5", R.subset_selection_matrix(1.0, 5, 2)),
+                    ("Hadamard K = 8", R.hadamard_response_matrix(1.0, 8))):
+        for n in _floats(a.lattice_ns):
+            planned = bm.plan_matrix(M, n, delta)
+            (ups, lows), search_s = timed(lambda: bm.form_epsilons(planned))
+            low = float(np.max(lows, initial=0.0))
+            coarse = np.sum(planned.up_forms.w > 0, axis=1) > bm.KERNEL_CATEGORIES
+            fine, lat_s = timed(lambda: bla.refine_upper(planned.up_forms, ups, coarse, n, delta, low))
+            clone = float(js.epsilon(js.stronger_clone_pair(1.0), n, delta).upper)
+            cu, fu = float(np.max(ups)), float(np.max(fine))
+            print(f"{n:6.0e} {name:>22} {low:10.6f} {cu:10.6f} {fu:10.6f} {cu / fu:10.3f} {clone:10.6f} "
+                  f"{bla.default_bins(n):8d} {search_s:8.1f} {lat_s:9.1f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", default="1e4,1e6,1e8")
@@ -206,6 +234,8 @@ def main() -> None:
     ap.add_argument("--subset-ns", default="1e4", help="n of the subset-selection matrix ('' skips; minutes per n)")
     ap.add_argument("--rows-ns", default="1e4", help="n of the catalog rows' part [4] ('' skips)")
     ap.add_argument("--rows-eps0s", default="0.5,1,2", help="eps0 of the catalog rows' part [4]")
+    ap.add_argument("--lattice-ns", default="", help="n of part [5], coarsened vs lattice upper ('' skips; "
+                    "e.g. 1e3,1e4,1e5,1e6, minutes per n)")
     ap.add_argument("--grid-table", action="store_true",
                     help="[1b] instead of [1]: one batched call per n over all k x eps0")
     ap.add_argument("--no-lower", action="store_true", help="skip the lower bound (three more searches)")
@@ -221,6 +251,8 @@ def main() -> None:
         matrices(a, a.delta)
     if a.rows_ns:
         rows(a, a.delta)
+    if a.lattice_ns:
+        lattice(a, a.delta)
     print(f"finished {time.strftime('%H:%M UTC', time.gmtime())}; load average {os.getloadavg()[1]:.1f} "
           f"(5 min) on {os.cpu_count()} cores: timings on a shared CPU are upper bounds.")
 
