@@ -66,7 +66,7 @@ MATRIX_AUTO_MAX_CELLS = 1 << 20
 #: Largest ``n`` at which :func:`search_matrix` refines coarsened forms with the lattice by default
 #: (docs/math.md 18.8; ``benchmarks/blanket.py --lattice-ns``): 2-subsets of 5 gain 9 % at n = 1e4 and
 #: at 1e5, nothing at 1e6, where the lattice's slack (``2 SDS n / LATTICE_BINS`` standard deviations of
-#: the sum) outgrows what coarsening costs; about 6 s per refined form
+#: the sum) outgrows what coarsening costs; 0.5-5 s per point (benchmarks/results/blanket_lattice_cpu.txt)
 LATTICE_AUTO_MAX_N = 1e5
 
 
@@ -431,8 +431,8 @@ class MatrixBounds(NamedTuple):
       "every other user holds x*" (every ordered pair, every ``x*``).
     exact_kernel: True when every blanket form had at most four categories (no coarsening).
     worst_pair: ``(x0, x1)`` of the form giving ``upper``.
-    lattice: True when the coarsened forms' epsilons were lowered by the lattice and FFT evaluation
-      (docs/math.md 18.8).
+    lattice: True when the coarsened forms went through the lattice and FFT refinement (docs/math.md
+      18.8), which keeps a form's coarsened epsilon wherever it certifies no smaller one.
     """
 
     upper: float
