@@ -24,8 +24,8 @@ categories, every step on the upper side:
 
 The lattice moves ``S`` up by less than ``n h``, which is what limits it: ``h`` is about
 ``2 sds sd(S) / N``, so the slack relative to ``sd(S)`` is about ``2 sds n / N``. It pays where
-``N`` is large against ``n`` (about ``n <= 1e4`` with ``N = 2^22``; docs/math.md 18.8 has the
-measured values). :func:`refine_upper` is what :func:`jaxshuffle.blanket_matrix.search_matrix` calls.
+``N`` is large against ``n`` (with ``N = 2^22``: 8-13 % below the coarsened epsilon at ``n = 1e3``
+to ``1e5``, nothing at ``1e6``; docs/math.md 18.8 has the measured values). :func:`refine_upper` is what :func:`jaxshuffle.blanket_matrix.search_matrix` calls.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import numpy as np
 
 from jaxshuffle._fft import U, fft_error, power_convolve
 
-#: most bins of the circle (a power of two; 2^22 bins: 32 MiB per float64 array, about 0.45 s per
+#: most bins of the circle (a power of two; 2^22 bins: 32 MiB per float64 array, about 0.4 s per
 #: evaluation on a 2-core CPU); :func:`default_bins` takes fewer for small ``n``
 LATTICE_BINS = 1 << 22
 #: fewest bins, and bins per user below :data:`LATTICE_BINS` (the slack is about ``2 SDS n / N``
