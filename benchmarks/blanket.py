@@ -212,7 +212,7 @@ def lattice(a, delta):
             (ups, lows), search_s = timed(lambda: bm.form_epsilons(planned))
             low = float(np.max(lows, initial=0.0))
             coarse = np.sum(planned.up_forms.w > 0, axis=1) > bm.KERNEL_CATEGORIES
-            fine, lat_s = timed(lambda: bla.refine_upper(planned.up_forms, ups, coarse, n, delta, low))
+            fine, lat_s = timed(lambda: bm.refine_upper(planned.up_forms, ups, coarse, n, delta, low))
             clone = float(js.epsilon(js.stronger_clone_pair(1.0), n, delta).upper)
             cu, fu = float(np.max(ups)), float(np.max(fine))
             print(f"{n:6.0e} {name:>22} {low:10.6f} {cu:10.6f} {fu:10.6f} {cu / fu:10.3f} {clone:10.6f} "

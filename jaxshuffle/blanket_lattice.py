@@ -25,13 +25,15 @@ categories, every step on the upper side:
 The lattice moves ``S`` up by less than ``n h``, which is what limits it: ``h`` is about
 ``2 sds sd(S) / N``, so the slack relative to ``sd(S)`` is about ``2 sds n / N``. It pays where
 ``N`` is large against ``n`` (with ``N = 2^22``: 8-13 % below the coarsened epsilon at ``n = 1e3``
-to ``1e5``, nothing at ``1e6``; docs/math.md 18.8 has the measured values). :func:`refine_upper` is what :func:`jaxshuffle.blanket_matrix.search_matrix` calls.
+to ``1e5``, nothing at ``1e6``; docs/math.md 18.8 has the measured values). :func:`tighten_upper`
+lowers a certified epsilon with such values; :func:`jaxshuffle.blanket_matrix.refine_upper` applies
+both to a matrix's blanket forms.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +50,7 @@ MIN_BINS = 1 << 12
 BINS_PER_USER = 1024
 #: standard deviations of ``S`` below its mean (and above, or above 0) that the window spans
 SDS = 8.0
-#: relative width ``(hi - lo) / hi`` at which :func:`lattice_epsilon`'s search stops: the lattice value is a
+#: relative width ``(hi - lo) / hi`` at which :func:`tighten_upper`'s search stops: the lattice value is a
 #: step function of eps (the ``m_j`` are integers), with steps of about 0.1 % of eps at 2^22 bins, so a
 #: finer search mostly probes plateaus (Hadamard K = 16 and 3-subsets of 10 at n = 1e4, ad hoc: 13 and 11
 #: probes for 0.01 %, 9 and 6 for 0.2 %)
@@ -159,39 +161,18 @@ def lattice_value(w, c, n, *, bins: int = LATTICE_BINS, sds: float = SDS, h: flo
     return LatticeValue(window + fft + tail, h, window, fft, tail)
 
 
-def _coefficients(a0, a1, eps):
-    """``(t, c)`` at ``eps``: ``t`` rounded down (the divergence is nonincreasing in ``t``), the
-    coefficients ``a0 + a1 t`` rounded up (:func:`~jaxshuffle.blanket_matrix.coefficient_values`)."""
-    from jaxshuffle.blanket_matrix import coefficient_values
+def tighten_upper(value_at: Callable[[float], float], delta: float, lo: float, hi: float, *,
+                  rtol: float = LATTICE_RTOL, max_probes: int = 24) -> float:
+    """Lower a certified upper bound ``hi`` on an epsilon toward ``lo``: returns ``hi`` or a probe ``x``
+    whose certified divergence ``value_at(x)`` is ``<= delta``, nothing else.
 
-    t = math.exp(eps) * (1.0 - 4.0 * U)
-    return t, coefficient_values(np.asarray(a0), np.asarray(a1), t, True)
-
-
-def lattice_divergence(w, a0, a1, v0, v1, n, eps, *, bins: int | None = None, h: float | None = None) -> float:
-    """Certified upper bound on a blanket form's divergence (18.1) at ``eps`` (numpy rows of a
-    :class:`~jaxshuffle.blanket_matrix.PairForms`): ``t`` rounded down, coefficients rounded up,
-    :func:`lattice_value` (step ``h``, default its own), and the victim-only term rounded up."""
-    from jaxshuffle.blanket_matrix import victim_term
-
-    t, c = _coefficients(a0, a1, eps)
-    lv = lattice_value(w, c, n, bins=bins or default_bins(n), sds=SDS, h=h)
-    return (lv.value + float(victim_term(np.asarray(v0), np.asarray(v1), t, True))) * (1.0 + 2.0 * U)
-
-
-def lattice_epsilon(form, n, delta, lo: float, hi: float, *, bins: int | None = None,
-                    rtol: float = LATTICE_RTOL, max_probes: int = 24) -> float:
-    """Certified upper bound on one blanket form's epsilon within ``[lo, hi]``, where ``hi`` is already
-    certified (the coarsened search's). ``form``: ``(w, a0, a1, v0, v1)``.
-
-    The returned value is ``hi`` or a probe whose :func:`lattice_divergence` is ``<= delta``, nothing
-    else. Probes: ``hi`` first (where the lattice is not below ``delta`` there it cannot help: ``hi``
-    is returned), then ``lo`` (accepted if it passes), then the Illinois variant of regula falsi on
+    Probes: ``hi`` first (where ``value_at`` does not certify ``hi`` it cannot help: ``hi`` is
+    returned), then ``lo`` (accepted if it passes), then the Illinois variant of regula falsi on
     ``log(value / delta)``, kept at least 5 % of the bracket from either end, until
     ``hi - lo <= rtol hi`` or ``max_probes``. Where the probes go affects only tightness.
     """
     def probe(x):
-        v = lattice_divergence(*form, n, x, bins=bins)
+        v = value_at(x)
         return v <= delta, math.log(max(v, 1e-300) / delta)
 
     if lo >= hi:
@@ -218,26 +199,3 @@ def lattice_epsilon(form, n, delta, lo: float, hi: float, *, bins: int | None = 
             g_hi = g_hi / 2 if side == -1 else g_hi
             side = -1
     return hi
-
-
-def refine_upper(forms, ups: np.ndarray, refine: np.ndarray, n, delta, floor: float, *,
-                 bins: int | None = None) -> np.ndarray:
-    """Blanket forms' certified epsilons (``ups``, from the coarsened search), lowered by
-    :func:`lattice_epsilon` where ``refine`` (the coarsened forms). Only the maximum matters, so the
-    forms go from the largest ``ups`` down, none below ``floor`` (a lower bound on the mechanism's
-    epsilon) or below the forms already settled; forms with identical rows share one search."""
-    ups = np.array(ups, np.float64)
-    settled = float(np.max(np.where(refine, floor, ups), initial=floor))
-    done: dict = {}
-    for f in np.argsort(-ups, kind="stable"):
-        if not refine[f] or not np.isfinite(ups[f]) or ups[f] <= settled:
-            continue
-        live = forms.w[f] > 0
-        cats = sorted(zip(forms.w[f][live], forms.a0[f][live], forms.a1[f][live]))
-        key = (tuple(cats), tuple(sorted(zip(forms.v0[f], forms.v1[f]))))
-        if key not in done:
-            row = tuple(np.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
-            done[key] = lattice_epsilon(row, n, delta, max(floor, settled), float(ups[f]), bins=bins)
-        ups[f] = min(ups[f], done[key])
-        settled = max(settled, ups[f])
-    return ups

@@ -40,6 +40,7 @@ epsilon), :func:`form_divergence` (one form's certified band at one ``t``).
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -47,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle import blanket as bl
+from jaxshuffle import blanket_lattice as la
 from jaxshuffle._config import check, require_x64
 from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
 from jaxshuffle.search import lane_constant
@@ -353,6 +355,46 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
     return bl.fit_memory(plan, n), eps_top
 
 
+# ----------------------------------------------------------------------------------------
+# Forms with more than four categories: the lattice and FFT refinement (docs/math.md 18.8).
+
+
+def lattice_divergence(w, a0, a1, v0, v1, n, eps, *, bins: int | None = None) -> float:
+    """Certified upper bound on a blanket form's divergence (18.1) at ``eps`` (numpy rows of a
+    :class:`PairForms`), for any number of categories: ``t = e^eps`` rounded down (the divergence is
+    nonincreasing in ``t``), coefficients rounded up (:func:`coefficient_values`),
+    :func:`jaxshuffle.blanket_lattice.lattice_value`, and the victim-only term rounded up."""
+    t = math.exp(eps) * (1.0 - 4.0 * la.U)
+    c = coefficient_values(np.asarray(a0), np.asarray(a1), t, True)
+    value = la.lattice_value(w, c, n, bins=bins or la.default_bins(n)).value
+    return (value + float(victim_term(np.asarray(v0), np.asarray(v1), t, True))) * (1.0 + 2.0 * la.U)
+
+
+def refine_upper(forms: PairForms, ups: np.ndarray, refine: np.ndarray, n, delta, floor: float, *,
+                 bins: int | None = None) -> np.ndarray:
+    """Blanket forms' certified epsilons (``ups``, from the coarsened search), lowered by
+    :func:`jaxshuffle.blanket_lattice.tighten_upper` on :func:`lattice_divergence` where ``refine``
+    (the coarsened forms). Only the maximum matters, so the forms go from the largest ``ups`` down,
+    none below ``floor`` (a lower bound on the mechanism's epsilon) or below the forms already
+    settled; forms with identical rows share one search."""
+    ups = np.array(ups, np.float64)
+    settled = float(np.max(np.where(refine, floor, ups), initial=floor))
+    done: dict = {}
+    for f in np.argsort(-ups, kind="stable"):
+        if not refine[f] or not np.isfinite(ups[f]) or ups[f] <= settled:
+            continue
+        live = forms.w[f] > 0
+        cats = sorted(zip(forms.w[f][live], forms.a0[f][live], forms.a1[f][live]))
+        key = (tuple(cats), tuple(sorted(zip(forms.v0[f], forms.v1[f]))))
+        if key not in done:
+            row = tuple(np.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
+            done[key] = la.tighten_upper(lambda e: lattice_divergence(*row, n, e, bins=bins), delta,
+                                         max(floor, settled), float(ups[f]))
+        ups[f] = min(ups[f], done[key])
+        settled = max(settled, ups[f])
+    return ups
+
+
 #: relative width ``(hi - lo) / hi`` at which a lane's search stops (about what the 32 bisection steps it
 #: replaced gave)
 SEARCH_RTOL = 1e-9
@@ -557,7 +599,7 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
     """The second half of :func:`matrix_bounds`: run a :func:`plan_matrix` search (same sides, same values).
 
     ``lattice``: lower the coarsened blanket forms' epsilons with the lattice and FFT evaluation
-    (:func:`jaxshuffle.blanket_lattice.refine_upper`, docs/math.md 18.8); None (default) does so where
+    (:func:`refine_upper`, docs/math.md 18.8); None (default) does so where
     some form was coarsened and ``n <= LATTICE_AUTO_MAX_N``.
     """
     ups, lows = form_epsilons(planned, plan)
@@ -566,7 +608,6 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
     coarse = np.sum(up_forms.w > 0, axis=1) > KERNEL_CATEGORIES
     refined = bool(coarse.any() and (planned.n <= LATTICE_AUTO_MAX_N if lattice is None else lattice))
     if refined:
-        from jaxshuffle.blanket_lattice import refine_upper
         ups = refine_upper(up_forms, ups, coarse, planned.n, planned.delta, lower)
     i = int(np.argmax(ups))
     return MatrixBounds(float(ups[i]), lower, not coarse.any(), tuple(int(x) for x in up_forms.pair[i]), refined)

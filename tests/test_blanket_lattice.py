@@ -133,21 +133,24 @@ def test_must_show_subset_selection_at_n_1e4():
     lower = float(np.max(lows))
     coarse = np.sum(pl.up_forms.w > 0, axis=1) > bm.KERNEL_CATEGORIES
     assert coarse.all()
-    fine = la.refine_upper(pl.up_forms, ups, coarse, 1e4, 1e-6, lower)
+    fine = bm.refine_upper(pl.up_forms, ups, coarse, 1e4, 1e-6, lower)
     assert lower < np.max(fine) < 0.95 * np.max(ups)
 
 
-def test_lattice_epsilon_returns_only_certified_points():
+def test_tighten_upper_returns_only_certified_points():
     """The bracket search returns ``hi`` (certified by the caller) or a probe whose lattice value is
     ``<= delta``; from a loose bracket it gets within ``LATTICE_RTOL`` of where the value crosses delta."""
     M = subset_selection_matrix(1.0, 5, 2)
     form = tuple(np.asarray(x[0]) for x in bm.pair_forms(M, "blanket")[:5])
     n, delta = 50, 1e-3
+
+    def value(e):
+        return bm.lattice_divergence(*form, n, e)
+
     hi = 3.0
-    assert la.lattice_divergence(*form, n, hi) <= delta
-    r = la.lattice_epsilon(form, n, delta, 0.0, hi)
-    assert r < hi and la.lattice_divergence(*form, n, r) <= delta
-    below = r * (1.0 - 2.0 * la.LATTICE_RTOL)
-    assert la.lattice_divergence(*form, n, below) > delta  # converged: just below r the value exceeds delta
+    assert value(hi) <= delta
+    r = la.tighten_upper(value, delta, 0.0, hi)
+    assert r < hi and value(r) <= delta
+    assert value(r * (1.0 - 2.0 * la.LATTICE_RTOL)) > delta  # converged: just below r the value exceeds delta
     # a bracket whose hi the lattice cannot certify comes back unchanged
-    assert la.lattice_epsilon(form, n, delta, 0.0, 0.5 * r) == 0.5 * r
+    assert la.tighten_upper(value, delta, 0.0, 0.5 * r) == 0.5 * r
