@@ -262,3 +262,16 @@ def test_epsilon_upper_from_picks_the_source(capsys):
     assert wc["upper_source"] == "worst-case pair" and abs(wc["upper"] - 0.981112) < 1e-6
     code, out, err = run(capsys, base + ["--upper-from", "clone"])
     assert code == 2 and err.startswith("jaxshuffle: error:") and "upper-from" in err and "Traceback" not in err
+
+
+def test_errors_name_the_option_not_the_api_parameter(capsys):
+    """An API error about ``upper_from`` reaches the CLI user as ``--upper-from`` (the option given),
+    in one line; a name without an underscore is the option's name already and stays as it is."""
+    argv = ["calibrate", "--randomizer", "subset-selection", "--d", "4", "--k", "2", "--target", "0.5",
+            "--n", "1e3", "--delta", "1e-6", "--upper-from", "blanket"]
+    code, out, err = run(capsys, argv)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("jaxshuffle: error: --upper-from: 'blanket' calibration covers k-ary RR"), err
+    assert cli._user_facing("upper_from: x", ["--upper-from=blanket"]) == "--upper-from: x"
+    assert cli._user_facing("upper_from: x", []) == "upper_from: x"  # not given: the API's name stays
+    assert cli._user_facing("k: must be an integer >= 2", ["--k", "1"]) == "k: must be an integer >= 2"

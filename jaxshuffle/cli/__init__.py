@@ -15,7 +15,8 @@ are ``null``). Plain output is a privacy statement: assumptions, certified upper
 lower bound, and the paper's Theorem 4.7 value where it differs (labelled NOT certified).
 
 User errors (unknown randomizer, invalid option or value) print one line
-``jaxshuffle: error: <parameter>: <valid range>`` and exit with status 2.
+``jaxshuffle: error: <parameter>: <valid range>`` and exit with status 2; a parameter spelled
+differently as an option (``upper_from``) is named as the option given (``--upper-from``).
 
 JAX's persistent compilation cache is enabled (``$JAXSHUFFLE_CACHE`` or
 ``~/.cache/jaxshuffle/xla``) because each engine program takes seconds to compile.
@@ -543,6 +544,17 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _user_facing(msg: str, argv: Sequence[str]) -> str:
+    """An error that names an API parameter (``upper_from: ...``) names the option the user gave
+    (``--upper-from: ...``) where the two are spelled differently."""
+    name, sep, rest = msg.partition(": ")
+    if sep and "_" in name and name.isidentifier():
+        option = "--" + name.replace("_", "-")
+        if any(a == option or a.startswith(option + "=") for a in argv):
+            return f"{option}: {rest}"
+    return msg
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -561,7 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
         return commands[args.command](args)
     except (UsageError, ValueError) as exc:
-        msg = re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split()))
+        msg = _user_facing(re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split())), argv)
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in `sweep`): one line, no traceback, 128 + signal
