@@ -112,39 +112,25 @@ def _live(w, c):
     return w, c
 
 
-def window_span(w, c, n, sds: float = SDS) -> tuple[float, float]:
-    """``[min(mean - sds sd, 0), max(mean + sds sd, 0)]`` of ``S`` (the window's target)."""
-    w, c = _live(w, c)
-    mean = float(np.dot(w, c))
-    sd = math.sqrt(n * float(np.dot(w, (c - mean) ** 2)))
-    return min(n * mean - sds * sd, 0.0), max(n * mean + sds * sd, 0.0)
-
-
-def lattice_step(span: float, bins: int) -> float:
-    """The step ``h`` whose ``bins - 2`` bins cover ``span``."""
-    return max(span, 1e-300) / (bins - 2)
-
-
-def lattice_value(w, c, n, *, bins: int = LATTICE_BINS, sds: float = SDS, h: float | None = None) -> LatticeValue:
+def lattice_value(w, c, n, *, bins: int = LATTICE_BINS, sds: float = SDS) -> LatticeValue:
     """Certified upper bound on ``(1/n) E[(G_1 + ... + G_n)_+]``, ``P(G = c_j) = w_j`` (numpy 1-D; the
     mass ``1 - sum w``, if any, sits at ``c = 0``); see the module docstring. ``n``: an integer
-    ``>= 1``. ``h``: the lattice step (default :func:`lattice_step` of :func:`window_span`); a window
-    too short for it keeps its top end, and the rest wraps around (sound, looser). An infeasible
-    lattice (values beyond 2^52) gives ``inf``, never a smaller number."""
+    ``>= 1``. The window spans ``[min(mean - sds sd, 0), max(mean + sds sd, 0)]`` of ``S`` on
+    ``bins - 2`` steps ``h``. An infeasible lattice (values beyond 2^52) gives ``inf``, never a
+    smaller number."""
     w, c = _live(w, c)
     if not np.any(c > 0):
         return LatticeValue(0.0, 0.0, 0.0, 0.0, 0.0)
-    lo, hi = window_span(w, c, n, sds)
-    if h is None:
-        h = lattice_step(hi - lo, bins)
-    elif not h > 0:
-        raise ValueError(f"h: must be positive, got {h!r}")
+    mean = float(np.dot(w, c))
+    sd = math.sqrt(n * float(np.dot(w, (c - mean) ** 2)))
+    lo, hi = min(n * mean - sds * sd, 0.0), max(n * mean + sds * sd, 0.0)
+    h = max(hi - lo, 1e-300) / (bins - 2)
     n_int = int(n)
     ratio = c / h
     m = np.ceil(ratio + np.abs(ratio) * (4.0 * U))  # >= the exact c / h, so m h >= c
     if np.max(np.abs(m)) * n > 2.0 ** 52:
         return LatticeValue(math.inf, h, math.inf, 0.0, 0.0)
-    first = min(math.floor(lo / h), 0, math.ceil(hi / h) + 2 - bins)
+    first = min(math.floor(lo / h), 0, math.ceil(hi / h) + 2 - bins)  # the window reaches hi whatever lo / h rounds to
     top = first + bins  # U: the first lattice value past the window
     mi = m.astype(np.int64)
     m_min = int(mi.min())
