@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle import _binomial
+from jaxshuffle._numerics import materialize
 from jaxshuffle.pair import TwoCountPair, fields_valid
 from jaxshuffle.plan import (
     INV_S_MAX,
@@ -93,28 +94,6 @@ class Divergence(NamedTuple):
 
 # ----------------------------------------------------------------------------------------
 # The kernel: one point, one direction, t >= 1.
-
-
-@jax.custom_jvp
-def _materialize(x):
-    """``x`` itself (a pytree), stored once instead of recomputed inside every consumer.
-
-    XLA:CPU fuses cheap-looking producers (the thresholds, per-point scalars, per-block Loader
-    anchors) into each window-sized loop that reads them; here that recomputation was 2/3 of
-    the kernel's arithmetic. A loop is a fusion boundary; this one runs once (twice when the
-    first element is NaN: a trip count XLA cannot know) and changes nothing. Identity
-    derivative (``while_loop`` itself has no reverse mode).
-    """
-    first = jnp.ravel(jax.tree.leaves(x)[0])[0]
-    trips = jnp.where(jnp.isnan(first), 2, 1)
-    keep = lambda i, y: jnp.where(i < 0, jnp.zeros_like(y), y)  # noqa: E731  (never zero: i >= 0)
-    body = lambda s: (s[0] + 1, jax.tree.map(functools.partial(keep, s[0]), s[1]))  # noqa: E731
-    return jax.lax.while_loop(lambda s: s[0] < trips, body, (0, x))[1]
-
-
-@_materialize.defjvp
-def _materialize_jvp(primals, tangents):
-    return _materialize(primals[0]), tangents[0]
 
 
 def _ratio_terms(c, j, up):
@@ -175,7 +154,7 @@ def _log_base_by_steps(c_all, base, rho, rho_c, M: int, B: int):
         num, den = _ratio_terms(c + 1.0, jnp.where(up, j + o, j - o), up)  # at c + 1
         ratio = ratio * jnp.where(o < count, num / jnp.maximum(den, 1.0) * factor, 1.0)
     step = jnp.log(jnp.clip(ratio, 1e-300, 1e300)).reshape(nb, B)
-    anchors = _materialize(_binomial.log_pmf(c_all[::B], base[::B], rho, rho_c))
+    anchors = materialize(_binomial.log_pmf(c_all[::B], base[::B], rho, rho_c))
     inside = anchors[:nb, None] + (jnp.cumsum(step, axis=1) - step)
     log_base = jnp.concatenate([inside.reshape(L), anchors[nb:]])
     abs_steps = jnp.sum(jnp.abs(step), axis=1)
@@ -265,6 +244,13 @@ def _anchor_sf_jvp(primals, tangents):
     return val, dens * 0.5 * (drho - drho_c)  # rho + rho_c = 1: move along that line
 
 
+#: a boundary cell is counted unless its computed S is below -CELL_MARGIN times its scale: S's rounding
+#: (t = e^eps, the products, coefficients such as u - t v that cancel at t = p) is a few ulps of that scale,
+#: so no cell of positive exact value is left out; a counted cell of negative exact value costs at most
+#: CELL_MARGIN of its P + tQ (the band charges it: docs/math.md 6.5)
+CELL_MARGIN = 32.0 * _ULP
+
+
 def _thresholds(u, v, w, r0, r1, n, t, cprime, inv_s):
     """k_{c'} = min{a in [0, c'] : S(a, c') > 0} (c'+1 if none), for slope A >= 0."""
     A = (u - t * v) * r1 - (v - t * u) * r0
@@ -273,12 +259,20 @@ def _thresholds(u, v, w, r0, r1, n, t, cprime, inv_s):
     def S(a):
         return (u - t * v) * a * r1 + (v - t * u) * (cprime - a) * r0 + g
 
+    g_scale = ((1.0 + t) * w) * ((n - cprime) * (r0 * r1)) * inv_s  # |g|'s scale: 1 - t can cancel near t = 1
+
+    def scale(a):  # S(a)'s magnitudes (times the cell's factor: exactly P + tQ); its float error is a few ulps of it
+        return (u + t * v) * a * r1 + (v + t * u) * (cprime - a) * r0 + g_scale
+
+    def counted(a):  # keep every cell whose exact sign may be positive (docs/math.md 6.5)
+        return S(a) > -CELL_MARGIN * scale(a)
+
     s0 = S(jnp.zeros_like(cprime))
     low = jnp.where(A > 0, -s0 / jnp.where(A > 0, A, 1.0), jnp.where(s0 > 0, -1.0, jnp.inf))
     k = jnp.clip(jnp.floor(jnp.clip(low, -1.0, cprime + 1.0)) + 1.0, 0.0, cprime + 1.0)
     for _ in range(2):  # low carries rounding: re-test the sign cell-wise at the boundary
-        k = jnp.where((k >= 1.0) & (S(k - 1.0) > 0), k - 1.0, k)
-        k = jnp.where((k <= cprime) & (S(k) <= 0), k + 1.0, k)
+        k = jnp.where((k >= 1.0) & counted(k - 1.0), k - 1.0, k)
+        k = jnp.where((k <= cprime) & ~counted(k), k + 1.0, k)
     return k
 
 
@@ -297,14 +291,14 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     inv_s = jnp.where(s > 0, jnp.minimum(1.0 / jnp.where(s > 0, s, 1.0), INV_S_MAX), INV_S_MAX)
     rho = r0 / (r0 + r1)
     rho_c = r1 / (r0 + r1)
-    u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c = _materialize((u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c))
+    u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c = materialize((u, v, w, r0, r1, n, t, c_lo, inv_s, rho, rho_c))
 
     L, B, M = plan.window, plan.block, plan.max_step
     nb = L // B
     idx = jnp.arange(L + 1, dtype=jnp.float64)
     c_all = c_lo + idx  # counts c_lo .. c_lo + L (the last one only anchors the last block)
     # Thresholds are integers: no derivative, and none wanted through the guarded logs below.
-    k_all = _materialize(jax.lax.stop_gradient(_thresholds(u, v, w, r0, r1, n, t, c_all, inv_s)))
+    k_all = materialize(jax.lax.stop_gradient(_thresholds(u, v, w, r0, r1, n, t, c_all, inv_s)))
     kc, kn = k_all[:L], k_all[1:]
     c = c_all[:L]
     live = c <= n - 1.0
@@ -359,7 +353,16 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     chain_abs = jnp.sum(W * ((u + v) * err_U + w * err_T * unmarked_on))  # enters value (times t-1) and Q
     chain_err = (t - 1.0) * chain_abs
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
-    err = (w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+    # Rounded coefficients (docs/math.md 6.5): each cell's P - tQ is computed from a rounded t = e^eps with
+    # coefficients that may cancel (u - t v at t = p for a clone pair): within 24u of its P + tQ. The region
+    # counts every cell whose exact value may be positive (CELL_MARGIN), so the exact divergence is at most
+    # the region's exact sum plus the counted cells' negative parts (each within CELL_MARGIN of its P + tQ),
+    # and at least that exact sum: both ends move by at most 2 CELL_MARGIN (P(E) + t Q(E)) <= that of
+    # (value + 2 t Q(E)).
+    q_region = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
+    coef_err = 2.0 * CELL_MARGIN * (jnp.abs(jnp.sum(marked + unmarked)) + 2.0 * t * q_region) * 1.01
+    err = ((w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
+           + coef_err)
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
         log_hidden = -708.0 + log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
@@ -420,7 +423,7 @@ def window_weights(n, r0, r1, c_lo, plan: Plan):
     mode = jnp.minimum(jnp.floor((N + 1.0) * pi), N)
     a = jnp.clip(mode - c[:, :1], 0.0, B - 1.0)  # the count nearest the mode, within each block
     a_idx = a.astype(jnp.int32)
-    anchor = _materialize(_binomial.log_pmf(N, c[:, :1] + a, pi, 1.0 - pi))
+    anchor = materialize(_binomial.log_pmf(N, c[:, :1] + a, pi, 1.0 - pi))
     prefix_a = jnp.take_along_axis(prefix, a_idx, axis=1)
     W = jnp.exp(anchor + (prefix - prefix_a))
     W = jnp.where(pi < 1.0, W, jnp.where(c == N, 1.0, 0.0)).reshape(L)  # pi = 1: all mass at N, exactly

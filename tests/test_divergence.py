@@ -267,7 +267,7 @@ def test_step_ratios_out_of_float_range_flag_the_point():
 def test_materialize_is_the_identity_with_identity_derivative():
     """The fusion barrier returns its input unchanged (NaN-first inputs take two trips) under
     jit and vmap, and passes derivatives straight through in both modes."""
-    from jaxshuffle.divergence import _materialize
+    from jaxshuffle._numerics import materialize as _materialize
 
     x = (jnp.array([np.nan, 1.5, -np.inf]), jnp.array([2.0, 0.0, 3.0]))
     for f in (_materialize, jax.jit(_materialize), jax.vmap(_materialize)):

@@ -56,6 +56,7 @@ from jax.typing import ArrayLike
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import array_module, as_float64
+from jaxshuffle._numerics import materialize
 from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
 
 if TYPE_CHECKING:  # annotations only: the kernel imports nothing from plan or search at run time
@@ -316,12 +317,16 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     L, B, J, M = plan.window, plan.block, plan.lines, plan.max_step
     nb = L // (2 * B)
     t = jnp.exp(jnp.maximum(eps, 0.0))
-    swap0 = _geometry(f, n, t)[4]
+    swap0 = materialize(_geometry(f, n, t)[4])
     f = f._replace(pC=jnp.where(swap0, f.qC, f.pC), qC=jnp.where(swap0, f.pC, f.qC),
                    c0=jnp.where(swap0, f.d0, f.c0), c1=jnp.where(swap0, f.d1, f.c1),
                    d0=jnp.where(swap0, f.c0, f.d0), d1=jnp.where(swap0, f.c1, f.d1))
-    g, h0, hs, hc, _ = _geometry(f, n, t)
-    cA, cB, cC, cD = coefficients(f, t)
+    # Every discrete decision below (C/D swap, thresholds, stretch boundaries) is made once from one
+    # stored copy of these numbers: under jit XLA would otherwise re-evaluate them in each fusion, where
+    # fused multiply-adds can round differently (jaxshuffle._numerics, docs/math.md 6.5).
+    f, t = materialize((f, t))
+    g, h0, hs, hc, _ = materialize(_geometry(f, n, t))
+    cA, cB, cC, cD = materialize(coefficients(f, t))
     valid = (g > 0) & (n >= 1) & jnp.isfinite(t) & ~jnp.isnan(eps) & (eps >= 0)
     gmax = jnp.maximum(jnp.maximum(jnp.maximum(cA, cB), jnp.maximum(cC, cD)), 0.0)
     lines_mode = (hc > 0) & (f.pC > 0) & (f.pC < 1)
@@ -351,6 +356,8 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         tau_nl = h0 + hs * s + hc * N * jnp.where(pC >= 1.0, 1.0, 0.0)
         j_nl = jnp.floor(tau_nl) + 1.0
         j = jnp.where(lines_mode, jb, j_nl[..., None])  # stretch b (b >= 1) uses j[..., b]
+        # One stored copy of the integer geometry: SF(j) and pmf(j - 1) of a stretch must see the same j.
+        j, m, jb = materialize(jax.lax.stop_gradient((j, m, jb)))
         Nl = N[..., None]
         sl = s[..., None]
         m_next = jnp.concatenate([m[:, 1:], m[:, -1:]], axis=1)
@@ -455,8 +462,16 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     x_norm = 1.01 * n * (_mass_excess(pS, qS) + _mass_excess(pA, qA) + _mass_excess(pC, qC)) + 4.0 * _ULP
     c_pert = 0.5 * jnp.sqrt(n * gmax) * 16.0 * _ULP * 1.01
     value = scale * val
-    lo_f = jnp.maximum(value - err_total - assign_total, 0.0) * jnp.exp(-x_norm)
-    up_f = (value + err_total + assign_total + drop) * jnp.exp(x_norm)
+    # Rounded coefficients: each computed cX = x0 + x1 t is within coef_rel (|x0| + |x1| t) of the exact
+    # one at t = e^eps (exp, the product, the sum, and the form's own fields such as -1/E0, a few ulps
+    # each), so (Z)_+ moves by at most sum_X that * count_X and delta by sum_X that * P(X): one charge,
+    # which also covers a coefficient that should cancel exactly (1 - t/E0 at t = E0) and does not.
+    coef_rel = 16.0 * _ULP
+    probs = (f.pS * f.pA, f.pS * f.qA, f.qS * f.pC, f.qS * f.qC)
+    coef_err = coef_rel * 1.01 * sum(pr * (jnp.abs(x0) + jnp.abs(x1) * t) for pr, x0, x1 in
+                                     zip(probs, (f.a0, f.b0, f.c0, f.d0), (f.a1, f.b1, f.c1, f.d1)))
+    lo_f = jnp.maximum(value - err_total - assign_total - coef_err, 0.0) * jnp.exp(-x_norm)
+    up_f = (value + err_total + assign_total + drop + coef_err) * jnp.exp(x_norm)
     lower = jnp.maximum(jnp.sqrt(lo_f) - c_pert, 0.0) ** 2
     upper = (jnp.sqrt(up_f) + c_pert) ** 2
     # Tangent value: a lower bound on P(E) - t Q(E) under the true law for the computed region E.
@@ -468,7 +483,7 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     cabs = jnp.maximum(jnp.maximum(jnp.abs(cA), jnp.abs(cB)), jnp.maximum(jnp.abs(cC), jnp.abs(cD)))
     lin_pert = jnp.sqrt(n) * 16.0 * _ULP * 1.01  # sqrt(chi^2) of the float law against the true one
     v_pert = jnp.sqrt(cabs * (up_f + 2.0 * assign_total * jnp.exp(x_norm))) * lin_pert
-    tan_v = (value - err_total) * jnp.exp(-x_norm * jnp.sign(value - err_total)) - v_pert
+    tan_v = (value - err_total - coef_err) * jnp.exp(-x_norm * jnp.sign(value - err_total - coef_err)) - v_pert
     slope_pert = jnp.maximum(jnp.maximum(jnp.abs(f.a1), jnp.abs(f.b1)), jnp.maximum(jnp.abs(f.c1), jnp.abs(f.d1)))
     tan_s = (q_mass - q_err) * jnp.exp(-x_norm) - slope_pert * lin_pert
     bad = ~valid
