@@ -359,8 +359,8 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     # the region's exact sum plus the counted cells' negative parts (each within CELL_MARGIN of its P + tQ),
     # and at least that exact sum: both ends move by at most 2 CELL_MARGIN (P(E) + t Q(E)) <= that of
     # (value + 2 t Q(E)).
-    q_region = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
-    coef_err = 2.0 * CELL_MARGIN * (jnp.abs(jnp.sum(marked + unmarked)) + 2.0 * t * q_region) * 1.01
+    q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))  # Q(E)
+    coef_err = 2.0 * CELL_MARGIN * (jnp.abs(value) + 2.0 * t * q_mass) * 1.01
     err = ((w_rel + jnp.max(pmf_rel_blk) + (L + 8) * _ULP) * abs_sum + chain_err + (M + 4) * (B + 1) * L * _FLUSH
            + coef_err)
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
@@ -369,7 +369,6 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
         hidden = jnp.exp(jnp.minimum(log_hidden, 700.0))
     else:
         hidden = 0.0
-    q_mass = jnp.sum(W * (v * beta + (u + v) * U + w * T * unmarked_on))
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
     piece = jnp.where(last_live, marked[L - 1], 0.0)
     partial_last = jnp.maximum(piece, 0.0)

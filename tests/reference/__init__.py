@@ -47,6 +47,11 @@ def hockey_stick_enum(u, v, w, r0, r1, n, eps):
 
 def hockey_stick_mpmath(u, v, w, r0, r1, n, eps, dps=40):
     """The same sum in mpmath with exact rational-ish arithmetic, for tiny n."""
+    return float(hockey_stick_mpf(u, v, w, r0, r1, n, eps, dps))
+
+
+def hockey_stick_mpf(u, v, w, r0, r1, n, eps, dps=40):
+    """:func:`hockey_stick_mpmath` as an mpf (for comparisons that must not round the reference)."""
     with mp.workdps(dps):
         u, v, w, r0, r1 = (mp.mpf(x) for x in (u, v, w, r0, r1))
         t = mp.e ** mp.mpf(eps)
@@ -64,7 +69,7 @@ def hockey_stick_mpmath(u, v, w, r0, r1, n, eps, dps=40):
                 Q = v * M(a - 1, b) + u * M(a, b - 1) + w * M(a, b)
                 d1 += max(P - t * Q, 0)
                 d2 += max(Q - t * P, 0)
-        return float(max(d1, d2))
+        return max(d1, d2)
 
 
 def epsilon_enum(u, v, w, r0, r1, n, delta, hi=None, iters=200):
