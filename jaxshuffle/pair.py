@@ -263,7 +263,10 @@ def stronger_clone_pair(eps0) -> TwoCountPair:
     """Stronger clone (Feldman, McMillan, Talwar 2023) for an eps0-LDP randomizer.
 
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = 1/(p+1)`` with ``p = e^eps0``; equal
-    to ``vr_pair(p, (p-1)/(p+1), p)``. Sound (certified) upper bound.
+    to ``vr_pair(p, (p-1)/(p+1), p)``. An upper bound for randomizers that satisfy the pointwise
+    clone condition with ``r = 1/(p+1)`` (k-ary RR, binary RR on two options; docs/math.md 5.4); its
+    general proof for every eps0-LDP randomizer was withdrawn by its authors, so for other
+    randomizers use :func:`standard_clone_pair` (``amplify`` picks the proven one).
     """
     return _clone_pair(eps0, lambda p: 1.0 / (p + 1), "stronger-clone")
 

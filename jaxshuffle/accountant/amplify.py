@@ -67,6 +67,7 @@ Messages: the pair engine's "number of users" is ``n_blanket + 1`` with
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, NamedTuple, Sequence
 
 import jax
@@ -76,6 +77,7 @@ import numpy as np
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
+from jaxshuffle.randomizers.clone import certified_worst_case_pair
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 from jaxshuffle.search import Status, epsilon
 
@@ -318,9 +320,10 @@ def _matrix_columns(mech, shape, n, delta, only: bool):
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
     low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
     has_low = np.array([r is not None and r[1] for r in res], bool).reshape(shape)
-    status = np.where(np.isfinite(blanket), Status.CONVERGED, Status.UNBOUNDED).astype(np.int8)
-    status = np.where(covered, status, Status.INVALID).astype(np.int8)
-    status_low = np.where(has_low, Status.CONVERGED, Status.ZERO).astype(np.int8)
+    # the matrix engine's own search statuses (a capped search is certified but wider, and says so)
+    status = np.array([Status.INVALID if r is None else r[0].status for r in res], np.int8).reshape(shape)
+    status_low = np.array([Status.ZERO if r is None or not r[1] else r[0].status_lower for r in res],
+                          np.int8).reshape(shape)
     return blanket, low, status, status_low, covered
 
 
@@ -470,7 +473,8 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
     n_engine = b(randomizer.n_blanket(n) + 1.0)
 
     paper_pair = vr_pair(p, beta, q)  # validates p, beta, q (ValueError naming the parameter)
-    wc_pair = vr_pair(p, worst_case_beta(p, xp), q)
+    # the clone pair whose constant is proven for this randomizer (randomizers.clone, docs/math.md 5.4)
+    wc_pair, _ = certified_worst_case_pair(dataclasses.replace(randomizer, p=p, q=q), xp)
     uv = xp.asarray(paper_pair.u) + xp.asarray(paper_pair.v)  # (p+1) alpha; beta at p = inf
     cu, cv = clone_fields(p, xp)
     scaled_pair = TwoCountPair(cu, cv, xp.zeros_like(cu), paper_pair.r0, paper_pair.r1)

@@ -49,6 +49,7 @@ from jaxshuffle._config import check, concrete, f64
 from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
 from jaxshuffle.pair import TwoCountPair, check_fields, vr_pair, worst_case_beta
 from jaxshuffle.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
+from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
 _ULP = 2.3e-16  # 2u: bound on the rounding of one float64 operation
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
@@ -335,8 +336,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
                          f"got {type(randomizer).__name__}")
     n_np = np.float64(concrete(f64(n), "shuffled_round"))
     check(np.isfinite(n_np) & (n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be a finite integer >= 1", value=n_np)
-    p = f64(randomizer.p)
-    pair = vr_pair(p, worst_case_beta(p), f64(randomizer.q))
+    pair, _ = certified_worst_case_pair(randomizer)  # the clone constant proven for it (docs/math.md 5.4)
     n_engine = float(np.asarray(randomizer.n_blanket(n_np))) + 1.0
     return round_pld(pair, n_engine, discretization=discretization, rounds=rounds, tail=tail)
 

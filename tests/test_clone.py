@@ -1,0 +1,86 @@
+"""The certified worst-case (clone) pair: the clone constant proven for each randomizer (docs/math.md 5.4)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import jaxshuffle as js
+import jaxshuffle.randomizers as R
+from jaxshuffle.exact.enumerate import epsilon as exact_epsilon
+from jaxshuffle.randomizers.clone import CloneProof, certified_clone, matrix_clone_constant
+from jaxshuffle.randomizers.matrices import binary_rr_matrix, hadamard_response_matrix, subset_selection_matrix
+
+
+def _krr_matrix(eps0: float, k: int) -> np.ndarray:
+    E0 = math.exp(eps0)
+    return (np.full((k, k), 1.0) + np.eye(k) * (E0 - 1.0)) / (E0 + k - 1.0)
+
+
+def test_general_randomizer_is_certified_by_the_standard_clone():
+    rep = js.amplify(R.general(1.0), 1e4, 1e-6)
+    std = js.epsilon(js.standard_clone_pair(1.0), 1e4, 1e-6)
+    stronger = js.epsilon(js.stronger_clone_pair(1.0), 1e4, 1e-6)
+    assert float(rep.upper) == pytest.approx(float(std.upper), rel=1e-12)
+    assert round(float(rep.upper), 7) == 0.0530053
+    assert float(rep.upper) > 1.2 * float(stronger.upper)  # the withdrawn constant is not used
+    r, proof = certified_clone(R.general(1.0))
+    assert proof == CloneProof.STANDARD and float(r) == pytest.approx(0.5 / math.e, rel=1e-15)
+    assert float(r) < 0.5 / math.e  # rounded down, the safe side
+
+
+def test_krr_keeps_the_stronger_clone():
+    rep = js.amplify(R.grr(1.0, 10), 1e4, 1e-6, upper_from="worst-case")
+    stronger = js.epsilon(js.stronger_clone_pair(1.0), 1e4, 1e-6)
+    assert float(rep.upper) == pytest.approx(float(stronger.upper), rel=1e-9)
+    r, proof = certified_clone(R.grr(np.array([0.5, 1.0]), 3))
+    assert (np.asarray(proof) == CloneProof.STRONGER).all()
+    r2, proof2 = certified_clone(R.binary_rr(1.0, np.array([2.0, 3.0])))
+    assert list(np.asarray(proof2)) == [CloneProof.STRONGER, CloneProof.STANDARD]
+
+
+@pytest.mark.parametrize("eps0", [0.5, 1.0, 2.0])
+def test_matrix_clone_constant_of_known_mechanisms(eps0):
+    p = math.exp(eps0)
+    # k-RR: exactly 1/(p+1); binary RR on 3 options, subset selection, Hadamard response: 1/(2p)
+    assert matrix_clone_constant(_krr_matrix(eps0, 5)) == pytest.approx(1 / (p + 1), rel=1e-14)
+    assert matrix_clone_constant(_krr_matrix(eps0, 5)) <= 1 / (p + 1)
+    assert matrix_clone_constant(binary_rr_matrix(eps0, 3)) == pytest.approx(1 / (2 * p), rel=1e-12)
+    assert matrix_clone_constant(subset_selection_matrix(eps0, 5, 2)) == pytest.approx(1 / (2 * p), rel=1e-12)
+    assert matrix_clone_constant(hadamard_response_matrix(eps0, 8)) == pytest.approx(1 / (2 * p), rel=1e-12)
+    # brute force over every (x, x0, x1, y) on a random LDP matrix
+    rng = np.random.default_rng(int(eps0 * 10))
+    M = rng.uniform(1.0, p, size=(4, 5))
+    M /= M.sum(axis=1, keepdims=True)
+    brute = min(M[x, y] / (M[a, y] + M[b, y]) for x in range(4) for a, b in itertools.combinations(range(4), 2)
+                for y in range(5))
+    assert matrix_clone_constant(M) <= brute and matrix_clone_constant(M) == pytest.approx(brute, rel=1e-14)
+
+
+@pytest.mark.parametrize("builder", ["subset", "binary3", "random"])
+def test_clone_pair_dominates_exact_enumeration(builder):
+    """The certified clone pair of a mechanism is above the exact epsilon of every dataset of the
+    others (n = 3, every pair of victim inputs), and its constant is the matrix's r*."""
+    eps0, n, delta = 1.0, 3, 1e-3
+    if builder == "subset":
+        M = subset_selection_matrix(eps0, 4, 2)
+    elif builder == "binary3":
+        M = binary_rr_matrix(eps0, 3)
+    else:
+        rng = np.random.default_rng(7)
+        M = rng.uniform(1.0, math.e, size=(3, 4))
+        M /= M.sum(axis=1, keepdims=True)
+    p = float(np.max(M[:, None, :] / M[None, :, :]))
+    params = R.with_matrix(R.general(math.log(p)), M)
+    r, proof = certified_clone(params)
+    assert proof == CloneProof.GENERAL or float(r) == pytest.approx(0.5 / p, rel=1e-12)
+    rep = js.amplify(params, n, delta, upper_from="worst-case")
+    K = M.shape[0]
+    worst = 0.0
+    for x0, x1 in itertools.permutations(range(K), 2):
+        for others in itertools.combinations_with_replacement(range(K), n - 1):
+            worst = max(worst, exact_epsilon(M, x0, x1, list(others), delta))
+    assert worst <= float(rep.upper)
