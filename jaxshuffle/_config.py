@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 #: The package version (one home: jaxshuffle.__version__ re-exports it).
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 
 X64_ON_IMPORT = os.environ.get("JAXSHUFFLE_ENABLE_X64", "1").strip().lower() not in ("0", "false", "no", "off")
 if X64_ON_IMPORT:

@@ -51,7 +51,7 @@ from jaxshuffle import blanket as bl
 from jaxshuffle import blanket_lattice as la
 from jaxshuffle._config import check, require_x64
 from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
-from jaxshuffle.search import lane_constant
+from jaxshuffle.search import Status, lane_constant
 
 _ULP = 2.3e-16
 #: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
@@ -475,6 +475,11 @@ class MatrixBounds(NamedTuple):
     worst_pair: ``(x0, x1)`` of the form giving ``upper``.
     lattice: True when the coarsened forms went through the lattice and FFT refinement (docs/math.md
       18.8), which keeps a form's coarsened epsilon wherever it certifies no smaller one.
+    status: :class:`~jaxshuffle.search.Status` of the search behind ``upper``: ``CONVERGED`` where the
+      form's bracket met its relative width, ``MAX_ITER`` where the iteration cap stopped it (still
+      certified, only wider), ``ERROR_LIMITED`` where the lattice refinement gave ``upper`` (its step
+      limits the tightness), ``ZERO``, or ``UNBOUNDED`` (``upper = inf``).
+    status_lower: the same for the search behind ``lower`` (``ZERO`` where there is none).
     """
 
     upper: float
@@ -482,6 +487,8 @@ class MatrixBounds(NamedTuple):
     exact_kernel: bool
     worst_pair: tuple
     lattice: bool = False
+    status: int = int(Status.CONVERGED)
+    status_lower: int = int(Status.ZERO)
 
 
 def _pad(x: np.ndarray, width: int) -> np.ndarray:
@@ -576,6 +583,20 @@ def form_epsilons(planned: MatrixPlan, plan: bl.BlanketPlan | None = None):
     powers of two, so that similar mechanisms share the program. ``plan`` (default: the planned
     one, :func:`plan_forms`) never affects soundness, only tightness.
     """
+    ups, lows, _, _ = _form_search(planned, plan)
+    return ups, lows
+
+
+def _lane_status(value, lo, hi, infinite: int) -> np.ndarray:
+    """Status of each lane's search from its bracket (the loop's own stopping rule, ``SEARCH_RTOL``)."""
+    done = (hi - lo) <= SEARCH_RTOL * hi * (1.0 + 1e-12)
+    st = np.where(done, Status.CONVERGED, Status.MAX_ITER)
+    st = np.where(value == 0.0, Status.ZERO, st)
+    return np.where(np.isinf(value), infinite, st).astype(np.int8)
+
+
+def _form_search(planned: MatrixPlan, plan: bl.BlanketPlan | None = None):
+    """:func:`form_epsilons` and each form's search status (``(ups, lows, up_status, low_status)``)."""
     up_forms, low_forms, n, delta = planned.up_forms, planned.low_forms, planned.n, planned.delta
     both = _lanes(up_forms, low_forms)
     F, total = len(up_forms.w), len(both.w)
@@ -591,7 +612,9 @@ def form_epsilons(planned: MatrixPlan, plan: bl.BlanketPlan | None = None):
     # v_inf > delta: the divergence never drops to delta, eps = inf (a blanket form: at most; a dataset: at least)
     ups = np.where(up_forms.v_inf > delta * (1.0 - 8 * _ULP), np.inf, hi[:F])
     lows = np.where(low_forms.v_inf > delta * (1.0 + 8 * _ULP), np.inf, lo[F:])
-    return ups, lows
+    up_status = _lane_status(ups, lo[:F], hi[:F], Status.UNBOUNDED)
+    low_status = _lane_status(lows, lo[F:], hi[F:], Status.INFINITE)
+    return ups, lows, up_status, low_status
 
 
 def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
@@ -602,15 +625,19 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
     (:func:`refine_upper`, docs/math.md 18.8); None (default) does so where
     some form was coarsened and ``n <= LATTICE_AUTO_MAX_N``.
     """
-    ups, lows = form_epsilons(planned, plan)
+    ups, lows, up_status, low_status = _form_search(planned, plan)
     up_forms = planned.up_forms
     lower = float(np.max(lows, initial=0.0))
+    status_lower = int(low_status[int(np.argmax(lows))]) if lows.size and lower > 0 else int(Status.ZERO)
     coarse = np.sum(up_forms.w > 0, axis=1) > KERNEL_CATEGORIES
     refined = bool(coarse.any() and (planned.n <= LATTICE_AUTO_MAX_N if lattice is None else lattice))
     if refined:
+        searched = ups
         ups = refine_upper(up_forms, ups, coarse, planned.n, planned.delta, lower)
+        up_status = np.where(ups < searched, np.int8(Status.ERROR_LIMITED), up_status).astype(np.int8)
     i = int(np.argmax(ups))
-    return MatrixBounds(float(ups[i]), lower, not coarse.any(), tuple(int(x) for x in up_forms.pair[i]), refined)
+    return MatrixBounds(float(ups[i]), lower, not coarse.any(), tuple(int(x) for x in up_forms.pair[i]), refined,
+                        int(up_status[i]), status_lower)
 
 
 def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:

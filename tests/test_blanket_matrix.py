@@ -373,3 +373,22 @@ def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(mo
     assert float(rep.blanket) == bm.matrix_bounds(M, 1e3, 1e-6, lower=False).upper
     assert float(rep.upper) == min(float(rep.blanket), float(two_count.upper))
     assert float(rep.lower) == float(two_count.lower)
+
+
+def test_matrix_bounds_report_their_search_status():
+    """The matrix engine's statuses come from each search's own bracket, and amplify passes them on."""
+    import jaxshuffle as js
+    import jaxshuffle.randomizers as R
+    from jaxshuffle.accountant import UpperSource
+    from jaxshuffle.search import Status
+
+    st = bm._lane_status(np.array([1.0, 1.0, np.inf, 0.0]), np.array([1.0 - 1e-10, 0.5, 0.0, 0.0]),
+                         np.array([1.0, 1.0, np.inf, 0.0]), Status.UNBOUNDED)
+    assert [Status(int(x)) for x in st] == [Status.CONVERGED, Status.MAX_ITER, Status.UNBOUNDED, Status.ZERO]
+    M = np.asarray(grr_matrix(3, 1.0))
+    b = bm.matrix_bounds(M, 5, 1e-3)
+    assert b.status == Status.CONVERGED and b.status_lower == Status.CONVERGED
+    rep = js.amplify(R.with_matrix(R.grr(1.0, 3), M), 5, 1e-3)
+    if int(rep.upper_source) == UpperSource.BLANKET:
+        assert int(rep.status) == b.status
+    assert int(rep.status_lower) in (Status.CONVERGED, Status.MAX_ITER)

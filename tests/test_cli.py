@@ -64,7 +64,8 @@ def test_grid_is_cartesian(capsys):
                                 "--delta", "0.01", "--json"])
     rows = json.loads(out)
     assert code == 0 and [r["options"]["eps0"] for r in rows] == [1.0, 2.0]
-    assert all(r["paper_certified"] and r["certified"] and r["paper"] == r["upper"] for r in rows)
+    # the paper's pair is the stronger clone here, not proven for a general randomizer (docs/math.md 5.4)
+    assert all(not r["paper_certified"] and r["certified"] and r["paper"] < r["upper"] for r in rows)
     assert all(r["has_lower"] is False and r["lower"] == 0.0 for r in rows)
 
 

@@ -84,3 +84,33 @@ def test_clone_pair_dominates_exact_enumeration(builder):
         for others in itertools.combinations_with_replacement(range(K), n - 1):
             worst = max(worst, exact_epsilon(M, x0, x1, list(others), delta))
     assert worst <= float(rep.upper)
+
+
+def test_catalog_rows_name_their_proof():
+    """Subset selection, Hadamard response and RAPPOR / binary RR on d >= 3 options are certified by the
+    standard clone, k-RR and binary RR on two options by the stronger clone; amplify reports which."""
+    cases = [(R.subset_selection(1.0, 6, 2), CloneProof.STANDARD), (R.hadamard_response(1.0, 16, 8), CloneProof.STANDARD),
+             (R.rappor(1.0, 5), CloneProof.STANDARD), (R.rappor(1.0, 2), CloneProof.STRONGER),
+             (R.grr(1.0, 4), CloneProof.STRONGER), (R.general(1.0), CloneProof.STANDARD)]
+    for params, proof in cases:
+        assert int(certified_clone(params)[1]) == proof
+    rep = js.amplify(R.subset_selection(1.0, 6, 2), 1e3, 1e-6, upper_from="worst-case")
+    assert int(rep.clone_proof) == CloneProof.STANDARD
+    assert float(rep.worst_case) == pytest.approx(float(js.epsilon(js.standard_clone_pair(1.0), 1e3, 1e-6).upper),
+                                                  rel=1e-9)
+    assert not bool(rep.paper_certified)  # the paper's pair uses the stronger clone's constant: not proven here
+
+
+def test_hadamard_and_rappor_matrices_stay_below_their_certified_pair_at_small_n():
+    """Exact enumeration (every dataset of the others, every ordered pair of inputs) of Hadamard response
+    (K = 4, 8) and RAPPOR on 3 options at n = 3: below the certified clone pair of their catalog rows."""
+    eps0, n, delta = 1.0, 3, 1e-3
+    for params, M in [(R.hadamard_response(eps0, 4, 2), hadamard_response_matrix(eps0, 4)),
+                      (R.hadamard_response(eps0, 8, 4), hadamard_response_matrix(eps0, 8)),
+                      (R.rappor(eps0, 3), binary_rr_matrix(eps0, 3))]:
+        rep = js.amplify(params, n, delta, upper_from="worst-case")
+        K = M.shape[0]
+        worst = max(exact_epsilon(M, x0, x1, list(o), delta)
+                    for x0, x1 in itertools.permutations(range(K), 2)
+                    for o in itertools.combinations_with_replacement(range(K), n - 1))
+        assert worst <= float(rep.upper), (K, worst, float(rep.upper))

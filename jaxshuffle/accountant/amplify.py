@@ -113,8 +113,10 @@ class AmplificationReport(NamedTuple):
 
     Attributes:
       upper: certified upper bound on the shuffled mechanism's epsilon (float64).
-      worst_case: certified epsilon of the worst-case-beta pair alone: the bound for *any*
-        randomizer with this ``p`` and ``q`` (``>= upper`` unless ``upper_from="blanket"``).
+      worst_case: certified epsilon of the clone pair whose constant is proven for this randomizer
+        (``clone_proof`` says which proof: the standard clone ``r = 1/(2q)`` for any randomizer with
+        these ``p`` and ``q``, the stronger clone ``1/(p+1)`` for k-ary RR, ``r*`` of a matrix;
+        docs/math.md 5.4); ``>= upper`` unless ``upper_from="blanket"``.
       blanket: certified epsilon of the blanket (three-count) pair of the concrete mechanism
         (``inf`` where the randomizer carries none: only k-ary RR so far).
       lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for k-ary RR, the
@@ -128,6 +130,7 @@ class AmplificationReport(NamedTuple):
       status: :class:`~jaxshuffle.search.Status` of the search behind ``upper`` (int8).
       status_lower: status of the best lower-bound search (``ZERO`` where none).
       status_paper: status of the paper-value search.
+      clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of ``worst_case``.
     """
 
     upper: jax.Array
@@ -142,6 +145,7 @@ class AmplificationReport(NamedTuple):
     status: jax.Array
     status_lower: jax.Array
     status_paper: jax.Array
+    clone_proof: jax.Array
 
 
 def _as_lower_list(lower_params) -> list[LowerParams]:
@@ -404,7 +408,8 @@ class PointInfo(NamedTuple):
     Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
     ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job without its own); ``uv``
     (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
-    ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist).
+    ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist);
+    ``clone_proof`` (:class:`~jaxshuffle.randomizers.clone.CloneProof` of the worst-case job's pair).
     """
 
     p: jax.Array
@@ -416,6 +421,7 @@ class PointInfo(NamedTuple):
     use_scaled: jax.Array
     paper_certified: jax.Array
     has_lower: jax.Array
+    clone_proof: jax.Array
 
 
 def _check_randomizer(randomizer) -> None:
@@ -474,7 +480,7 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
 
     paper_pair = vr_pair(p, beta, q)  # validates p, beta, q (ValueError naming the parameter)
     # the clone pair whose constant is proven for this randomizer (randomizers.clone, docs/math.md 5.4)
-    wc_pair, _ = certified_worst_case_pair(dataclasses.replace(randomizer, p=p, q=q), xp)
+    wc_pair, clone_proof = certified_worst_case_pair(dataclasses.replace(randomizer, p=p, q=q), xp)
     uv = xp.asarray(paper_pair.u) + xp.asarray(paper_pair.v)  # (p+1) alpha; beta at p = inf
     cu, cv = clone_fields(p, xp)
     scaled_pair = TwoCountPair(cu, cv, xp.zeros_like(cu), paper_pair.r0, paper_pair.r1)
@@ -496,7 +502,11 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
         jobs.append(PairJob("lower_x0", vr_pair(p0, lb, q0=xp.ones(shape), q1=p0), delta, everywhere))  # x* = x^0
     # paper_pair.certified (an upper pair: w == 0), in xp
     info = PointInfo(p=p, beta=beta, q=q, delta=delta, n_engine=n_engine, uv=uv, use_scaled=use_scaled,
-                     paper_certified=b(xp.asarray(paper_pair.w) == 0.0), has_lower=xp.full(shape, bool(lowers)))
+                     # the paper's pair is sound where w = 0 and its clone constant is within the proven one
+                     paper_certified=b((xp.asarray(paper_pair.w) == 0.0)
+                                       & (xp.asarray(paper_pair.r0) <= xp.asarray(wc_pair.r0))),
+                     has_lower=xp.full(shape, bool(lowers)),
+                     clone_proof=b(clone_proof))
     return info, jobs
 
 
@@ -550,6 +560,7 @@ def combine_amplification(info: PointInfo, roles: Sequence[str], lower, upper, s
         status=status_up,
         status_lower=status_lower,
         status_paper=status_paper,
+        clone_proof=xp.asarray(info.clone_proof).astype(xp.int8),
     )
 
 

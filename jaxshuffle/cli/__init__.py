@@ -40,6 +40,7 @@ from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
 from jaxshuffle.accountant import CalibrationStatus, UpperSource
 from jaxshuffle.accountant.amplify import UPPER_FROM
 from jaxshuffle.search import Status
+from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.sweeps.grid import eval_rule, parse_delta, parse_grid
 
 
@@ -289,6 +290,7 @@ def _cmd_epsilon(args) -> int:
             "worst_case": _num(rep["worst_case"][i]),
             "blanket": _num(rep["blanket"][i]),
             "upper_source": UpperSource.DESCRIPTIONS[int(rep["upper_source"][i])],
+            "clone_proof": CloneProof(int(rep["clone_proof"][i])).description,
             "status": Status(int(rep["status"][i])).label,
         })
     if args.json:
@@ -304,6 +306,8 @@ def _cmd_epsilon(args) -> int:
         else:
             print(f"    certified upper bound: eps <= {_fmt(up)}  -- the shuffled messages are "
                   f"({_fmt(up)}, {r['delta']:g})-DP [{r['upper_source']}]")
+            print(f"    worst-case pair:       eps <= {_fmt(r['worst_case'])}  [{r['clone_proof']}]"
+                  if r["worst_case"] is not None else "    worst-case pair:       none finite")
         if r["has_lower"]:
             lo = r["lower"]
             print(f"    lower bound:           eps >= {_fmt(lo if lo is not None else math.inf)}  "

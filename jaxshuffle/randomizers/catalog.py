@@ -42,7 +42,7 @@ class Entry:
 
 
 CATALOG: dict[str, Entry] = {
-    "general": Entry(general, (EPS0,), "any eps0-LDP randomizer (worst case, stronger clone)",
+    "general": Entry(general, (EPS0,), "any eps0-LDP randomizer (worst case, standard clone)",
                      "Table 2/6 general mechanisms; Kairouz, Oh, Viswanath 2014", {"eps0": 1.0}),
     "laplace": Entry(laplace, (EPS0,), "Laplace mechanism on [0, 1], scale 1/eps0",
                      "Table 2 Laplace; Dwork, McSherry, Nissim, Smith 2006", {"eps0": 1.0}, laplace_lower),

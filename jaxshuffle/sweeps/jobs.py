@@ -97,7 +97,8 @@ def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: 
         upper=full(np.inf), worst_case=full(np.inf), blanket=full(np.inf), lower=full(0.0), paper=full(np.nan),
         certified=full(True, bool), paper_certified=full(False, bool), has_lower=full(False, bool),
         upper_source=full(0, np.int8), status=full(Status.INVALID, np.int8),
-        status_lower=full(Status.ZERO, np.int8), status_paper=full(Status.INVALID, np.int8))
+        status_lower=full(Status.ZERO, np.int8), status_paper=full(Status.INVALID, np.int8),
+        clone_proof=full(0, np.int8))
     rep = with_mechanism_bounds(claims_nothing, params, n, delta, rtol=rtol)
     covered = np.asarray(rep.has_lower)
     aux = np.where(covered, np.asarray(rep.status_lower), -1)

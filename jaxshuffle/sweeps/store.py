@@ -56,7 +56,8 @@ COLUMNS = {
     "paper": "paper's Theorem 4.7 value at the randomizer's beta (NOT a guarantee unless paper_certified)",
     "certified": "upper is a sound (certified) upper bound",
     "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
-    "worst_case": "certified eps of the worst-case-beta pair (bound for any randomizer with this p, q)",
+    "worst_case": "certified eps of the clone pair whose constant is proven for this randomizer (standard clone "
+                  "r = 1/(2q) by default, stronger clone 1/(p+1) for k-ary RR; docs/math.md 5.4)",
     "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
                "the randomizer carries none or upper_from is worst-case)",
     "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + "; with a rounds axis one of "
@@ -333,7 +334,8 @@ def environment(devices) -> dict:
 
 
 METHODS = {
-    "upper": "certified: eps(worst-case-beta pair vr_pair(p,(p-1)/(p+1),q)) at delta; 0 where delta >= beta; "
+    "upper": "certified: eps(clone pair with the constant proven for the randomizer, jaxshuffle.randomizers.clone: "
+             "1/(2q) by default, 1/(p+1) for k-ary RR, r* of a matrix) at delta; 0 where delta >= beta; "
              "with scaled_variant also min with eps(clone pair with the paper pair's r) at delta/(u+v) where w > 0 "
              "(jaxshuffle.accountant.amplify; docs/math.md section 5); with upper_from best (default) also min with "
              "the blanket value below (upper_source says which), with blanket that value alone",
