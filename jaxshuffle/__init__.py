@@ -58,7 +58,9 @@ _LAZY = {
     **dict.fromkeys(("blanket_epsilon", "blanket_lower_epsilon", "krr_bounds", "plan_blanket"), "jaxshuffle.blanket"),
     "sweep": "jaxshuffle.sweeps",
 }
-_LAZY_MODULES = ("randomizers", "utility")  # modules users reach as js.randomizers, js.utility
+#: subpackages and modules users reach as ``js.<name>`` after ``import jaxshuffle as js`` (imported on first use)
+_LAZY_MODULES = ("accountant", "blanket", "blanket_lattice", "blanket_matrix", "closed_forms", "comparison",
+                 "divergence", "exact", "metric", "pair", "plan", "plot", "randomizers", "search", "sweeps", "utility")
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from jaxshuffle import randomizers, utility  # noqa: F401

@@ -10,6 +10,7 @@ Slow tier: the campaign over k = 2..6, n <= 12, six eps0 and six delta (``krr_bo
 in one batched call, ``amplify`` on a random sample), the hard-coded values recomputed, and the
 matrix engine (``matrix_bounds``) on the k-RR matrix at a few points.
 """
+import itertools
 import math
 import time
 
@@ -236,3 +237,44 @@ def test_matrix_engine_krr():
                                    float(b.lower), float(b.upper), exact)
     print(f"matrix_bounds: {len(MATRIX_POINTS)} points in {time.perf_counter() - t0:.1f} s, {len(bad)} violations")
     assert not bad, "\n".join(bad)
+
+
+def _composed_exact_epsilon(P, Q, T: int, delta: float) -> float:
+    """Exact epsilon of T independent rounds of (P, Q) (every T-tuple of histograms, both directions;
+    numpy float64 on products of probabilities, bisection to 1e-12)."""
+    P, Q = np.asarray(P, np.float64), np.asarray(Q, np.float64)
+    PT, QT = P, Q
+    for _ in range(T - 1):
+        PT, QT = np.outer(PT, P).ravel(), np.outer(QT, Q).ravel()
+
+    def dlt(eps):
+        t = math.exp(eps)
+        return max(np.maximum(PT - t * QT, 0).sum(), np.maximum(QT - t * PT, 0).sum())
+
+    lo, hi = 0.0, 1.0
+    while dlt(hi) > delta:
+        hi *= 2
+    while hi - lo > 1e-12:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if dlt(mid) > delta else (lo, mid)
+    return hi
+
+
+@pytest.mark.slow
+def test_composed_rounds_at_small_n_stay_above_exact_composition():
+    """composed_epsilon's certified upper for T = 2, 3 rounds of k-RR (n = 3, 4) is above the exact
+    composition of every dataset of the others (the worst one found), with a rounding margin of 1e-9."""
+    from jaxshuffle.accountant import composed_epsilon
+    from reference.krr_exact import _pq_mp
+    checked = 0
+    for eps0, k, n in [(1.0, 3, 3), (0.5, 4, 4), (2.0, 2, 3)]:
+        for T, delta in [(2, 1e-3), (3, 1e-2)]:
+            comp = composed_epsilon(grr(eps0, k), n, T, delta)
+            upper = float(np.asarray(comp.upper).ravel()[0])
+            worst = 0.0
+            for others in itertools.combinations_with_replacement(range(k), n - 1):
+                P, Q = _pq_mp(float(eps0), int(k), int(n), tuple(others))
+                worst = max(worst, _composed_exact_epsilon([float(x) for x in P], [float(x) for x in Q], T, delta))
+                checked += 1
+            assert worst <= upper + 1e-9, (eps0, k, n, T, delta, worst, upper)
+    assert checked > 20

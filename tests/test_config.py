@@ -86,3 +86,13 @@ def test_cli_info_and_cache_clear(tmp_path):
     """, **env)
     assert res.returncode == 0 and res.stdout.startswith("removed "), res.stderr[-2000:]
     assert int(res.stdout.split()[1]) == info["cache_files"]
+
+
+def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
+    """``import jaxshuffle as js`` then ``js.accountant``, ``js.exact``, ... (imported lazily on first use)."""
+    import subprocess
+    import sys
+    code = ("import jaxshuffle as js; js.accountant.composed_epsilon; js.exact.sandwich; js.closed_forms; "
+            "js.sweeps; js.blanket.krr_bounds; js.comparison.compare; js.metric; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -13,11 +13,13 @@ the paper's Theorem 4.7 pair is not a valid upper bound when ``w = 1 - (p+1) alp
 With ``alpha = beta/(p-1)``, ``t = e^eps`` and ``D_t`` the hockey-stick divergence of the
 two-count pair (docs/math.md section 1; ``jaxshuffle.search.epsilon``), ``upper`` is the smallest of
 
-1. the worst-case-beta pair ``vr_pair(p, (p-1)/(p+1), q)`` (``w = 0``; for ``q = p`` the
-   stronger clone of Feldman, McMillan, Talwar 2023; for ``p = inf`` the Table 4 pair
-   ``u = 1, v = 0, r = 1/q``)::
+1. the clone pair whose constant ``r`` is proven for the randomizer
+   (:func:`jaxshuffle.randomizers.clone.certified_worst_case_pair`, docs/math.md 5.4: the standard
+   clone ``r = 1/(2q)`` for any randomizer, the stronger clone ``1/(p+1)`` for k-ary RR and binary
+   RR on two options, ``r*`` of a matrix; for ``p = inf`` the Table 4 pair ``u = 1, v = 0, r = 1/q``;
+   ``AmplificationReport.clone_proof`` names it)::
 
-       delta >= D_t(P_wc || Q_wc),   (u, v, w, r) = (p/(p+1), 1/(p+1), 0, p/((p+1) q));
+       delta >= D_t(P_wc || Q_wc),   (u, v, w, r0, r1) = (p/(p+1), 1/(p+1), 0, r, r);
 
 2. the ``(u+v)``-scaled pair (docs/math.md section 5; only where ``w > 0``). Decompose
    ``R(x^0) = p alpha mu_0 + alpha mu_1 + w mu_c``, ``R(x^1) = alpha mu_0 + p alpha mu_1 + w mu_c``
@@ -33,10 +35,9 @@ two-count pair (docs/math.md section 1; ``jaxshuffle.search.epsilon``), ``upper`
 3. ``0`` where ``delta >= beta``: the shuffled outputs are a post-processing of the victim's
    message, so ``D_1 <= TV(R(x^0), R(x^1)) <= beta``.
 
-Soundness scope. (2) is proved above for a pair of victim inputs at its *own* total
-variation ``TV = (p-1) alpha``, and (1) likewise for a pair at the worst-case TV (``w = 0``
-exactly); for pairs with smaller TV, (1) rests on the stronger-clone theorem (FMT'23, stated
-for ``q = p``). Covering a smaller-TV pair by (2) evaluated at ``beta = max TV`` needs
+Soundness scope. (1) is proved in docs/math.md 5.4 for every pair of victim inputs (the
+pointwise clone condition). (2) is proved above for a pair of victim inputs at its *own* total
+variation ``TV = (p-1) alpha``. Covering a smaller-TV pair by (2) evaluated at ``beta = max TV`` needs
 ``g(a) = (p+1) a D_t(clone, r = p a/q)`` not to exceed ``min(g(alpha), D_t(P_wc||Q_wc))`` on
 ``a < alpha``: ``g`` is *not* monotone in ``a`` (it peaks near ``a ~ q/(n p)``), but it is
 unimodal on every grid tested (``tests/test_accountant.py``), and unimodality suffices (if
@@ -88,7 +89,7 @@ __all__ = ["AmplificationReport", "UPPER_FROM", "UpperSource", "amplify", "with_
 class UpperSource:
     """Codes of :attr:`AmplificationReport.upper_source` (which sound bound gave ``upper``)."""
 
-    WORST_CASE = 0  #: worst-case-beta pair vr_pair(p, (p-1)/(p+1), q) (w = 0)
+    WORST_CASE = 0  #: the clone pair proven for the randomizer (w = 0; AmplificationReport.clone_proof says which)
     SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
     TV = 2  #: delta >= beta: eps = 0
     BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 7)
