@@ -207,3 +207,61 @@ def test_the_harness_would_catch_a_lower_bound_above_the_truth():
     fake = Divergence(*(jnp.float64(x) for x in (4.5e-4, 4.4e-4, 4.6e-4, 0.0, False, 0.0, 0.0)))
     with pytest.raises(AssertionError, match="does not contain"):
         _contains(fake, mp.mpf(0), "fake")
+
+
+def _mp_matrix_form(w, a0, a1, v0, v1, n: int, eps: float):
+    """(18.1) of one pair form in mpmath: (1/n) E[(sum_X c_X count_X)_+] over Multinomial(n, w), every count
+    vector, plus the victim-only term sum (v0 - t v1)_+ (docs/math.md 18.1), at t = e^eps exactly."""
+    t = mp.e ** mp.mpf(eps)
+    live = [i for i in range(len(w)) if w[i] > 0]
+    ws = [mp.mpf(float(w[i])) for i in live]
+    cs = [mp.mpf(float(a0[i])) + mp.mpf(float(a1[i])) * t for i in live]
+    total = mp.mpf(0)
+
+    def rec(j, left, prob, z, coef):
+        nonlocal total
+        if j == len(live) - 1:
+            z = z + cs[j] * left
+            prob = prob * ws[j] ** left / mp.factorial(left)
+            if z > 0:
+                total += coef * prob * z
+            return
+        for c in range(left + 1):
+            rec(j + 1, left - c, prob * ws[j] ** c / mp.factorial(c), z + cs[j] * c, coef)
+
+    rec(0, n, mp.mpf(1), mp.mpf(0), mp.factorial(n))
+    victim = mp.fsum(max(mp.mpf(0), mp.mpf(float(x)) - t * mp.mpf(float(y))) for x, y in zip(v0, v1))
+    return total / n + victim
+
+
+def test_matrix_engine_forms_jitted_and_eager_contain_the_mpmath_value():
+    """The matrix engine's form divergence (coefficients rounded outward, coarsening, the blanket kernel,
+    the victim-only term): both sides' bands, jitted and eager, contain (18.1) in mpmath, on a random
+    matrix with a zero entry and two near-equal columns, at eps on and one ulp around each form's eps_max
+    (where every coefficient but one cancels)."""
+    from jaxshuffle import blanket_matrix as bm
+    from jaxshuffle.blanket.plan import BlanketPlan
+
+    rng = np.random.default_rng(4)
+    M = rng.uniform(0.5, 2.0, size=(3, 4))
+    M[2, 3] = 0.0
+    M[:, 1] = M[:, 0] * (1 + 1e-12)
+    M /= M.sum(axis=1, keepdims=True)
+    forms = bm.pair_forms(M, "blanket")
+    plan = BlanketPlan(window=16, block=8, lines=8, max_step=16, chunk=1)
+    n = 3
+    for f in range(1):
+        row = tuple(jnp.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
+        e_max = float(forms.eps_max[f])
+        probes = [0.0, 0.5 * e_max, e_max, float(np.nextafter(e_max, 0.0)), float(np.nextafter(e_max, np.inf))]
+        for upper in (True, False):
+            def fn(e, upper=upper, row=row):
+                return bm.form_divergence(*row, jnp.float64(n), e, plan, jnp.asarray(upper))
+
+            eps = jnp.asarray(probes)
+            eager, jitted = jax.vmap(fn)(eps), jax.jit(jax.vmap(fn))(eps)
+            for i, e in enumerate(probes):
+                ref = _mp_matrix_form(*(np.asarray(x) for x in row), n, e)
+                for what, val in (("eager", eager[i]), ("jit", jitted[i])):
+                    ok = float(val) >= ref if upper else float(val) <= ref
+                    assert ok, f"{what} form {f} {'upper' if upper else 'lower'} eps={e!r}: {float(val)!r} vs {ref}"
