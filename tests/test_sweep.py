@@ -240,15 +240,16 @@ def test_upper_from_checked_and_old_store_refused(tmp_path):
     np.testing.assert_array_equal(resumed["upper"], redone["upper"])
 
 
-def test_general_dedupes_paper():
-    """For a worst-case randomizer the paper's pair is the worst-case pair: one search per point."""
+def test_general_searches_the_certified_and_the_paper_pair():
+    """For a general randomizer the certified pair is the standard clone and the paper's pair (the stronger
+    clone, not proven for it: docs/math.md 5.4) is a second search per point, reported uncertified."""
     spec = grid_mod.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
     grid = jobs_mod.SweepGrid(spec, True)
-    assert len(grid.jobs) == grid.size == 4
+    assert len(grid.jobs) == 2 * grid.size == 8
     res = sw.sweep("general", eps0="0.5,2", n="4,16", delta=1e-3, chunk_size=4, quiet=True)
-    np.testing.assert_array_equal(res["paper"], res["upper"])
+    assert (res["paper"] <= res["upper"]).all()
     np.testing.assert_array_equal(res["worst_case"], res["upper"])
-    assert res["paper_certified"].all() and not res["has_lower"].any()
+    assert not res["paper_certified"].any() and not res["has_lower"].any()
     assert (res["lower"] == 0).all() and (res["status"] == "converged").all()
 
 
