@@ -91,7 +91,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     With ``rounds = T > 1``: the largest common eps0 whose **T-fold composition** is certified
     ``<= target_eps`` at ``delta`` (the same users in every round): each probe composes ``T``
     copies of the round's certified PLD (:func:`~jaxshuffle.accountant.pld.shuffled_round` of the
-    worst-case variation-ratio pair, grid ``discretization``, default
+    worst-case pair proven for the randomizer, docs/math.md 5.4, grid ``discretization``, default
     :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds) with
     :func:`~jaxshuffle.accountant.compose.compose`, upper side (``upper_from`` and
     ``scaled_variant`` do not apply). Points are probed one by one (numpy + FFT), so keep the

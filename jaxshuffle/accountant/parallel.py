@@ -13,7 +13,8 @@ Theorem 6.1; the paper states it for ``p_k = e^eps0`` and ``q = e^eps0``).
 Which number is on which side:
 
 * ``basic`` -- the *basic* parallel composition (Section 6, display before Theorem 6.1): the
-  worst-case pair ``(p, (p-1)/(p+1), q)`` (``w = 0``, the stronger clone when ``q = p``).
+  worst-case clone pair of ``(p, q)`` with the clone constant proven for it (docs/math.md 5.4:
+  the standard clone ``r = 1/(2q)``, since the composed randomizer carries no matrix).
   Certified upper bound.
 * ``upper`` -- the certified upper bound of :func:`jaxshuffle.accountant.amplify` for
   ``(p, beta_bar, q)``: ``min(basic, (u+v)-scaled pair)`` (``<= basic``).

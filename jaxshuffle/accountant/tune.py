@@ -7,9 +7,10 @@ Minimise a differentiable utility (an error, :mod:`jaxshuffle.utility`) ``U(eps0
 
 Method (docs/math.md section "Budget tuning"):
 
-1. **Surrogate of the composed epsilon** (smooth, JAX, implicit gradients). Query ``i``'s
-   certified pair (the worst-case variation-ratio pair of :func:`shuffled_round`: ``u = p/(p+1)``,
-   ``v = 1/(p+1)``, ``r0 = r1 = p/((p+1) q)``, :func:`~jaxshuffle.pair.vr_pair`) has a privacy loss
+1. **Surrogate of the composed epsilon** (smooth, JAX, implicit gradients). The stronger-clone
+   form of query ``i``'s worst-case pair (``u = p/(p+1)``, ``v = 1/(p+1)``, ``r0 = r1 = p/((p+1) q)``,
+   :func:`~jaxshuffle.pair.vr_pair`; only a direction finder here, the certificate in step 3 uses the
+   pair proven for the randomizer, docs/math.md 5.4) has a privacy loss
    ``L = log((u rho + v)/(v rho + u))`` with
    ``log rho`` approximately normal, sd ``1/sqrt(N s h(1-h))`` (``N`` blanket messages,
    ``s = r0 + r1``, ``h = r0/s``). Linearising ``L`` at ``rho = 1`` gives a Gaussian loss of sd::
