@@ -27,7 +27,7 @@ from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
-        "--chunk-size", "4", "--no-plot"]
+        "--chunk-size", "8", "--no-plot"]
 POINTS = 12
 
 
@@ -144,7 +144,7 @@ def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | 
     return calls
 
 
-SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=4, devices=1, quiet=True)
+SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
 
 
 

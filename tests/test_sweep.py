@@ -267,7 +267,7 @@ def test_merge_windows_dp():
 
 
 # Every general-randomizer grid below has n <= 16 and chunk_size 4: one compiled program serves them all.
-SMALL = dict(randomizer="general", eps0="0.5,1,2", n="3,9", delta="1e-3", chunk_size=4)
+SMALL = dict(randomizer="general", eps0="0.5,1,2", n="3,9", delta="1e-3", chunk_size=8)  # 4 points a chunk
 
 
 def test_files_csv_npz_json(tmp_path):
@@ -359,7 +359,7 @@ def cache_dir(tmp_path_factory):
 
 
 KILL_ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:24", "--n", "12", "--delta", "1e-3",
-             "--chunk-size", "4", "--no-plot"]
+             "--chunk-size", "8", "--no-plot"]
 
 
 def _run_cli(args, env, timeout=240):
@@ -371,7 +371,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path, cache_dir):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     done = _run_cli([*KILL_ARGS, "--out", str(ref)], _env(cache_dir))
     assert done.returncode == 0, done.stderr
-    n_chunks = 6  # 24 points, one search each, 4 per chunk
+    n_chunks = 6  # 24 points, two searches each (the certified and the paper's pair), 4 points per chunk
 
     proc = subprocess.Popen([sys.executable, "-m", "jaxshuffle.cli", *KILL_ARGS, "--out", str(killed)],
                             env=_env(cache_dir, JAXSHUFFLE_SWEEP_CHUNK_SLEEP="1.0"), cwd=ROOT,
@@ -458,5 +458,5 @@ def test_default_grid_is_small():
     spec = grid_mod.build_spec(g.pop("randomizer"), g.pop("n"), g.pop("delta"), g)
     grid = jobs_mod.SweepGrid(spec, True)
     buckets = schedule_mod.plan_jobs(grid.jobs, True, "cpu")
-    assert 100 <= grid.size <= 300 and len(grid.jobs) == grid.size
+    assert 100 <= grid.size <= 300 and len(grid.jobs) == 2 * grid.size  # the certified and the paper's pair
     assert len(buckets) <= 2 and max(p.window for p, _, _ in buckets) <= 4096

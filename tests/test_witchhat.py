@@ -18,6 +18,7 @@ from scipy import integrate, stats
 import jaxshuffle as js
 import jaxshuffle.randomizers as R
 from jaxshuffle.metric import local_metrics_algorithm1, local_metrics_algorithm3
+from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     best_f,
@@ -200,7 +201,8 @@ def test_amplify_certifies_witchhat_and_the_catalog_row_agrees():
     rep = js.amplify(w.vr_params(), 10_000, 1e-6)
     assert bool(rep.certified) and np.isfinite(float(rep.upper))
     assert not bool(rep.paper_certified)  # beta = TV(-b, b) is below the worst case: w > 0
-    clone = js.epsilon(js.stronger_clone_pair(float(w.eps0)), 10_000, 1e-6)
+    clone = js.epsilon(js.standard_clone_pair(float(w.eps0)), 10_000, 1e-6)  # the clone proven for it
+    assert int(rep.clone_proof) == int(CloneProof.STANDARD)
     assert float(clone.lower) * (1 - 1e-6) <= float(rep.upper) <= float(clone.upper) * (1 + 1e-6)
     row = R.build("witchhat", m=2.0, f=0.5, b=1.0)
     for name in ("p", "beta", "q"):

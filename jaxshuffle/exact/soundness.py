@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxshuffle.accountant.amplify import amplify
 from jaxshuffle.exact.enumerate import lower_bound_parameters, validate_matrix, worst_case_epsilon
-from jaxshuffle.randomizers.params import LowerParams, VRParams
+from jaxshuffle.randomizers.params import LowerParams, VRParams, with_matrix
 
 # exact.epsilon resolves eps to 1e-11 and leaves float rounding (~1e-12 relative) out.
 _ORDER_SLACK_REL, _ORDER_SLACK_ABS = 1e-9, 1e-10
@@ -104,8 +104,9 @@ def sandwich(matrix, x0: int, x1: int, n: int, delta: float, *, candidates: str 
         paper_certified, lower = True, 0.0
     else:
         lp = LowerParams(*(np.float64(x) for x in (p0, b0, q0, q1))) if lower_applies else None
-        rep = amplify(VRParams(np.float64(p), np.float64(min(beta, (p - 1) / (p + 1))), np.float64(q)), float(n),
-                      delta, lower_params=lp, rtol=rtol)
+        params = VRParams(np.float64(p), np.float64(min(beta, (p - 1) / (p + 1))), np.float64(q))
+        # the mechanism is known: its matrix certifies the clone constant r* (docs/math.md 5.4)
+        rep = amplify(with_matrix(params, m), float(n), delta, lower_params=lp, rtol=rtol)
         upper, paper, paper_certified = float(rep.upper), float(rep.paper), bool(rep.paper_certified)
         lower = float(rep.lower) if lower_applies else 0.0
     report = SandwichReport(int(n), float(delta), lower, lower_applies, worst.epsilon, worst.others,

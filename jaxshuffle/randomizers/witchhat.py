@@ -24,9 +24,10 @@ total variation between inputs at distance ``d`` (largest at ``d = 2b``), ``s = 
 
 Variation-ratio parameters (:meth:`WitchHat.vr_params`): ``p = e^{eps0}``, ``beta = TV(2b)``,
 ``q = e^{eps0}`` (the blanket ratio ``max_{x1, x, z} p(z|x1)/p(z|x)`` is ``e^{max D}``, the same
-number). Since ``q = p``, :func:`jaxshuffle.amplify`'s certified ``upper`` is the stronger clone
-at ``eps0`` (the worst-case pair, ``w = 0``); the paper's value at ``beta = TV(2b)`` has ``w > 0``
-and stays labelled uncertified.
+number). :func:`jaxshuffle.amplify`'s certified ``upper`` is the standard clone at ``eps0``
+(``r = 1/(2q)``, proven for every randomizer with blanket ratio ``q``; docs/math.md 5.4): the
+stronger clone's constant ``1/(p+1)`` is proven for k-ary RR, not for WitchHat. The paper's value at
+``beta = TV(2b)`` has ``w > 0`` and stays labelled uncertified.
 
 The supplement's printed variance bound (:meth:`WitchHat.variance_bound`) has a term
 ``3 m^2 f`` where its own derivation gives ``3 m^2 f^2`` (lengths cubed next to lengths
