@@ -15,11 +15,13 @@ and ``index`` are data like the results. Axes with one value are kept (``Dataset
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
+from jaxshuffle.sweeps.grid import MAX_GRID_POINTS
 from jaxshuffle.sweeps.store import COLUMNS, RESULT_ORDER, ROUNDS_RESULT_ORDER
 
 _INSTALL = 'pip install "jaxshuffle[frames]"'
@@ -91,6 +93,10 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq[order], rank[np.asarray(inverse).ravel()]
 
 
+def _where(dims, coords, cell) -> str:
+    return ", ".join(f"{d}={coords[d][int(i)]!r}" for d, i in zip(dims, cell))
+
+
 def _fill(column: np.ndarray, shape: tuple[int, ...], flat: np.ndarray) -> np.ndarray:
     """An array of ``shape`` with the column at the flat positions and a missing marker elsewhere."""
     kind = column.dtype.kind
@@ -150,28 +156,35 @@ def to_xarray(result, *, missing: str = "raise", dims=None):
         coords[d] = values
         codes.append(code)
     shape = tuple(len(coords[d]) for d in dims)
-    flat = np.ravel_multi_index(tuple(codes), shape) if len(result) else np.zeros(0, np.int64)
-    counts = np.bincount(flat, minlength=int(np.prod(shape)))
-    if (counts > 1).any():
-        cell = int(np.argmax(counts > 1))
-        rows = np.nonzero(flat == cell)[0][:2].tolist()
-        where = ", ".join(f"{d}={coords[d][i]!r}" for d, i in zip(dims, np.unravel_index(cell, shape)))
-        raise ValueError(f"dims: rows {rows[0]} and {rows[1]} have the same axis values ({where}), so {dims} do "
-                         "not identify the points (a result without its grid description or with a derived "
-                         "column as an axis? pass dims=)")
-    absent = int((counts == 0).sum())
+    total = math.prod(shape)
+    order = np.lexsort(codes[::-1])  # rows in C order of their cells (the first dim varies slowest)
+    cells = np.stack(codes)[:, order]
+    same = np.all(cells[:, 1:] == cells[:, :-1], axis=0)
+    if same.any():
+        j = int(np.argmax(same))
+        raise ValueError(f"dims: rows {order[j]} and {order[j + 1]} have the same axis values "
+                         f"({_where(dims, coords, cells[:, j])}), so {dims} do not identify the points (a result "
+                         "without its grid description, or a derived column as an axis? pass dims=)")
+    absent = total - len(result)
+    flat = np.ravel_multi_index(cells, shape) if absent and total <= MAX_GRID_POINTS else None
     if absent and missing == "raise":
-        cell = int(np.argmax(counts == 0))
-        where = ", ".join(f"{d}={coords[d][i]!r}" for d, i in zip(dims, np.unravel_index(cell, shape)))
-        raise ValueError(f"result: {absent} of {counts.size} combinations of the axes {dims} have no point (e.g. "
-                         f"{where}): a partial or filtered sweep, or randomizers with different options; pass "
-                         "missing='fill' for NaN there, select() a full product, or use to_pandas()")
+        example = ""
+        if flat is not None:  # the first cell without a point
+            wrong = flat != np.arange(flat.size)  # flat is sorted and distinct
+            k = int(np.argmax(wrong)) if wrong.any() else flat.size
+            example = f" (e.g. {_where(dims, coords, np.unravel_index(k, shape))})"
+        raise ValueError(f"result: {absent} of {total} combinations of the axes {dims} have no point{example}: a "
+                         "partial or filtered sweep, or randomizers with different options; pass missing='fill' "
+                         "for NaN there, select() a full product, or use to_pandas()")
+    if absent and flat is None:
+        raise ValueError(f"result: missing='fill' would make {total} cells for {len(result)} points (more than "
+                         f"{MAX_GRID_POINTS}, JAXSHUFFLE_MAX_GRID); select() fewer randomizers or values first")
     data = {}
     for k, col in result.columns.items():
         if k in coords:
             continue
         col = np.asarray(col)
-        arr = col[np.argsort(flat)].reshape(shape) if not absent else _fill(col, shape, flat)
+        arr = col[order].reshape(shape) if not absent else _fill(col[order], shape, flat)
         attrs = {"description": COLUMNS[k]} if k in COLUMNS else {}
         data[k] = (dims, arr, attrs)
     attrs = {"complete": int(result.complete)}
