@@ -18,7 +18,7 @@ xr = pytest.importorskip("xarray")
 from jaxshuffle import sweeps as sw  # noqa: E402
 from jaxshuffle.sweeps import frames  # noqa: E402
 from jaxshuffle.sweeps import grid as grid_mod  # noqa: E402
-from jaxshuffle.sweeps.store import SweepResult  # noqa: E402
+from jaxshuffle.sweeps.store import SweepResult, write_results  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -96,13 +96,17 @@ def test_selected_result_is_a_smaller_product(res):
     assert_same(ds["upper"].values.ravel(), res.select(n=16)["upper"], "upper")
 
 
-def test_rule_derived_option_is_a_data_variable():
+def test_rule_derived_option_is_a_data_variable(tmp_path):
     r = fake("grr", "4,16", "1e-3", {"eps0": "0.5,1,2", "k": "max(2, round(exp(eps0)))"})
     assert list(r.keys())[:4] == ["index", "randomizer", "eps0", "k"]
     ds = r.to_xarray()
     assert list(ds.dims) == ["randomizer", "eps0", "n", "delta_rule"]
     assert "k" in ds.data_vars and ds["k"].dims == tuple(ds.dims)
     assert np.array_equal(ds["k"].values.ravel(), r["k"])
+    # loaded from the files (npz or CSV, with the JSON sidecar): the same dataset, bit for bit
+    write_results(tmp_path, r, list(r.keys()))
+    for loaded in (sw.load(tmp_path), sw.load(tmp_path / "results.csv")):
+        assert loaded.to_xarray().identical(ds)
     # without its grid description (a bare CSV) k counts as an axis: not a full product, a clear error
     bare = SweepResult(r.columns)
     with pytest.raises(ValueError, match=r"of the axes \['randomizer', 'eps0', 'k', 'n', 'delta_rule'\] have no"):
@@ -110,7 +114,7 @@ def test_rule_derived_option_is_a_data_variable():
     assert list(bare.to_xarray(dims=["randomizer", "eps0", "n", "delta_rule"]).dims) == list(ds.dims)
 
 
-def test_missing_combinations_raise_or_fill(res):
+def test_missing_combinations_raise_or_fill(res, monkeypatch):
     part = res.select(eps0=2)
     drop = SweepResult({k: np.concatenate([part[k][1:], res.select(eps0=0.5)[k]]) for k in res.keys()},
                        res.meta)  # 7 of 8 points (and rows out of order)
@@ -132,6 +136,17 @@ def test_missing_combinations_raise_or_fill(res):
         assert c["certified"].item() == drop["certified"][i] and c["status"].item() == drop["status"][i]
     with pytest.raises(ValueError, match="missing: must be one of"):
         drop.to_xarray(missing="nan")
+    monkeypatch.setattr(frames, "MAX_GRID_POINTS", 7)  # fill allocates every cell: refused past the grid cap
+    with pytest.raises(ValueError, match="missing='fill' would make 8 cells for 7 points"):
+        drop.to_xarray(missing="fill")
+
+
+def test_rounds_axis_is_a_dim():
+    r = fake("general", "4,16", "0.01/n", {"eps0": "1,2"}, rounds="1,10,100")
+    ds = r.to_xarray()
+    assert ds.sizes == {"randomizer": 1, "eps0": 2, "n": 2, "rounds": 3, "delta_rule": 1}
+    assert ds["rounds"].values.tolist() == [1.0, 10.0, 100.0]
+    assert np.array_equal(ds["index"].values.ravel(), r["index"])  # grid order is the C order of the dims
 
 
 def test_several_randomizers_options_they_lack_are_nan():
