@@ -4,7 +4,8 @@ Modules: :mod:`~jaxshuffle.sweeps.grid` (the grid syntax: the only parser), :mod
 (the searches behind each point), :mod:`~jaxshuffle.sweeps.schedule` (buckets, chunks, the runner),
 :mod:`~jaxshuffle.sweeps.store` (files, load), :mod:`~jaxshuffle.sweeps.merge` (shards),
 :mod:`~jaxshuffle.sweeps.run` (the driver :func:`sweep`), :mod:`~jaxshuffle.sweeps.distributed` (chunks on a
-Dask cluster or any executor). The command line is in
+Dask cluster or any executor), :mod:`~jaxshuffle.sweeps.frames` (results as pandas, xarray, Parquet: the
+``frames`` extra). The command line is in
 :mod:`jaxshuffle.cli.sweep`.
 
 :func:`sweep` evaluates every combination of a randomizer's options (``eps0``, ``k``, ...),
@@ -21,6 +22,7 @@ and the grid parsers::
     from jaxshuffle import sweep
     res = sweep("grr", k=10, eps0="0.5..8:16", n="1e3..1e6:7", delta="0.01/n", out="runs/grr")
     res["upper"], res["lower"], res["paper"]          # numpy columns, one entry per grid point
+    res.to_pandas(), res.to_xarray()                  # a DataFrame; a Dataset over the grid axes
 
 How it runs
 -----------

@@ -282,6 +282,24 @@ class SweepResult:
     def __repr__(self) -> str:
         return f"SweepResult({len(self)} points, columns={list(self.columns)}, complete={self.complete})"
 
+    def to_pandas(self):
+        """A pandas DataFrame, one row per point (:func:`jaxshuffle.sweeps.frames.to_pandas`)."""
+        from jaxshuffle.sweeps import frames
+
+        return frames.to_pandas(self)
+
+    def to_xarray(self, *, missing: str = "raise", dims=None):
+        """An xarray Dataset over the grid axes (:func:`jaxshuffle.sweeps.frames.to_xarray`)."""
+        from jaxshuffle.sweeps import frames
+
+        return frames.to_xarray(self, missing=missing, dims=dims)
+
+    def to_parquet(self, path, *, overwrite: bool = False) -> Path:
+        """Write one Parquet file atomically (:func:`jaxshuffle.sweeps.frames.to_parquet`)."""
+        from jaxshuffle.sweeps import frames
+
+        return frames.to_parquet(self, path, overwrite=overwrite)
+
 
 def load(path) -> SweepResult:
     """Load sweep results from a directory (``results.npz`` or ``results.csv``), a ``.npz`` or a ``.csv``.
