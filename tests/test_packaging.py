@@ -81,6 +81,6 @@ def test_citation_cff_parses_and_matches_the_package():
     assert paper["authors"][0] == {"family-names": "Wang", "given-names": "Shaowei"} and paper["year"] == 2024
     # The release date is the CHANGELOG's for this version, where the CHANGELOG dates it.
     dated = re.search(rf"^## \[{re.escape(jaxshuffle.__version__)}\] - (\d{{4}}-\d\d-\d\d)",
-                      (ROOT / "CHANGELOG.md").read_text(), re.M)
+                      (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
     if dated:
         assert str(cff["date-released"]) == dated.group(1)
