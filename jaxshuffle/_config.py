@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: The package version (one home: jaxshuffle.__version__ re-exports it).
+#: The package version, its one home: pyproject.toml reads it ([tool.setuptools.dynamic], statically,
+#: without importing jax) and jaxshuffle.__version__ re-exports it.
 VERSION = "0.2.0"
 
 X64_ON_IMPORT = os.environ.get("JAXSHUFFLE_ENABLE_X64", "1").strip().lower() not in ("0", "false", "no", "off")
