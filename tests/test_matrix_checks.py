@@ -55,6 +55,16 @@ def test_a_larger_ratio_than_the_blanket_ratio_q_is_refused():
         R.with_matrix(_vr(1.5, q=1.2), [[0.6, 0.4], [0.4, 0.6]])
 
 
+def test_a_metric_row_accepts_its_matrix_only_where_the_victims_pair_is_the_farthest():
+    """The engine takes every pair of rows as the victim's; a metric row's ``p`` covers inputs 0 and 1."""
+    from jaxshuffle.randomizers.metric import metric_exponential, metric_exponential_log_matrix
+
+    R.with_matrix(metric_exponential(1.0, 1.0, 1.0), np.exp(np.asarray(metric_exponential_log_matrix(1.0, 1.0, 1.0))))
+    with pytest.raises(ValueError, match=r"^matrix: its largest probability ratio is 21.27"):
+        R.with_matrix(metric_exponential(0.1, 5.0, 5.0),
+                      np.exp(np.asarray(metric_exponential_log_matrix(0.1, 5.0, 5.0))))
+
+
 BAD = [
     ("complex", [[0.5 + 1j, 0.5], [0.5, 0.5]], r"real numbers .*complex128"),
     ("object", np.array([[0.5, 0.5], [0.5, 0.5]], dtype=object), r"real numbers .*object"),

@@ -148,7 +148,10 @@ def with_matrix(params: "VRParams", matrix) -> "VRParams":
 
     The definitions of ``p, beta, q`` (docs/math.md section 10) make each an upper bound on the
     matrix's own value, so a matrix above any of them is not the mechanism. Parameter points that are
-    NaN (invalid options) or traced are not compared.
+    NaN (invalid options) or traced are not compared. The matrix engine takes every pair of rows as a
+    possible pair of the victim's inputs, so the metric rows, whose ``p`` and ``beta`` describe only the
+    victim's two inputs (0 and 1), accept their matrix only where no other pair of rows is further apart
+    (``metric_exponential(1, 1, 1)``'s yes, ``metric_exponential(0.1, 5, 5)``'s no).
 
     Args:
       params: the randomizer's :class:`VRParams`.
