@@ -96,8 +96,9 @@ class PairForms(NamedTuple):
 
 
 def validate_matrix(matrix) -> np.ndarray:
-    """A float64 ``K x K'`` row-stochastic matrix (:func:`jaxshuffle.exact.validate_matrix`: rows within
-    1e-9 of 1, entries finite and >= 0) with 2 to ``MAX_INPUTS`` inputs and at most ``MAX_OUTPUTS`` messages."""
+    """A float64 ``K x K'`` row-stochastic matrix (:func:`jaxshuffle.exact.validate_matrix`: a real numeric
+    dtype, complex, boolean, object and string arrays refused; rows within 1e-9 of 1, entries finite and
+    >= 0) with 2 to ``MAX_INPUTS`` inputs and at most ``MAX_OUTPUTS`` messages; else ValueError naming ``matrix``."""
     from jaxshuffle.exact.enumerate import validate_matrix as validate_stochastic
 
     require_x64()

@@ -30,13 +30,35 @@ UNIT_ROUNDOFF = 2.0 ** -53  # unit roundoff of float64
 
 
 def validate_matrix(matrix) -> np.ndarray:
-    m = np.asarray(matrix, dtype=np.float64)
+    """``matrix`` as a float64 row-stochastic ``K x Y`` array, checked; the one validator of raw matrices.
+
+    Checks, in order: real numeric dtype (integers or floats; complex, boolean, object and string
+    arrays are refused rather than cast, so no imaginary part is dropped), 2-D with at least one row
+    and one column, finite entries, entries ``>= 0``, every row summing to 1 within ``1e-9``
+    (absolute). Callers add their own limits (the matrix engine: 2 to ``MAX_INPUTS`` rows).
+
+    Args:
+      matrix: array-like ``R[x, y] = P(R(x) = y)``.
+
+    Returns:
+      The matrix as a float64 numpy array.
+
+    Raises:
+      ValueError: one line naming ``matrix``, the property it breaks and the allowed range.
+    """
+    try:
+        raw = np.asarray(matrix)
+    except (ValueError, TypeError) as err:  # ragged nested lists
+        raise ValueError(f"matrix: must be a 2-D array of real numbers, got {type(matrix).__name__} ({err})") from None
+    check(np.array(raw.dtype.kind in "iuf"), "matrix",
+          f"must hold real numbers (integer or float dtype), got dtype {raw.dtype}")
+    m = raw.astype(np.float64)
     check(m.ndim == 2 and m.shape[0] >= 1 and m.shape[1] >= 1, "matrix",
           f"must be a 2-D K x Y array, got shape {m.shape}")
-    check(np.isfinite(m), "matrix", "entries must be finite")
-    check(m >= 0, "matrix", "entries must be >= 0")
+    check(np.isfinite(m), "matrix", "entries must be finite", value=m)
+    check(m >= 0, "matrix", "entries must be >= 0", value=m)
     check(np.abs(m.sum(axis=1) - 1.0) <= _ROW_SUM_TOL, "matrix",
-          f"rows must sum to 1 (row-stochastic, tolerance {_ROW_SUM_TOL})")
+          f"rows must sum to 1 within {_ROW_SUM_TOL:g} (row-stochastic; the row's sum)", value=m.sum(axis=1))
     return m
 
 

@@ -87,9 +87,113 @@ class RowMatrix:
         return list(zip(*(np.broadcast_to(np.asarray(o, np.float64), shape).ravel() for o in self.options)))
 
 
+#: relative slack of :func:`with_matrix`'s comparisons of the matrix's ``p``, ``q`` with the parameters'
+#: (float64 rounding of ``e^eps0`` and of the matrix entries; a few ulps)
+MATRIX_RATIO_REL = 1e-12
+#: absolute slack of :func:`with_matrix`'s comparison of the matrix's total variation with ``beta``
+#: (the rows' rounding, as the row-sum tolerance)
+MATRIX_TV_ABS = 1e-9
+#: largest ``K^2 K'`` for which :func:`with_matrix` computes the matrix's total variation (about 0.5 s)
+MATRIX_TV_MAX_WORK = 1 << 27
+
+
+def matrix_ratio(R: np.ndarray) -> float:
+    """The matrix's largest probability ratio ``max_{y, x, x'} R(x, y) / R(x', y)`` (its ``p``, so
+    ``log`` of it is its LDP epsilon): ``inf`` where a column holds both a zero and a nonzero entry,
+    columns of zeros ignored; 1 for a matrix with no nonzero column (not row-stochastic)."""
+    hi, lo = R.max(axis=0), R.min(axis=0)
+    live = hi > 0
+    if not live.any():
+        return 1.0
+    if (lo[live] == 0).any():
+        return math.inf
+    return float(np.max(hi[live] / lo[live]))
+
+
+def _input_count(mechanism, shape) -> int | None:
+    """The number of inputs the parameters' own mechanism has, where it says (one point), else None."""
+    if isinstance(mechanism, KaryRR) and is_concrete(mechanism.k):
+        k = np.unique(np.asarray(mechanism.k, np.float64))
+        k = k[np.isfinite(k)]
+        return int(k[0]) if k.size == 1 else None
+    if isinstance(mechanism, MatrixMechanism) and is_concrete(mechanism.matrix):
+        return int(np.shape(mechanism.matrix)[0])
+    if isinstance(mechanism, RowMatrix) and all(is_concrete(o) for o in mechanism.options):
+        points = {tuple(pt) for pt in mechanism.points(shape)}
+        if len(points) == 1:
+            from jaxshuffle.randomizers.matrices import row_matrix
+            M = row_matrix(mechanism.builder, *points.pop())
+            return None if M is None else int(M.shape[0])
+    return None
+
+
 def with_matrix(params: "VRParams", matrix) -> "VRParams":
-    """``params`` carrying :class:`MatrixMechanism` ``matrix`` (a catalog row's attachment)."""
-    return dataclasses.replace(params, mechanism=MatrixMechanism(jnp.asarray(matrix, dtype=jnp.float64)))
+    """``params`` carrying :class:`MatrixMechanism` ``matrix``, once the matrix is checked against them.
+
+    ``amplify`` then folds in the matrix engine's bounds as bounds *of the randomizer the parameters
+    describe*, so a matrix that is not that randomizer would give a wrong certified answer. Checked:
+
+    * the matrix itself (:func:`jaxshuffle.exact.enumerate.validate_matrix`): a real numeric 2-D array
+      (complex, boolean, object and string dtypes refused, not cast), finite, entries ``>= 0``, every
+      row summing to 1 within ``1e-9`` (absolute), and at least 2 rows (inputs);
+    * its input count against the parameters' own mechanism where they carry one at a single point
+      (:class:`KaryRR`'s ``k``, a :class:`RowMatrix`'s built matrix, a previously attached
+      :class:`MatrixMechanism`); plain ``VRParams`` carry no input count, so none is checked there;
+    * its largest probability ratio ``p_matrix = max_{y, x, x'} R(x, y) / R(x', y)`` (``inf`` where a
+      column holds both a zero and a nonzero entry) is at most ``p (1 + 1e-12)``;
+    * its largest total variation between two rows is at most ``beta + 1e-9`` (for ``K^2 K' <= 2^27``
+      only: above, this ``O(K^2 K')`` check is skipped);
+    * for a single-message randomizer (``blanket_per_user`` None) the blanket ratio of the matrix,
+      ``max R(x1, y) / R(x, y)`` over every pair of inputs, is ``p_matrix``: at most ``q (1 + 1e-12)``.
+
+    The definitions of ``p, beta, q`` (docs/math.md section 10) make each an upper bound on the
+    matrix's own value, so a matrix above any of them is not the mechanism. Parameter points that are
+    NaN (invalid options) or traced are not compared. The matrix engine takes every pair of rows as a
+    possible pair of the victim's inputs, so the metric rows, whose ``p`` and ``beta`` describe only the
+    victim's two inputs (0 and 1), accept their matrix only where no other pair of rows is further apart
+    (``metric_exponential(1, 1, 1)``'s yes, ``metric_exponential(0.1, 5, 5)``'s no).
+
+    Args:
+      params: the randomizer's :class:`VRParams`.
+      matrix: array-like ``K x K'`` matrix, ``matrix[x, y] = P(R(x) = y)``.
+
+    Returns:
+      ``params`` with ``mechanism = MatrixMechanism(matrix)`` (float64).
+
+    Raises:
+      ValueError: one line naming ``matrix``, the property it breaks and the allowed range.
+    """
+    from jaxshuffle.exact.enumerate import validate_matrix
+
+    R = validate_matrix(matrix)
+    check(np.array(R.shape[0] >= 2), "matrix", "must have at least 2 rows (inputs)", value=R.shape[0])
+    k = _input_count(params.mechanism, np.shape(params.p))
+    if k is not None:
+        check(np.array(R.shape[0] == k), "matrix",
+              f"must have as many rows as the randomizer has inputs ({k}), got {R.shape[0]} rows")
+    ratio = matrix_ratio(R)
+    # O(K^2 K'): skipped (no beta check) above MATRIX_TV_MAX_WORK, where it would cost seconds
+    tv = (max(float(np.max(0.5 * np.abs(R - R[x]).sum(axis=1))) for x in range(R.shape[0]))
+          if R.shape[0] ** 2 * R.shape[1] <= MATRIX_TV_MAX_WORK else None)
+
+    def compare(field, value: float, name: str, what: str, slack) -> None:
+        if not is_concrete(field):
+            return
+        bound = np.asarray(field, np.float64)
+        ok = np.isnan(bound) | (value <= slack(bound))
+        if not ok.all():
+            b = float(bound[~ok].flat[0]) if bound.ndim else float(bound)
+            eps = lambda x: f" (eps0 = {math.log(x):.6g})" if name != "beta" and x > 0 else ""  # noqa: E731
+            raise ValueError(f"matrix: its {what} is {value:.6g}{eps(value)}, above the parameters' "
+                             f"{name} = {b:.6g}{eps(b)}; it must be at most {name}")
+
+    compare(params.p, ratio, "p", "largest probability ratio", lambda b: b * (1.0 + MATRIX_RATIO_REL))
+    if tv is not None:
+        compare(params.beta, tv, "beta", "largest total variation between two rows", lambda b: b + MATRIX_TV_ABS)
+    if params.blanket_per_user is None:
+        compare(params.q, ratio, "q", "blanket ratio (largest probability ratio)",
+                lambda b: b * (1.0 + MATRIX_RATIO_REL))
+    return dataclasses.replace(params, mechanism=MatrixMechanism(jnp.asarray(R, dtype=jnp.float64)))
 
 
 @jax.tree_util.register_dataclass
