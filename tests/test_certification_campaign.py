@@ -8,7 +8,9 @@ bisection width is 1e-13 and its arithmetic is good to ~1e-15).
 Fast tier: the reference's sanity checks and five regression points (exact values hard-coded).
 Slow tier: the campaign over k = 2..6, n <= 12, six eps0 and six delta (``krr_bounds`` on every point
 in one batched call, ``amplify`` on a random sample), the hard-coded values recomputed, and the
-matrix engine (``matrix_bounds``) on the k-RR matrix at a few points.
+matrix engine (``matrix_bounds``) on the k-RR matrix at a few points, random matrices with zeros and
+near-equal columns through the matrix engine and its lattice refinement against ``jaxshuffle.exact``'s
+enumeration, and composed rounds against exact composition.
 """
 import itertools
 import math
@@ -278,3 +280,41 @@ def test_composed_rounds_at_small_n_stay_above_exact_composition():
                 checked += 1
             assert worst <= upper + 1e-9, (eps0, k, n, T, delta, worst, upper)
     assert checked > 20
+
+
+def _adversarial_matrix(rng, K, Kp):
+    """A random K x Kp row-stochastic matrix with zero entries and two columns equal up to 1e-12 relative
+    (their pair forms' coefficients nearly cancel)."""
+    M = rng.exponential(size=(K, Kp)) * (rng.random((K, Kp)) > 0.25)
+    M[:, 1] = M[:, 0] * (1 + 1e-12)
+    M[:, 2] += 1e-3  # no empty row, and column 2 nowhere zero
+    return M / M.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_random_matrices_through_the_matrix_engine_and_lattice_at_tiny_delta():
+    """Random 4 x 5 and 5 x 6 matrices (zeros, near-equal columns), n = 2, 3, delta down to 1e-10: the
+    matrix engine's bracket (the blanket forms, and the lattice refinement of its upper, 18.8) holds every
+    dataset of the others (every multiset, every ordered pair of inputs, exact enumeration of the shuffled
+    histogram by ``jaxshuffle.exact``): each dataset's exact eps <= upper, and lower <= the worst one."""
+    from jaxshuffle import blanket_matrix as bm
+    from jaxshuffle.exact import enumerate as exact
+
+    rng = np.random.default_rng(38)
+    checked = {"mechanisms": 0, "datasets": 0}
+    for K, Kp, n, delta in [(4, 5, 3, 1e-10), (5, 6, 2, 1e-10), (5, 6, 3, 1e-6), (4, 5, 2, 1e-3)]:
+        M = _adversarial_matrix(rng, K, Kp)
+        pl = bm.plan_matrix(M, n, delta)
+        for lattice in (False, True):
+            b = bm.search_matrix(pl, lattice=lattice)
+            worst = 0.0
+            for x0, x1 in itertools.combinations(range(K), 2):  # exact.epsilon takes both directions
+                for others in itertools.combinations_with_replacement(range(K), n - 1):
+                    ex = exact.epsilon(M, x0, x1, list(others), delta)
+                    worst = max(worst, ex)
+                    assert ex <= b.upper + SLACK, (K, Kp, n, delta, lattice, x0, x1, others, ex, b)
+                    checked["datasets"] += 1
+            assert b.lower <= worst + SLACK and b.lower <= b.upper, (K, Kp, n, delta, lattice, b, worst)
+            checked["mechanisms"] += 1
+    print("random matrices:", checked)
+    assert checked["mechanisms"] == 8
