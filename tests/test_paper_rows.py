@@ -118,8 +118,13 @@ def test_figures_3_and_4_reproduce_the_printed_savings():
         v = fig.valid
         assert v.sum() >= 2
         ratios = fig.ratios()
-        # "about 75 %": ratio eps'/eps in [3.3, 6] (savings 70-83 %) for the certified bound
-        assert np.all((ratios["upper"][v] > 3.3) & (ratios["upper"][v] < 6.0)), (fig.protocol, ratios["upper"])
+        if fig.protocol == "balls-into-bins":
+            # "about 75 %": ratio eps'/eps in [3.3, 6] (savings 70-83 %) for the certified bound
+            assert np.all((ratios["upper"][v] > 3.3) & (ratios["upper"][v] < 6.0)), (fig.protocol, ratios["upper"])
+        else:
+            # Cheu-Zhilyaev's row is certified by the standard clone (docs/math.md 5.4; the paper's ~75 %
+            # rests on the stronger clone, not proven for it): "more than 50 %", as the paper says of Thm 4.2
+            assert np.all(ratios["upper"][v] > 2.0), (fig.protocol, ratios["upper"])
         assert np.all(ratios["paper"][v] >= ratios["upper"][v] * (1 - 1e-9))
         # Theorem 4.2: more than 50 % where it applies; Theorem 4.3: better than the original
         ok42 = v & np.isfinite(fig.thm42)
@@ -182,8 +187,8 @@ def test_figure_5_savings_reproduce_only_with_the_scripts_beta():
     fig = range_query_figure(np.array([1.0, 3.0])[:, None, None], np.array([64.0, 2048.0])[None, :, None],
                              np.array([1e4, 1e5])[None, None, :])
     s_basic, s_best, s_worst = (fig.savings(a) for a in ("basic", "separate_best_paper", "separate_worst"))
-    # printed formula (Theorem 6.1 as printed): at most 58 % against basic, and worse than "separate, best"
-    assert np.all(s_basic["advanced_paper"] > 0.05) and np.all(s_basic["advanced_paper"] < 0.60)
+    # printed formula (Theorem 6.1 as printed): short of the printed ~75 % against the certified basic composition
+    assert np.all(s_basic["advanced_paper"] > 0.05) and np.all(s_basic["advanced_paper"] < 0.70)
     assert np.any(s_best["advanced_paper"] < 0)
     # the script's beta: >= 70 % against basic, 80-95 % against "separate, best", >= 80 % against "separate, worst"
     assert np.all(s_basic["advanced_script"] > 0.70)
