@@ -30,7 +30,8 @@ import numpy as np
 
 from jaxshuffle.accountant.amplify import amplify
 from jaxshuffle.exact.enumerate import lower_bound_parameters, validate_matrix, worst_case_epsilon
-from jaxshuffle.randomizers.params import LowerParams, VRParams, with_matrix
+from jaxshuffle.randomizers.params import (LowerParams, VRParams, matrix_ratio, matrix_total_variation,
+                                          with_matrix)
 
 # exact.epsilon resolves eps to 1e-11 and leaves float rounding (~1e-12 relative) out.
 _ORDER_SLACK_REL, _ORDER_SLACK_ABS = 1e-9, 1e-10
@@ -76,12 +77,8 @@ def matrix_vr_parameters(matrix) -> tuple[float, float, float]:
     """``(p, beta, q)`` of a finite randomizer: largest probability ratio, largest total
     variation between rows, and ``q = p`` (single message, no separate blanket)."""
     m = np.asarray(matrix, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = m[:, None, :] / m[None, :, :]
-    ratio = np.where((m[:, None, :] == 0) & (m[None, :, :] == 0), 1.0, ratio)
-    p = float(np.nanmax(ratio))
-    beta = float((0.5 * np.abs(m[:, None, :] - m[None, :, :]).sum(axis=-1)).max())
-    return p, beta, p
+    p = matrix_ratio(m)
+    return p, matrix_total_variation(m), p
 
 
 def sandwich(matrix, x0: int, x1: int, n: int, delta: float, *, candidates: str = "all-equal",

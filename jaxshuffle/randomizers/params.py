@@ -110,6 +110,12 @@ def matrix_ratio(R: np.ndarray) -> float:
     return float(np.max(hi[live] / lo[live]))
 
 
+def matrix_total_variation(R: np.ndarray) -> float:
+    """The matrix's largest total variation between two rows, ``max_{x, x'} (1/2) sum_y |R(x, y) - R(x', y)|``
+    (its ``beta``); ``O(K^2 K')`` time, ``O(K K')`` memory."""
+    return max(float(np.max(0.5 * np.abs(R - R[x]).sum(axis=1))) for x in range(R.shape[0]))
+
+
 def _input_count(mechanism, shape) -> int | None:
     """The number of inputs the parameters' own mechanism has, where it says (one point), else None."""
     if isinstance(mechanism, KaryRR) and is_concrete(mechanism.k):
@@ -173,8 +179,7 @@ def with_matrix(params: "VRParams", matrix) -> "VRParams":
               f"must have as many rows as the randomizer has inputs ({k}), got {R.shape[0]} rows")
     ratio = matrix_ratio(R)
     # O(K^2 K'): skipped (no beta check) above MATRIX_TV_MAX_WORK, where it would cost seconds
-    tv = (max(float(np.max(0.5 * np.abs(R - R[x]).sum(axis=1))) for x in range(R.shape[0]))
-          if R.shape[0] ** 2 * R.shape[1] <= MATRIX_TV_MAX_WORK else None)
+    tv = matrix_total_variation(R) if R.shape[0] ** 2 * R.shape[1] <= MATRIX_TV_MAX_WORK else None
 
     def compare(field, value: float, name: str, what: str, slack) -> None:
         if not is_concrete(field):
