@@ -125,7 +125,8 @@ class AmplificationReport(NamedTuple):
       paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
         unless ``paper_certified``).
       certified: True where ``upper`` is a sound upper bound (every valid point).
-      paper_certified: True where the paper's pair has ``w = 0`` (then it is sound).
+      paper_certified: True where the paper's pair has ``w = 0`` and its clone constant is within the one
+        proven for the randomizer (then it is sound; docs/math.md 5.4).
       has_lower: True where ``lower`` comes from a Theorem 5.1 pair.
       upper_source: :class:`UpperSource` code (int8).
       status: :class:`~jaxshuffle.search.Status` of the search behind ``upper`` (int8).
@@ -409,7 +410,7 @@ class PointInfo(NamedTuple):
     Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
     ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job without its own); ``uv``
     (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
-    ``paper_certified`` (the paper's pair has ``w = 0``); ``has_lower`` (lower-bound jobs exist);
+    ``paper_certified`` (the paper's pair has ``w = 0`` and a clone constant within the proven one); ``has_lower`` (lower-bound jobs exist);
     ``clone_proof`` (:class:`~jaxshuffle.randomizers.clone.CloneProof` of the worst-case job's pair).
     """
 
