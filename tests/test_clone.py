@@ -114,3 +114,16 @@ def test_hadamard_and_rappor_matrices_stay_below_their_certified_pair_at_small_n
                     for x0, x1 in itertools.permutations(range(K), 2)
                     for o in itertools.combinations_with_replacement(range(K), n - 1))
         assert worst <= float(rep.upper), (K, worst, float(rep.upper))
+
+
+def test_sweep_results_name_the_proof_of_their_worst_case_pair(tmp_path):
+    """A sweep's ``clone_proof`` column: the standard clone for ``general``, the stronger one for k-ary RR,
+    equal to ``amplify``'s ``clone_proof`` at the same points; ``worst_case`` is that proof's value."""
+    from jaxshuffle.sweeps import sweep
+    for name, options, proof in (("general", {}, CloneProof.STANDARD), ("grr", {"k": "3"}, CloneProof.STRONGER)):
+        res = sweep(name, eps0="0.5,2", n="50", delta="1e-6", out=tmp_path / name, quiet=True, **options)
+        assert res["clone_proof"].tolist() == [proof.name.lower()] * 2
+        params = R.build(name, eps0=np.array([0.5, 2.0]), **{k: float(v) for k, v in options.items()})
+        rep = js.amplify(params, 50, 1e-6)
+        assert np.asarray(rep.clone_proof).tolist() == [int(proof)] * 2
+        np.testing.assert_allclose(res["worst_case"], np.asarray(rep.worst_case), rtol=1e-9)

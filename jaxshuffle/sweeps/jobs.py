@@ -21,6 +21,7 @@ import numpy as np
 from jaxshuffle.sweeps.grid import catalog_rows, expand
 from jaxshuffle.sweeps.store import (
     BOOL_COLUMNS,
+    CLONE_PROOF_NAMES,
     RESULT_ORDER,
     ROUND_SOURCES,
     ROUNDS_EXTRA,
@@ -319,6 +320,7 @@ class SweepGrid:
         for k in ("status", "status_lower", "status_paper"):
             out[k] = np.asarray(STATUS_NAMES)[out[k].astype(np.int64)]
         out["upper_source"] = np.asarray(SOURCE_NAMES)[out["upper_source"].astype(np.int64)]
+        out["clone_proof"] = np.asarray(CLONE_PROOF_NAMES)[out["clone_proof"].astype(np.int64)]
         for k in BOOL_COLUMNS:
             out[k] = out[k].astype(bool)
         return out

@@ -25,6 +25,7 @@ from jaxshuffle._config import VERSION
 
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
+from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.search import Status
 
 
@@ -38,6 +39,7 @@ STORE_SCHEMA = 3
 RESUMABLE_SCHEMAS = (2, 3)
 STATUS_NAMES = tuple(s.label for s in Status)
 SOURCE_NAMES = UpperSource.NAMES
+CLONE_PROOF_NAMES = tuple(c.name.lower() for c in CloneProof)
 MAX_ITER = 60
 
 #: Result columns after the parameter columns, with their meaning (also in the JSON sidecar).
@@ -58,11 +60,14 @@ COLUMNS = {
     "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
     "worst_case": "certified eps of the clone pair whose constant is proven for this randomizer (standard clone "
                   "r = 1/(2q) by default, stronger clone 1/(p+1) for k-ary RR; docs/math.md 5.4)",
+    "clone_proof": "the proof behind worst_case (" + ", ".join(CLONE_PROOF_NAMES) + "): standard: r = 1/(2q), any "
+                   "randomizer; stronger: r = 1/(p+1), k-ary RR and binary RR on two options; general: r* of the "
+                   "mechanism's matrix; multi_message: r = 1/q (docs/math.md 5.4)",
     "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
                "the randomizer carries none or upper_from is worst-case)",
     "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + "; with a rounds axis one of "
                     + ", ".join(ROUND_SOURCES) + ")",
-    "paper_certified": "the paper's pair has w = 0 (then paper is sound and equals worst_case)",
+    "paper_certified": "the paper's pair has w = 0 and a clone constant within the proven one (then paper is sound)",
     "has_lower": "lower comes from a Theorem 5.1 pair",
     "status_lower": "engine status of the best lower-bound search",
     "status_paper": "engine status of the paper-value search",
@@ -82,14 +87,14 @@ COLUMNS = {
                 "bound at delta/(2T), capped by basic (upper bound)",
     "discretization": "rounds axis: loss grid spacing of the PLD composition (one per (randomizer options, n))",
 }
-RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "blanket", "upper_source",
-                 "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
+RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "clone_proof", "blanket",
+                "upper_source", "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
 #: Result columns of a sweep with a rounds axis (one composed_epsilon cell per point; no single-round searches).
 ROUNDS_RESULT_ORDER = ("upper", "upper_source", "certified", "pld", "pld_lower", "blanket_pld", "basic", "advanced",
                        "discretization", "p", "beta", "q")
 #: The rounds columns a rounds job stores in its chunk file's ``extra`` array, in this order.
 ROUNDS_EXTRA = ("pld", "pld_lower", "blanket_pld", "basic", "advanced", "discretization")
-STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper"}
+STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper", "clone_proof"}
 BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
 
 
