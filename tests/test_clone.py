@@ -127,3 +127,20 @@ def test_sweep_results_name_the_proof_of_their_worst_case_pair(tmp_path):
         rep = js.amplify(params, 50, 1e-6)
         assert np.asarray(rep.clone_proof).tolist() == [int(proof)] * 2
         np.testing.assert_allclose(res["worst_case"], np.asarray(rep.worst_case), rtol=1e-9)
+
+
+def test_composed_rounds_name_the_proof_of_their_pair():
+    """Composition over rounds says which proof certified its rounds' pair: the standard clone for
+    ``general`` (T = 1 equals ``amplify``'s standard-clone bound), the stronger one for k-ary RR;
+    ``compose`` lists each round's pair."""
+    from jaxshuffle.accountant.compose import compose
+    from jaxshuffle.accountant.pld import shuffled_round
+    from jaxshuffle.accountant.rounds import composed_epsilon
+    for params, proof in ((R.general(1.0), CloneProof.STANDARD), (R.grr(1.0, 10), CloneProof.STRONGER)):
+        c = composed_epsilon(params, 1e4, [1, 4], 1e-6, blanket_points=0)
+        assert c.clone_proof == proof.name.lower()
+        one = float(js.amplify(params, 1e4, 1e-6).worst_case)
+        assert c.pld[0, 0] >= one * (1 - 1e-3)  # the PLD composes the same pair, on a grid rounded up
+        rounds = [(shuffled_round(params, 1e4, discretization=1e-4), 2),
+                  (shuffled_round(R.grr(2.0, 3), 1e4, discretization=1e-4), 1)]
+        assert compose(rounds, 1e-6).sources == (f"{proof.name.lower()} clone", "stronger clone")

@@ -221,11 +221,14 @@ class CompositionBound(NamedTuple):
     lower: the composed *pairs'* epsilon from below (NaN when a round has no optimistic PLD): it
       shows how tight ``upper`` is numerically; it is not a lower bound for the mechanism.
     delta: the deltas asked for.
+    sources: each round's pair, in the order given (``RoundPLD.source``: for a shuffled round the
+      proof that certified it, e.g. ``"standard clone"``, ``"stronger clone"``, ``"blanket"``).
     """
 
     upper: np.ndarray
     lower: np.ndarray
     delta: np.ndarray
+    sources: tuple[str, ...] = ()
 
 
 def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
@@ -273,7 +276,7 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = DEFA
         if has_lower:
             los.append(compose_discrete([(lower_of(r), T) for r, T in rounds], tail=tail).epsilon(delta))
     lower = np.maximum.reduce(los) if has_lower else np.full(delta.shape, np.nan)
-    return CompositionBound(np.maximum.reduce(ups), lower, delta)
+    return CompositionBound(np.maximum.reduce(ups), lower, delta, tuple(r.source for r, _ in rounds))
 
 
 def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = DEFAULT_TAIL) -> CompositionBound:
@@ -290,4 +293,4 @@ def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = DEF
     for idx in np.ndindex(counts.shape):  # one FFT per count: each has its own window
         b = compose([(round_pld, int(counts[idx]))], delta, tail=tail)
         ups[idx], los[idx] = b.upper, b.lower
-    return CompositionBound(ups, los, np.broadcast_to(delta, counts.shape + delta.shape))
+    return CompositionBound(ups, los, np.broadcast_to(delta, counts.shape + delta.shape), (round_pld.source,))

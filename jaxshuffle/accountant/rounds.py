@@ -26,6 +26,7 @@ import numpy as np
 
 from jaxshuffle._config import check
 from jaxshuffle.randomizers.params import KaryRR
+from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
 
 #: largest n at which :func:`composed_epsilon` builds the blanket pair's PLD by default (cost grows with n)
 BLANKET_PLD_MAX_N = 1e5
@@ -48,6 +49,10 @@ class ComposedEpsilon(NamedTuple):
       not a lower bound on the mechanism).
     basic, advanced: basic and advanced composition of the certified one-round bound (upper bounds).
     discretization: the loss grid of the PLD composition.
+    clone_proof: the proof behind the worst-case pair of ``pld`` (and so of ``basic`` and ``advanced``,
+      whose one-round bound is :func:`~jaxshuffle.amplify`'s): a
+      :class:`~jaxshuffle.randomizers.clone.CloneProof` name, ``"standard"``, ``"stronger"``,
+      ``"general"`` or ``"multi_message"`` (docs/math.md 5.4).
     """
 
     rounds: np.ndarray
@@ -60,6 +65,7 @@ class ComposedEpsilon(NamedTuple):
     basic: np.ndarray
     advanced: np.ndarray
     discretization: float
+    clone_proof: str = "standard"
 
 
 def basic_composition(eps1, rounds):
@@ -123,6 +129,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
     rounds, delta = _check_rounds_delta(rounds, delta)
     blanket_points = checked_blanket_points(blanket_points)
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+    _, proof = certified_worst_case_pair(randomizer)
     comp = epsilon_over_rounds(r, rounds, delta)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
     one = np.asarray(amplify(randomizer, n, np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])).upper)
@@ -146,4 +153,5 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
     pick = np.argmin(np.where(np.isfinite(candidates), candidates, np.inf), axis=0)
     upper = np.take_along_axis(candidates, pick[None], axis=0)[0]
     return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], pld, blanket, np.asarray(comp.lower),
-                           basic, advanced, float(r.upper_forward.discretization))
+                           basic, advanced, float(r.upper_forward.discretization),
+                           CloneProof(int(np.asarray(proof))).name.lower())

@@ -77,7 +77,7 @@ def run_compose(args) -> int:
                          "pld": _num(c.pld[i, j]), "blanket_pld": _num(c.blanket_pld[i, j]),
                          "lower": _num(c.lower[i, j]),
                          "basic": _num(c.basic[i, j]), "advanced": _num(c.advanced[i, j]),
-                         "discretization": c.discretization})
+                         "discretization": c.discretization, "clone_proof": c.clone_proof})
     if args.plot is not None:
         from jaxshuffle import plot as jplot
 
@@ -90,6 +90,7 @@ def run_compose(args) -> int:
         return float("inf") if x is None else x
 
     print(_assumptions(entry, args.randomizer) + " The same users take part in every round.")
+    print(f"  worst-case pair: the {c.clone_proof} clone (docs/math.md 5.4).")
     print("  certified eps: the smallest certified bound on the T rounds: the PLD composition of the worst-case "
           "pair and, for k-RR, of the blanket pair (each composed on its own), and basic and advanced composition "
           "of the one-round bound (for k-RR the blanket pair's).")

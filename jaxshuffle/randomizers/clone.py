@@ -128,4 +128,13 @@ def certified_worst_case_pair(randomizer, xp=None):
     fields = (cu, cv, xp.zeros_like(cu), r, r)
     if xp is not jnp:
         fields = tuple(jnp.asarray(x) for x in fields)
-    return TwoCountPair(*fields, bound="upper", source="clone"), proof
+    return TwoCountPair(*fields, bound="upper", source=clone_source(proof)), proof
+
+
+def clone_source(proof) -> str:
+    """The ``source`` label of a certified clone pair: ``"<proof> clone"`` (``"standard clone"``, ...)
+    when every point has one proof, ``"clone (per-point proof)"`` when a batch mixes them."""
+    codes = np.unique(np.asarray(proof))
+    if codes.size == 1:
+        return f"{CloneProof(int(codes[0])).name.lower()} clone"
+    return "clone (per-point proof)"
