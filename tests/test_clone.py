@@ -144,3 +144,35 @@ def test_composed_rounds_name_the_proof_of_their_pair():
         rounds = [(shuffled_round(params, 1e4, discretization=1e-4), 2),
                   (shuffled_round(R.grr(2.0, 3), 1e4, discretization=1e-4), 1)]
         assert compose(rounds, 1e-6).sources == (f"{proof.name.lower()} clone", "stronger clone")
+
+
+def test_scaled_pair_certifies_only_where_proven():
+    """The opt-in (u+v)-scaled pair is proven where every pair of inputs has total variation beta:
+    k-ary RR, and a matrix whose rows' pairwise total variations are equal. Subset selection given only
+    by its parameters gets ``certified = False`` where the scaled pair gives ``upper``; with its matrix
+    (symmetric: equal pairwise TVs) the same value is certified. A matrix with unequal TVs is not."""
+    from jaxshuffle.accountant.amplify import UpperSource
+    from jaxshuffle.randomizers.clone import equal_pairwise_total_variation, scaled_pair_proven
+
+    n = np.array([2.0, 5.0, 20.0])
+    kw = dict(scaled_variant=True, upper_from="worst-case")
+    grr = js.amplify(R.grr(1.0, 3), n, 0.01, **kw)
+    assert (np.asarray(grr.upper_source) == UpperSource.SCALED).any() and np.asarray(grr.certified).all()
+    sub = js.amplify(R.subset_selection(1.0, 6, 2), n, 0.01, **kw)
+    scaled = np.asarray(sub.upper_source) == UpperSource.SCALED
+    assert scaled.any()
+    np.testing.assert_array_equal(np.asarray(sub.certified), ~scaled)
+    matrix = R.subset_selection_matrix(1.0, 6, 2)
+    assert equal_pairwise_total_variation(matrix)
+    assert scaled_pair_proven(R.with_matrix(R.subset_selection(1.0, 6, 2), matrix))
+    assert not equal_pairwise_total_variation(np.array([[0.5, 0.3, 0.2], [0.3, 0.5, 0.2], [0.2, 0.3, 0.5]]))
+    # without a scaled_variant every point is certified
+    assert np.asarray(js.amplify(R.subset_selection(1.0, 6, 2), n, 0.01).certified).all()
+
+
+def test_calibration_refuses_the_scaled_pair_where_it_is_not_proven():
+    from jaxshuffle.accountant.calibrate import calibrate_eps0, calibrate_n
+    with pytest.raises(ValueError, match="scaled_variant"):
+        calibrate_eps0("subset-selection", 0.5, 1e4, 1e-6, d=6, k=2, scaled_variant=True)
+    with pytest.raises(ValueError, match="scaled_variant"):
+        calibrate_n(R.general(1.0), 0.5, 1e-6, scaled_variant=True)

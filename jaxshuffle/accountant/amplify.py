@@ -45,9 +45,10 @@ unimodal on every grid tested (``tests/test_accountant.py``), and unimodality su
 Empirically (exact enumeration, n = 2, 3, 5, random 3-4-input mechanisms): no violation of
 ``exact <= min(1, 2)`` in 1700 cases with pair TVs below beta and 1488 cases with ``q > p``
 (largest exact/bound 0.99998). Because that covering step is tested, not proven, (2) is
-**opt-in**: ``scaled_variant=True`` adds it, and the caller takes responsibility for the
-mechanism (it is proven when every pair of inputs has total variation exactly ``beta``,
-e.g. k-ary randomized response). By default ``upper`` uses (1) and (3) only.
+**opt-in**: ``scaled_variant=True`` adds it. It is proven when every pair of inputs has total
+variation exactly ``beta`` (k-ary randomized response, binary RR on two options, a matrix with equal
+pairwise total variations: :func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`); elsewhere a
+point whose ``upper`` it gives has ``certified = False``. By default ``upper`` uses (1) and (3) only.
 
 ``lower`` (numerical lower bound): the Theorem 5.1 pair ``vr_pair(p0, beta, q0=, q1=)`` of
 the given :class:`~jaxshuffle.randomizers.LowerParams` (others all holding ``x*``), and
@@ -78,7 +79,7 @@ import numpy as np
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
 from jaxshuffle.randomizers import LowerParams, VRParams
-from jaxshuffle.randomizers.clone import certified_worst_case_pair
+from jaxshuffle.randomizers.clone import certified_worst_case_pair, scaled_pair_proven
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 from jaxshuffle.search import Status, epsilon
 
@@ -124,7 +125,9 @@ class AmplificationReport(NamedTuple):
         exact all-z / all-x0 datasets' (``0`` where ``has_lower`` is False).
       paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
         unless ``paper_certified``).
-      certified: True where ``upper`` is a sound upper bound (every valid point).
+      certified: True where ``upper`` is a sound upper bound: every valid point, except where the opt-in
+        ``(u+v)``-scaled pair gives ``upper`` for a randomizer it is not proven for
+        (:func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`; docs/math.md 5).
       paper_certified: True where the paper's pair has ``w = 0`` and its clone constant is within the one
         proven for the randomizer (then it is sound; docs/math.md 5.4).
       has_lower: True where ``lower`` comes from a Theorem 5.1 pair.
@@ -179,7 +182,8 @@ def amplify(randomizer: VRParams, n, delta, *,
         searched with their blanket count :meth:`LowerParams.n_blanket`).
       rtol: relative width of every epsilon bracket.
       scaled_variant: also use the (u+v)-scaled pair in ``upper`` (opt-in: proven only when
-        every pair of inputs has total variation exactly beta; see the module docstring).
+        every pair of inputs has total variation exactly beta; ``certified`` is False where it gives
+        ``upper`` for another randomizer; see the module docstring).
       with_paper: also compute the paper's Theorem 4.7 value (one more search per point);
         ``False`` leaves ``paper`` NaN with status ``INVALID``.
       upper_from: ``"best"`` (default): the smallest certified value over every sound source;
@@ -411,7 +415,8 @@ class PointInfo(NamedTuple):
     ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job without its own); ``uv``
     (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
     ``paper_certified`` (the paper's pair has ``w = 0`` and a clone constant within the proven one); ``has_lower`` (lower-bound jobs exist);
-    ``clone_proof`` (:class:`~jaxshuffle.randomizers.clone.CloneProof` of the worst-case job's pair).
+    ``clone_proof`` (:class:`~jaxshuffle.randomizers.clone.CloneProof` of the worst-case job's pair);
+    ``scaled_proven`` (the scaled pair is proven for the randomizer here).
     """
 
     p: jax.Array
@@ -424,6 +429,7 @@ class PointInfo(NamedTuple):
     paper_certified: jax.Array
     has_lower: jax.Array
     clone_proof: jax.Array
+    scaled_proven: jax.Array
 
 
 def _check_randomizer(randomizer) -> None:
@@ -508,7 +514,8 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
                      paper_certified=b((xp.asarray(paper_pair.w) == 0.0)
                                        & (xp.asarray(paper_pair.r0) <= xp.asarray(wc_pair.r0))),
                      has_lower=xp.full(shape, bool(lowers)),
-                     clone_proof=b(clone_proof))
+                     clone_proof=b(clone_proof),
+                     scaled_proven=b(xp.asarray(scaled_pair_proven(randomizer, shape))))
     return info, jobs
 
 
@@ -555,7 +562,7 @@ def combine_amplification(info: PointInfo, roles: Sequence[str], lower, upper, s
         blanket=xp.full(shape, xp.inf),
         lower=lower_eps,
         paper=paper,
-        certified=xp.ones(shape, dtype=bool),
+        certified=(source != UpperSource.SCALED) | info.scaled_proven,
         paper_certified=info.paper_certified,
         has_lower=info.has_lower,
         upper_source=source,

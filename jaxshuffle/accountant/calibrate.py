@@ -82,6 +82,18 @@ def _check_target(target) -> None:
     check((t > 0) & np.isfinite(t), "target_eps", "must be a finite number > 0", value=t)
 
 
+def _check_scaled_variant(params: VRParams, scaled_variant: bool) -> None:
+    """Calibration returns only certified values: ``scaled_variant`` only for a randomizer the scaled
+    pair is proven for (:func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`)."""
+    from jaxshuffle.randomizers.clone import scaled_pair_proven
+
+    if scaled_variant and not scaled_pair_proven(params, np.shape(params.p)).all():
+        raise ValueError("scaled_variant: the (u+v)-scaled pair is proven only where every pair of inputs has total "
+                         "variation beta (k-ary RR, binary RR on two options, a matrix with equal pairwise total "
+                         "variations; docs/math.md 5); calibration returns only certified values, so leave it False "
+                         "for this randomizer")
+
+
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
                    engine_rtol: float = 1e-6, max_probes: int = 200, upper_from: str = "best",
@@ -129,6 +141,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
     probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
     upper_from = _probed_source(probe0, upper_from)
+    _check_scaled_variant(probe0, scaled_variant)
     shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
     n_b, d_b = jnp.broadcast_to(n, shape), jnp.broadcast_to(delta, shape)
@@ -393,6 +406,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
     upper_from = _probed_source(params, upper_from)
+    _check_scaled_variant(params, scaled_variant)
 
     def upper_of(params, delta):
         """Certified upper at the points' counts ``x`` (one batched amplify call, or T-fold compositions)."""

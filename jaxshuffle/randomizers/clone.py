@@ -138,3 +138,34 @@ def clone_source(proof) -> str:
     if codes.size == 1:
         return f"{CloneProof(int(codes[0])).name.lower()} clone"
     return "clone (per-point proof)"
+
+
+def equal_pairwise_total_variation(matrix) -> bool:
+    """True when every pair of the matrix's rows has the same total variation (each computed as an
+    exactly rounded ``math.fsum`` of ``|R(x0, y) - R(x1, y)| / 2``, so a permutation of the same
+    entries gives the same float)."""
+    import math
+
+    R = np.asarray(matrix, dtype=np.float64)
+    tvs = {math.fsum(np.abs(R[a] - R[b]).tolist()) for a in range(len(R)) for b in range(a + 1, len(R))}
+    return len(tvs) <= 1
+
+
+def scaled_pair_proven(randomizer, shape=()) -> np.ndarray:
+    """Where the ``(u+v)``-scaled pair is proven for ``randomizer`` (bool, broadcast to ``shape``).
+
+    The scaled pair bounds the victim pair whose total variation is ``beta`` itself; covering input
+    pairs of smaller total variation is tested, not proven (docs/math.md 5, item 3). It is proven when
+    every pair of inputs has total variation ``beta``: k-ary RR, binary RR on two options, and a
+    matrix whose rows' pairwise total variations are all equal (:func:`equal_pairwise_total_variation`).
+    """
+    from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
+
+    mech = randomizer.mechanism
+    if isinstance(mech, KaryRR):
+        return np.ones(shape, dtype=bool)
+    if isinstance(mech, RowMatrix) and mech.builder == "binary-rr":
+        return np.broadcast_to(np.asarray(mech.options[1], np.float64) == 2, shape).copy()
+    if isinstance(mech, MatrixMechanism):
+        return np.full(shape, equal_pairwise_total_variation(mech.matrix))
+    return np.zeros(shape, dtype=bool)
