@@ -158,21 +158,27 @@ def test_scaled_pair_certifies_only_where_proven():
     kw = dict(scaled_variant=True, upper_from="worst-case")
     grr = js.amplify(R.grr(1.0, 3), n, 0.01, **kw)
     assert (np.asarray(grr.upper_source) == UpperSource.SCALED).any() and np.asarray(grr.certified).all()
-    sub = js.amplify(R.subset_selection(1.0, 6, 2), n, 0.01, **kw)
-    scaled = np.asarray(sub.upper_source) == UpperSource.SCALED
+    # bare parameters (no mechanism): the scaled pair is not proven
+    bare = R.VRParams(*(np.asarray(x) for x in (R.local_hash(2.0, 4).p, R.local_hash(2.0, 4).beta,
+                                                R.local_hash(2.0, 4).q)))
+    lh = js.amplify(bare, n, 0.01, **kw)
+    scaled = np.asarray(lh.upper_source) == UpperSource.SCALED
     assert scaled.any()
-    np.testing.assert_array_equal(np.asarray(sub.certified), ~scaled)
-    matrix = R.subset_selection_matrix(1.0, 6, 2)
-    assert equal_pairwise_total_variation(matrix)
-    assert scaled_pair_proven(R.with_matrix(R.subset_selection(1.0, 6, 2), matrix))
+    np.testing.assert_array_equal(np.asarray(lh.certified), ~scaled)
+    assert np.asarray(js.amplify(bare, n, 0.01).certified).all()  # without scaled_variant: every point
+    # the symmetric catalog rows: every pair of inputs at one total variation, checked on their matrices
+    for params, matrix in ((R.subset_selection(1.0, 6, 2), R.subset_selection_matrix(1.0, 6, 2)),
+                           (R.binary_rr(1.0, 4), R.binary_rr_matrix(1.0, 4)),
+                           (R.hadamard_response(1.0, 8, 4), R.hadamard_response_matrix(1.0, 8))):
+        assert equal_pairwise_total_variation(matrix)
+        assert scaled_pair_proven(params) and scaled_pair_proven(R.with_matrix(params, matrix))
     assert not equal_pairwise_total_variation(np.array([[0.5, 0.3, 0.2], [0.3, 0.5, 0.2], [0.2, 0.3, 0.5]]))
-    # without a scaled_variant every point is certified
-    assert np.asarray(js.amplify(R.subset_selection(1.0, 6, 2), n, 0.01).certified).all()
+    assert not scaled_pair_proven(R.hadamard_response(1.0, 8, 2))  # s != K/2: no proof here
 
 
 def test_calibration_refuses_the_scaled_pair_where_it_is_not_proven():
     from jaxshuffle.accountant.calibrate import calibrate_eps0, calibrate_n
     with pytest.raises(ValueError, match="scaled_variant"):
-        calibrate_eps0("subset-selection", 0.5, 1e4, 1e-6, d=6, k=2, scaled_variant=True)
+        calibrate_eps0("local-hash", 0.5, 1e4, 1e-6, l=4, scaled_variant=True)
     with pytest.raises(ValueError, match="scaled_variant"):
         calibrate_n(R.general(1.0), 0.5, 1e-6, scaled_variant=True)

@@ -358,11 +358,13 @@ def _fold(rep: AmplificationReport, blanket, low, status, status_low, covered, o
 def fold_mechanism_columns(cols: Mapping, blanket, low, status, status_low, covered, only: bool) -> dict:
     """The rule that folds a concrete mechanism's bounds into a report's columns (numpy arrays).
 
-    ``upper = min(upper, blanket)`` (both certified upper bounds, so their minimum is one; ``only``:
-    the blanket value alone), except where ``delta >= beta`` gave 0 (``UpperSource.TV``), with
-    ``upper_source`` and ``status`` following; ``lower = max(lower, low)`` with ``status_lower``
-    following; ``has_lower`` where ``covered``. ``cols`` holds ``upper, upper_source, status,
-    lower, status_lower, has_lower``; returns those and ``blanket``, new arrays.
+    ``upper = min(upper, blanket)`` (both upper bounds, so their minimum is one; ``only``: the
+    blanket value alone), except where ``delta >= beta`` gave 0 (``UpperSource.TV``), with
+    ``upper_source`` and ``status`` following, and ``certified`` where the blanket value is taken (it
+    is certified: an unproven opt-in scaled value it replaces no longer matters); ``lower = max(lower,
+    low)`` with ``status_lower`` following; ``has_lower`` where ``covered``. ``cols`` holds ``upper,
+    upper_source, status, lower, status_lower, has_lower, certified``; returns those and ``blanket``,
+    new arrays.
     """
     trivial = np.asarray(cols["upper_source"]) == UpperSource.TV
     use = ~trivial & (only | (blanket < np.asarray(cols["upper"])))
@@ -371,6 +373,7 @@ def fold_mechanism_columns(cols: Mapping, blanket, low, status, status_low, cove
             "blanket": np.asarray(blanket, dtype=np.float64),
             "upper_source": np.where(use, UpperSource.BLANKET, cols["upper_source"]).astype(np.int8),
             "status": np.where(use, status, cols["status"]).astype(np.int8),
+            "certified": np.asarray(cols["certified"]) | use,
             "lower": np.where(better_low, low, cols["lower"]),
             "status_lower": np.where(better_low, status_low, cols["status_lower"]).astype(np.int8),
             "has_lower": np.asarray(cols["has_lower"]) | np.asarray(covered)}

@@ -151,21 +151,33 @@ def equal_pairwise_total_variation(matrix) -> bool:
     return len(tvs) <= 1
 
 
+#: catalog rows (:class:`RowMatrix` builders) whose every pair of inputs has the same total variation, for
+#: every option value: the mechanism commutes with every permutation of the d options (relabelling the
+#: outputs alike), and permutations map any pair of distinct options to any other, so
+#: ``TV(R(x0), R(x1))`` is one number (``tests/test_clone.py`` checks the built matrices)
+SYMMETRIC_ROWS = ("binary-rr", "subset-selection")
+
+
 def scaled_pair_proven(randomizer, shape=()) -> np.ndarray:
     """Where the ``(u+v)``-scaled pair is proven for ``randomizer`` (bool, broadcast to ``shape``).
 
     The scaled pair bounds the victim pair whose total variation is ``beta`` itself; covering input
     pairs of smaller total variation is tested, not proven (docs/math.md 5, item 3). It is proven when
-    every pair of inputs has total variation ``beta``: k-ary RR, binary RR on two options, and a
-    matrix whose rows' pairwise total variations are all equal (:func:`equal_pairwise_total_variation`).
+    every pair of inputs has total variation ``beta``: k-ary RR; binary RR and subset selection
+    (:data:`SYMMETRIC_ROWS`); Hadamard response where its matrix is built (``B = 1``, ``s = K/2``: two
+    distinct Hadamard rows differ in exactly ``K/2`` columns); a matrix whose rows' pairwise total
+    variations are all equal (:func:`equal_pairwise_total_variation`).
     """
     from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
 
     mech = randomizer.mechanism
     if isinstance(mech, KaryRR):
         return np.ones(shape, dtype=bool)
-    if isinstance(mech, RowMatrix) and mech.builder == "binary-rr":
-        return np.broadcast_to(np.asarray(mech.options[1], np.float64) == 2, shape).copy()
+    if isinstance(mech, RowMatrix) and mech.builder in SYMMETRIC_ROWS:
+        return np.ones(shape, dtype=bool)
+    if isinstance(mech, RowMatrix) and mech.builder == "hadamard-response":
+        from jaxshuffle.randomizers.matrices import row_covers
+        return np.array([row_covers(mech.builder, *o) for o in mech.points(shape)], dtype=bool).reshape(shape)
     if isinstance(mech, MatrixMechanism):
         return np.full(shape, equal_pairwise_total_variation(mech.matrix))
     return np.zeros(shape, dtype=bool)
