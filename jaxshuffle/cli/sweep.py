@@ -24,7 +24,8 @@ _SWEEP_EPILOG = """\
 grid values:  1,2,5 (list) | 0.5:4:8 (8 linear) | 1e3..1e6:7 (7 log-spaced) | mixes: 0.1,1:5:5
 delta rules:  0.01/n, 1/n**1.1, min(1e-6, 1/n) (also in lists: 1e-6,0.01/n)
 option rules: an option may be a formula in the other options, e.g. --k 'max(1, round(d/(exp(eps0)+1)))'
-              (functions: log log10 exp sqrt min max round floor ceil; integer options are rounded)
+              (functions of one argument: log log10 exp sqrt round floor ceil; of two: min max;
+              no keywords; integer options are rounded)
 examples:
   jaxshuffle sweep                                   # default grid -> jaxshuffle-sweep/results.csv + sweep.png
   jaxshuffle sweep --randomizer general --eps0 1,2 --n 1e3,1e4 --delta 1e-6 --out DIR
