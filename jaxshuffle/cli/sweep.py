@@ -295,18 +295,42 @@ def add_plot_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: At most this many problem lines of ``jaxshuffle plot`` (then a count of the rest).
+MAX_PROBLEM_LINES = 20
+
+
 def _cmd_plot(args) -> int:
+    """``jaxshuffle plot``: check the output path and the data, then draw.
+
+    Results holding impossible values (:func:`jaxshuffle.plot.check_results`: NaN bounds, eps0 <= 0,
+    a one-round upper above eps0, lower above upper) are refused and nothing is drawn: one line per
+    problem (at most :data:`MAX_PROBLEM_LINES`) on stderr, the last as the ValueError (exit 2 from
+    the CLI). ``-o`` naming a directory, or a file in a missing or read-only folder, is refused
+    before the results are read.
+    """
+    from jaxshuffle.cli import _check_output_path
+
     try:
         from jaxshuffle import plot as jplot
 
         jplot._require_matplotlib()
     except ImportError as exc:
         raise ValueError(f"plot: {exc}") from None
+    _check_output_path("-o/--output", args.output, example="sweep.png")  # before reading anything
     with warnings.catch_warnings(record=True) as caught:  # a torn last row: one line on stderr
         warnings.simplefilter("always", RuntimeWarning)
         res = load(args.results)
     for w in caught:
         print(f"jaxshuffle: warning: {w.message}", file=sys.stderr)
+    problems = jplot.check_results(res)
+    if problems:  # one line per problem; the last one is the error itself (exit 2 from the CLI)
+        shown = problems[:MAX_PROBLEM_LINES]
+        for line in shown[:-1]:
+            print(f"jaxshuffle: error: {line}", file=sys.stderr)
+        more = "" if len(problems) == 1 else \
+            f"; {len(problems)} impossible values in all" + (f", the first {len(shown)} listed"
+                                                            if len(problems) > len(shown) else "")
+        raise ValueError(f"{shown[-1]} (nothing drawn{more})")
     targets = [float(x) for x in parse_grid(args.targets)]
     jplot.summary_figure(res, args.output, kind=args.kind, n=args.n, delta_rule=args.delta_rule,
                          randomizer=args.randomizer, targets=targets, utility_k=args.utility_k, dpi=args.dpi)
