@@ -324,12 +324,22 @@ def _cmd_epsilon(args) -> int:
     return 0
 
 
-def _check_output_path(param: str, path: str) -> None:
-    """Refuse an output file that cannot be written, before any computation (and matplotlib present)."""
+def _check_output_path(param: str, path: str, example: str = "compose.png") -> None:
+    """Refuse an output file that cannot be written, before any computation (and matplotlib present).
+
+    Args:
+      param: the option as the messages name it (``plot``, ``-o/--output``).
+      path: the output file given.
+      example: a file name the message suggests inside ``path`` when ``path`` is a directory.
+
+    Raises:
+      UsageError: ``path`` is a directory, its folder does not exist or is not writable, or
+        matplotlib is missing.
+    """
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
-        raise UsageError(f"{param}: {path} is a directory; give a file name such as {target / 'compose.png'}")
+        raise UsageError(f"{param}: {path} is a directory; give a file name such as {target / example}")
     if not parent.is_dir():
         raise UsageError(f"{param}: the folder {parent} of {path} does not exist")
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):

@@ -24,7 +24,8 @@ _SWEEP_EPILOG = """\
 grid values:  1,2,5 (list) | 0.5:4:8 (8 linear) | 1e3..1e6:7 (7 log-spaced) | mixes: 0.1,1:5:5
 delta rules:  0.01/n, 1/n**1.1, min(1e-6, 1/n) (also in lists: 1e-6,0.01/n)
 option rules: an option may be a formula in the other options, e.g. --k 'max(1, round(d/(exp(eps0)+1)))'
-              (functions: log log10 exp sqrt min max round floor ceil; integer options are rounded)
+              (functions of one argument: log log10 exp sqrt round floor ceil; of two: min max;
+              no keywords; integer options are rounded)
 examples:
   jaxshuffle sweep                                   # default grid -> jaxshuffle-sweep/results.csv + sweep.png
   jaxshuffle sweep --randomizer general --eps0 1,2 --n 1e3,1e4 --delta 1e-6 --out DIR
@@ -294,18 +295,42 @@ def add_plot_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: At most this many problem lines of ``jaxshuffle plot`` (then a count of the rest).
+MAX_PROBLEM_LINES = 20
+
+
 def _cmd_plot(args) -> int:
+    """``jaxshuffle plot``: check the output path and the data, then draw.
+
+    Results holding impossible values (:func:`jaxshuffle.plot.check_results`: NaN bounds, eps0 <= 0,
+    a one-round upper above eps0, lower above upper) are refused and nothing is drawn: one line per
+    problem (at most :data:`MAX_PROBLEM_LINES`) on stderr, the last as the ValueError (exit 2 from
+    the CLI). ``-o`` naming a directory, or a file in a missing or read-only folder, is refused
+    before the results are read.
+    """
+    from jaxshuffle.cli import _check_output_path
+
     try:
         from jaxshuffle import plot as jplot
 
         jplot._require_matplotlib()
     except ImportError as exc:
         raise ValueError(f"plot: {exc}") from None
+    _check_output_path("-o/--output", args.output, example="sweep.png")  # before reading anything
     with warnings.catch_warnings(record=True) as caught:  # a torn last row: one line on stderr
         warnings.simplefilter("always", RuntimeWarning)
         res = load(args.results)
     for w in caught:
         print(f"jaxshuffle: warning: {w.message}", file=sys.stderr)
+    problems = jplot.check_results(res)
+    if problems:  # one line per problem; the last one is the error itself (exit 2 from the CLI)
+        shown = problems[:MAX_PROBLEM_LINES]
+        for line in shown[:-1]:
+            print(f"jaxshuffle: error: {line}", file=sys.stderr)
+        more = "" if len(problems) == 1 else \
+            f"; {len(problems)} impossible values in all" + (f", the first {len(shown)} listed"
+                                                            if len(problems) > len(shown) else "")
+        raise ValueError(f"{shown[-1]} (nothing drawn{more})")
     targets = [float(x) for x in parse_grid(args.targets)]
     jplot.summary_figure(res, args.output, kind=args.kind, n=args.n, delta_rule=args.delta_rule,
                          randomizer=args.randomizer, targets=targets, utility_k=args.utility_k, dpi=args.dpi)

@@ -18,6 +18,9 @@ takes an ``ax`` (a new figure's axes when ``None``) and returns it.
   legend names its source) next to basic and advanced composition of the one-round bound, one
   colour per delta. :func:`composition_figure` draws one such panel per (randomizer options, n)
   of a sweep with a rounds axis (what ``jaxshuffle sweep --rounds`` and ``jaxshuffle plot`` draw).
+* :func:`check_results` -- the impossible values in results, one line per problem (NaN bounds,
+  eps0 <= 0, a one-round upper above eps0, lower above upper): ``jaxshuffle plot`` refuses to
+  draw such results.
 * :func:`summary_figure` -- small multiples, written to a file (what ``jaxshuffle sweep`` and
   ``jaxshuffle plot`` draw): one row of panels per randomizer, per delta rule and per value of
   every other option axis (e.g. ``k``); in each row a heat map for a dense ``(n, eps0)`` grid
@@ -61,6 +64,7 @@ from jaxshuffle.plot.amplification import (
 )
 from jaxshuffle.plot.composition import composition_curve, composition_figure, tuning_front
 from jaxshuffle.plot.facets import _representative as _representative
+from jaxshuffle.plot.facets import check_results
 
 __all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
-           "composition_figure", "tuning_front", "grr_frequency_std", "closed_form_bounds"]
+           "composition_figure", "tuning_front", "grr_frequency_std", "closed_form_bounds", "check_results"]

@@ -70,6 +70,107 @@ def _as_result(results, need=()):
     return res
 
 
+#: Relative slack of the consistency checks of :func:`check_results` (``upper <= eps0``, ``lower <= upper``).
+CHECK_RTOL = 1e-9
+
+
+def _eps0_randomizers() -> set[str]:
+    """Catalog names whose randomizer has an ``eps0`` option (elsewhere an empty eps0 cell is expected)."""
+    from jaxshuffle.randomizers import CATALOG
+
+    return {name for name, e in CATALOG.items() if any(a.name == "eps0" for a in e.args)}
+
+
+def check_results(results, *, rtol: float = CHECK_RTOL) -> list[str]:
+    """The impossible values in sweep results, one line per problem (empty when the data can be drawn).
+
+    A row is refused where
+
+    * ``upper`` (or ``lower``, where the column exists) is NaN or negative;
+    * ``eps0`` is NaN (for a randomizer with an ``eps0`` option), infinite, zero or negative: the local
+      budget of an eps0-LDP randomizer is a finite number > 0 on the plots' log axes and in
+      the ratio ``eps0 / eps`` (a sweep at eps0 = 0 has nothing to amplify);
+    * a finite ``upper`` is above ``eps0`` by more than the relative ``rtol``: shuffling one
+      round of eps0-LDP messages never raises epsilon above eps0 (not checked with a ``rounds``
+      column, whose ``upper`` is the eps of T composed rounds). ``upper = inf`` is no finite
+      certified bound (the package writes it where an engine does not cover the point), not a
+      contradiction;
+    * ``lower`` is above ``upper`` by more than the relative ``rtol``.
+
+    Args:
+      results: a :class:`jaxshuffle.sweeps.SweepResult`, a path to results or a mapping of columns.
+      rtol: relative slack of the comparisons (default :data:`CHECK_RTOL`).
+
+    Returns:
+      Lines ``"results: PATH: row I (index J): COLUMN = VALUE ..."``; ``I`` counts data rows from 0,
+      ``J`` is the row's ``index`` column (the grid point number) where there is one.
+    """
+    res = _as_result(results)
+    where = _where(res)
+    size = len(res)
+
+    def col(name):
+        if name not in res:
+            return None
+        c = res[name]
+        if c.dtype.kind not in "fiub":
+            raise ValueError(f"{where}column {name} is not numeric (dtype {c.dtype})")
+        return c.astype(np.float64)
+
+    upper, lower, eps0 = col("upper"), col("lower"), col("eps0")
+    index = res["index"] if "index" in res else None
+    names = res["randomizer"] if "randomizer" in res else None
+    with_eps0 = _eps0_randomizers()
+    one_round = "rounds" not in res
+    problems: list[tuple[int, str]] = []
+    for name, c in (("upper", upper), ("lower", lower)):
+        if c is None:
+            continue
+        for i in np.flatnonzero(np.isnan(c)):
+            problems.append((i, f"{name} = nan is not a number (a bound must be a number >= 0)"))
+        for i in np.flatnonzero(c < 0):
+            problems.append((i, f"{name} = {_fmt_value(c[i])} is negative (epsilon is >= 0)"))
+    if eps0 is not None:
+        expected = np.ones(size, bool) if names is None else np.isin(names.astype(str), list(with_eps0))
+        for i in np.flatnonzero(np.isnan(eps0) & expected):
+            problems.append((i, f"eps0 = nan is not a number (the local budget of randomizer "
+                                f"{str(names[i]) if names is not None else 'this row'!r} must be > 0)"))
+        for i in np.flatnonzero(~np.isnan(eps0) & ~(np.isfinite(eps0) & (eps0 > 0))):
+            problems.append((i, f"eps0 = {_fmt_value(eps0[i])} is not allowed "
+                                "(the local budget must be a finite number > 0)"))
+        if one_round and upper is not None:
+            ok_e = np.isfinite(eps0) & (eps0 > 0)
+            above = ok_e & np.isfinite(upper) & (upper > eps0 * (1 + rtol))
+            for i in np.flatnonzero(above):
+                problems.append((i, f"upper = {_fmt_value(upper[i])} is above eps0 = {_fmt_value(eps0[i])} "
+                                    f"(shuffling never raises epsilon above eps0; relative slack {rtol:g})"))
+    if upper is not None and lower is not None:
+        above = ~np.isnan(lower) & np.isfinite(upper) & (lower > upper + rtol * np.abs(upper))
+        for i in np.flatnonzero(above):
+            problems.append((i, f"lower = {_fmt_value(lower[i])} is above upper = {_fmt_value(upper[i])} "
+                                f"(a lower bound cannot exceed the certified upper bound; relative slack {rtol:g})"))
+    problems.sort(key=lambda t: t[0])
+    lines = []
+    for i, text in problems:
+        idx = "" if index is None else f" (index {_fmt_index(index[i])})"
+        lines.append(f"{where}row {i}{idx}: {text}")
+    return lines
+
+
+def _fmt_value(x) -> str:
+    """A float as its shortest exact text, without a trailing ``.0`` (``-1``, ``0.3``, ``1.0000000001``)."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _fmt_index(value) -> str:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(x)) if math.isfinite(x) and x == int(x) else str(value)
+
+
 def _rows(res, mask):
     from jaxshuffle.sweeps.store import SweepResult
 

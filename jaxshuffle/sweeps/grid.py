@@ -5,7 +5,10 @@ ends included); ``1e3..1e6:7`` (7 log-spaced values); pieces combine (``0.1,1:5:
 integer options are rounded and duplicates dropped (order kept). An option may be a rule in the
 randomizer's other options (``k="max(1, round(d/(exp(eps0)+1)))"``); ``delta`` accepts rules in ``n``
 (``0.01/n``, ``min(1e-6, 1/n)``). Rules are a whitelist of arithmetic evaluated in float64 (no
-Python integer powers: ``1/n**(9**9**9)`` is 0 at once). Grids are sized before anything is
+Python integer powers: ``1/n**(9**9**9)`` is 0 at once) on read-only copies of the axes: the
+functions ``log log10 exp sqrt round floor ceil`` take exactly one argument, ``min`` and ``max``
+exactly two (nest them: ``max(a, max(b, c))``), none takes a keyword; another count is refused
+before evaluation, so no rule reaches numpy's ``out`` argument. Grids are sized before anything is
 allocated: an axis of more than :data:`MAX_AXIS_VALUES` values (``JAXSHUFFLE_MAX_GRID``) is refused
 with a message naming the size and how to lift the cap.
 """
@@ -92,22 +95,84 @@ def parse_grid(text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES
     return arr[np.sort(first)]
 
 
-_FUNCS = {"log": np.log, "log10": np.log10, "exp": np.exp, "sqrt": np.sqrt, "min": np.minimum, "max": np.maximum,
-          "round": np.round, "floor": np.floor, "ceil": np.ceil}
+#: The functions a rule may call: name -> (function, number of positional arguments). Each takes
+#: exactly that many positional arguments and no keyword argument (numpy's ``out=``/``where=``, or
+#: a ufunc's positional ``out``, would write into a grid axis): ``min`` and ``max`` take two (nest
+#: them for more: ``max(a, max(b, c))``), ``round`` rounds to an integer.
+_ARITY = {"log": (np.log, 1), "log10": (np.log10, 1), "exp": (np.exp, 1), "sqrt": (np.sqrt, 1),
+          "min": (np.minimum, 2), "max": (np.maximum, 2),
+          "round": (np.round, 1), "floor": (np.floor, 1), "ceil": (np.ceil, 1)}
+
+
+class _RuleCallError(ValueError):
+    """A whitelisted function called with the wrong arguments (reported with the rule by :func:`eval_rule`)."""
+
+
+def _arity_text(name: str) -> str:
+    k = _ARITY[name][1]
+    return f"{name}() takes exactly {k} positional argument{'s' if k != 1 else ''} and no keywords"
+
+
+def _guarded(name: str):
+    fn, k = _ARITY[name]
+
+    def call(*args, **kwargs):
+        if kwargs or len(args) != k:
+            got = f"{len(args)} positional argument(s)" + (f" and keyword(s) {', '.join(kwargs)}" if kwargs else "")
+            raise _RuleCallError(f"calls {name}() with {got}; {_arity_text(name)}")
+        return fn(*args)
+
+    call.__name__ = name
+    return call
+
+
+#: The callables a rule sees: every function of :data:`_ARITY`, arity-checked.
+_FUNCS = {name: _guarded(name) for name in _ARITY}
 
 
 def check_rule(node: ast.AST, text: str, names=("n",), what: str = "delta") -> None:
+    """Refuse a rule that is not whitelisted arithmetic, before it is evaluated.
+
+    Allowed: numbers, the ``names`` (grid axes), ``+ - * / **``, unary ``+ -`` and calls of the
+    functions of :data:`_ARITY` with exactly their number of positional arguments and no keyword
+    (a function name is allowed only where it is called).
+
+    Args:
+      node: the parsed rule (``ast.parse(text, mode="eval")``).
+      text: the rule as given (for the messages).
+      names: the variables the rule may use.
+      what: the parameter or option the rule gives (the messages start with it).
+
+    Raises:
+      ValueError: one line naming ``what``, the rule and what is allowed.
+    """
     ok = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow,
           ast.USub, ast.UAdd, ast.Load, ast.Call)
+    callees = {id(sub.func) for sub in ast.walk(node) if isinstance(sub, ast.Call)}
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float)):
             continue
-        if isinstance(sub, ast.Name) and (sub.id in names or sub.id in _FUNCS):
+        if isinstance(sub, ast.Name) and sub.id in names:
+            continue
+        if isinstance(sub, ast.Name) and sub.id in _FUNCS:
+            if id(sub) not in callees:
+                raise ValueError(f"{what}: rule {text!r} uses the function {sub.id!r} without calling it "
+                                 f"({_arity_text(sub.id)})")
             continue
         if isinstance(sub, ast.Name):
             raise ValueError(f"{what}: rule {text!r} uses {sub.id!r} (allowed names: {', '.join(names)})")
-        if isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id in _FUNCS):
-            raise ValueError(f"{what}: rule {text!r} calls an unknown function (allowed: {', '.join(_FUNCS)})")
+        if isinstance(sub, ast.Call):
+            if not (isinstance(sub.func, ast.Name) and sub.func.id in _FUNCS):
+                raise ValueError(f"{what}: rule {text!r} calls an unknown function (allowed: {', '.join(_FUNCS)})")
+            name = sub.func.id
+            if sub.keywords:
+                kws = ", ".join(f"{kw.arg}=" if kw.arg else "**" for kw in sub.keywords)
+                raise ValueError(f"{what}: rule {text!r} passes keyword(s) {kws} to {name}(); {_arity_text(name)}")
+            if any(isinstance(a, ast.Starred) for a in sub.args):
+                raise ValueError(f"{what}: rule {text!r} unpacks arguments (*) into {name}(); {_arity_text(name)}")
+            if len(sub.args) != _ARITY[name][1]:
+                raise ValueError(f"{what}: rule {text!r} calls {name}() with {len(sub.args)} argument(s); "
+                                 f"{_arity_text(name)}")
         if not isinstance(sub, ok):
             raise ValueError(f"{what}: rule {text!r} is not an arithmetic expression "
                              f"(numbers, {', '.join(names)}, + - * / **, {', '.join(_FUNCS)})")
@@ -128,7 +193,24 @@ class _FloatConstants(ast.NodeTransformer):
 
 
 def eval_rule(text: str, n: np.ndarray | None = None, *, env: dict | None = None, what: str = "delta") -> np.ndarray:
-    """Evaluate a checked rule in float64 (``1/n**(9**9**9)`` is 0 at once, never a huge integer)."""
+    """Evaluate a checked rule in float64 (``1/n**(9**9**9)`` is 0 at once, never a huge integer).
+
+    The rule sees read-only float64 copies of its inputs, so no rule can change an array it is
+    given (the caller's ``n`` or grid axes are the same after the call).
+
+    Args:
+      text: the rule, e.g. ``"min(1e-6, 1/n)"`` or ``"max(1, round(d/(exp(eps0)+1)))"``.
+      n: the values of ``n`` (when ``env`` is None).
+      env: the variables the rule may use, name -> array (default ``{"n": n}``).
+      what: the parameter or option the rule gives (error messages start with it).
+
+    Returns:
+      The values, broadcast to the common shape of the inputs (read-only).
+
+    Raises:
+      ValueError: the rule does not parse, uses a name or function outside the whitelist, or
+        calls a function with other than its number of positional arguments or with a keyword.
+    """
     env = {"n": n} if env is None else env
     try:
         tree = ast.parse(text, mode="eval")
@@ -138,10 +220,16 @@ def eval_rule(text: str, n: np.ndarray | None = None, *, env: dict | None = None
     consts = _FloatConstants()
     tree = ast.fix_missing_locations(consts.visit(tree))
     shape = np.broadcast_shapes(*(np.shape(v) for v in env.values()))
-    values = {k: np.asarray(v, dtype=np.float64) for k, v in env.items()}
-    with np.errstate(all="ignore"):
-        value = eval(compile(tree, f"<{what} rule>", "eval"), {"__builtins__": {}},  # noqa: S307
-                     {**_FUNCS, **values, **consts.values})
+    values = {}
+    for k, v in env.items():
+        values[k] = np.array(v, dtype=np.float64)  # a copy: the caller's array is never written
+        values[k].flags.writeable = False
+    try:
+        with np.errstate(all="ignore"):
+            value = eval(compile(tree, f"<{what} rule>", "eval"), {"__builtins__": {}},  # noqa: S307
+                         {**_FUNCS, **values, **consts.values})
+    except _RuleCallError as exc:  # check_rule catches these first; kept as a second line of defence
+        raise ValueError(f"{what}: rule {text!r} {exc}") from None
     return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
 
 
