@@ -270,9 +270,10 @@ def test_composed_rounds_at_small_n_stay_above_exact_composition():
     from reference.krr_exact import _pq_mp
     checked = 0
     for eps0, k, n in [(1.0, 3, 3), (0.5, 4, 4), (2.0, 2, 3)]:
-        for T, delta in [(2, 1e-3), (3, 1e-2)]:
-            comp = composed_epsilon(grr(eps0, k), n, T, delta)
-            upper = float(np.asarray(comp.upper).ravel()[0])
+        comp = composed_epsilon(grr(eps0, k), n, [2, 3], [1e-3, 1e-2])  # one call: every (T, delta) cell
+        for (i, T), (j, delta) in [((0, 2), (0, 1e-3)), ((1, 3), (1, 1e-2))]:
+            assert comp.rounds[i] == T and comp.delta[j] == delta
+            upper = float(comp.upper[i, j])
             worst = 0.0
             for others in itertools.combinations_with_replacement(range(k), n - 1):
                 P, Q = _pq_mp(float(eps0), int(k), int(n), tuple(others))
@@ -305,15 +306,16 @@ def test_random_matrices_through_the_matrix_engine_and_lattice_at_tiny_delta():
     for K, Kp, n, delta in [(4, 5, 3, 1e-10), (5, 6, 2, 1e-10), (5, 6, 3, 1e-6), (4, 5, 2, 1e-3)]:
         M = _adversarial_matrix(rng, K, Kp)
         pl = bm.plan_matrix(M, n, delta)
+        # every dataset's exact eps, enumerated once and held against both searches
+        exacts = [(x0, x1, others, exact.epsilon(M, x0, x1, list(others), delta))
+                  for x0, x1 in itertools.combinations(range(K), 2)  # exact.epsilon takes both directions
+                  for others in itertools.combinations_with_replacement(range(K), n - 1)]
+        worst = max(ex for *_, ex in exacts)
         for lattice in (False, True):
             b = bm.search_matrix(pl, lattice=lattice)
-            worst = 0.0
-            for x0, x1 in itertools.combinations(range(K), 2):  # exact.epsilon takes both directions
-                for others in itertools.combinations_with_replacement(range(K), n - 1):
-                    ex = exact.epsilon(M, x0, x1, list(others), delta)
-                    worst = max(worst, ex)
-                    assert ex <= b.upper + SLACK, (K, Kp, n, delta, lattice, x0, x1, others, ex, b)
-                    checked["datasets"] += 1
+            for x0, x1, others, ex in exacts:
+                assert ex <= b.upper + SLACK, (K, Kp, n, delta, lattice, x0, x1, others, ex, b)
+                checked["datasets"] += 1
             assert b.lower <= worst + SLACK and b.lower <= b.upper, (K, Kp, n, delta, lattice, b, worst)
             checked["mechanisms"] += 1
     print("random matrices:", checked)
