@@ -85,6 +85,19 @@ def benchmark_results() -> str:
     return "\n".join(out)
 
 
+# The docstrings are written for Sphinx-style reading (``:func:`amplify```, ``:mod:`~jaxshuffle.pair```, a
+# paragraph ending in ``::`` before a literal block); mkdocstrings renders the roles as text. Drop the role
+# names and the ``~`` prefix so the API pages read as plain code references, and the literal marker.
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|obj|exc|const|ref):(<code>)~?")
+_LITERAL_MARK = re.compile(r"::(</p>)")
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    if page.file.src_uri.startswith("reference/"):
+        html = _LITERAL_MARK.sub(r":\1", _ROLE.sub(r"\1", html))
+    return html
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
