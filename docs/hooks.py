@@ -35,7 +35,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def cli_reference() -> str:
     """Markdown: ``jaxshuffle --help`` and every subcommand's ``--help`` (nested ones included)."""
-    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal width: fix it for a stable page
+    os.environ["COLUMNS"] = "80"  # argparse wraps help to the terminal width: fix it for a stable page
     if str(ROOT) not in sys.path:  # this checkout's CLI, as mkdocstrings' `paths: ["."]` reads its API
         sys.path.insert(0, str(ROOT))  # (at build time: mkdocs restores sys.path after loading a hook)
     from jaxshuffle.cli import _build_parser
