@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg += f": jaxshuffle {shlex.join(argv)}"
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in sweep, compose, tune): one line, no traceback, 128 + signal
+    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in sweep, compose, tune): one line, 128 + signal
         import shlex
 
         status = int(getattr(exc, "exit_status", 130))

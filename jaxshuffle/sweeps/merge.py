@@ -60,7 +60,8 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
                 m = read_manifest(p / "sweep.json")
             except SweepStoreError as exc:
                 raise SweepStoreError(f"inputs: {p / 'sweep.json'} is not a readable sweep manifest: restore it, or "
-                                      f"rerun the sweep in {p} with --overwrite; nothing was merged", exc.path) from None
+                                      f"rerun the sweep in {p} with --overwrite; nothing was merged",
+                                      exc.path) from None
             parts.extend(load_chunks(chunk_dir_of(p), int(m["chunks"]), m["fingerprint"],
                                      checksums=m.get("chunk_checksum") == "sha256", repair=False,
                                      strict=True).values())
