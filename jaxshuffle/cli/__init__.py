@@ -580,7 +580,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
-        if args.command in ("sweep", "plot", "tune", "compose"):
+        if args.command in ("tune", "compose"):  # long computations: SIGTERM stops them as Ctrl-C does (143)
+            from jaxshuffle.cli.sweep import _sigterm_raises
+
+            with _sigterm_raises():
+                return args.func(args)
+        if args.command in ("sweep", "plot"):
             return args.func(args)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate,
                     "randomizers": _cmd_randomizers,
@@ -588,9 +593,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands[args.command](args)
     except (UsageError, ValueError) as exc:
         msg = _user_facing(re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split())), argv)
+        if getattr(exc, "resumable", False):  # a sweep's write failed (disk full ...): its chunks are kept
+            import shlex
+
+            msg = msg.replace("call the same sweep again to resume", "rerun the same command to resume")
+            msg += f": jaxshuffle {shlex.join(argv)}"
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in `sweep`): one line, no traceback, 128 + signal
+    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in sweep, compose, tune): one line, 128 + signal
         import shlex
 
         status = int(getattr(exc, "exit_status", 130))

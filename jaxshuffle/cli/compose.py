@@ -5,6 +5,7 @@
 Per (T, delta): the smallest certified bound on the T rounds and its source
 (:func:`jaxshuffle.accountant.rounds.composed_epsilon`, docs/math.md section 13.8), next to each
 candidate. ``--json``: one object per (T, delta); ``--plot``: composed eps against T.
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
 """
 
 from __future__ import annotations

@@ -249,6 +249,10 @@ def _finish_sweep(args, res, out) -> int:
             if args.plot:
                 raise ValueError(f"plot: {exc}") from None
             print(f"[sweep] no figure: {exc}", file=sys.stderr)
+        except OSError as exc:  # e.g. a finished sweep re-read from a read-only directory
+            if args.plot:
+                raise ValueError(f"plot: cannot write {png}: {exc.strerror or exc}") from None
+            print(f"[sweep] no figure: cannot write {png} ({exc.strerror or exc})", file=sys.stderr)
     print(msg)
     failed = (res.meta.get("executor") or {}).get("failed") or []
     if failed:  # chunks that failed twice on the cluster (each already warned about with its points)

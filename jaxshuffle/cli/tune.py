@@ -6,6 +6,7 @@ Each ``--query FAMILY[:opt=value,...]`` is a catalog randomizer with an ``eps0``
 reserved options ``n=`` and ``count=`` set that query's users and repeats (default ``--n``, 1).
 Prints the allocation, the certified composed bound and the gain over equal split (``--json``:
 one object). The utility is each family's ready error (:func:`jaxshuffle.accountant.tune.default_utility`).
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
 """
 
 from __future__ import annotations

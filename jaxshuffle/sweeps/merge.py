@@ -17,9 +17,13 @@ from jaxshuffle.sweeps.store import (
     RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
     SweepResult,
+    SweepStoreError,
+    chunk_dir_of,
     environment,
     load_chunks,
+    read_manifest,
     utc_now,
+    write_error,
     write_results,
 )
 
@@ -27,12 +31,24 @@ from jaxshuffle.sweeps.store import (
 def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = False) -> SweepResult:
     """Join shard files / sweep directories of ONE sweep into ``out/results.{csv,npz,json}``.
 
-    Each input is a sweep directory (its finished chunks are used) or a ``shard-i-of-N.npz``.
+    Each input is a sweep directory (its finished chunks are used, each verified against its
+    checksum) or a ``shard-i-of-N.npz``. Merge only reads its inputs: ``out`` may not be an input
+    directory, lie inside one, or be a sweep directory (its results would be replaced).
     Raises ValueError if the inputs belong to different sweeps, disagree on a value, or (unless
-    ``allow_partial``) do not cover every point.
+    ``allow_partial``) do not cover every point; SweepStoreError (a ValueError) naming the file for
+    a chunk that fails its checksum (rerun that sweep to recompute it) or a damaged manifest.
     """
     if not inputs:
         raise ValueError("inputs: give at least one shard file or sweep directory")
+    out_real = Path(out).resolve()
+    for inp in inputs:
+        p = Path(inp).resolve()
+        if Path(inp).is_dir() and (out_real == p or p in out_real.parents):
+            raise ValueError(f"out: {out} is (inside) the input {inp}; merge never writes into its inputs: give "
+                             "another --out")
+    if (Path(out) / "sweep.json").exists():
+        raise ValueError(f"out: {out} is a sweep directory (it has sweep.json); merge never writes into a sweep's "
+                         "directory: give another --out")
     manifest = None
     parts: list[dict] = []
     for inp in inputs:
@@ -40,10 +56,18 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
         if p.is_dir():
             if not (p / "sweep.json").exists():
                 raise ValueError(f"inputs: {p} is not a sweep directory (no sweep.json)")
-            m = json.loads((p / "sweep.json").read_text())
-            parts.extend(load_chunks(p / "chunks", int(m["chunks"]), m["fingerprint"]).values())
+            try:
+                m = read_manifest(p / "sweep.json")
+            except SweepStoreError as exc:
+                raise SweepStoreError(f"inputs: {p / 'sweep.json'} is not a readable sweep manifest: restore it, or "
+                                      f"rerun the sweep in {p} with --overwrite; nothing was merged",
+                                      exc.path) from None
+            parts.extend(load_chunks(chunk_dir_of(p), int(m["chunks"]), m["fingerprint"],
+                                     checksums=m.get("chunk_checksum") == "sha256", repair=False,
+                                     strict=True).values())
             for sh in sorted(p.glob("shard-*-of-*.npz")):
-                parts.append(read_shard(sh)[1])
+                if not sh.is_symlink():
+                    parts.append(read_shard(sh)[1])
         elif p.suffix == ".npz":
             m, data = read_shard(p)
             parts.append(data)
@@ -104,8 +128,13 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
             "merged_from": [str(x) for x in inputs], "written": utc_now()}
     result = SweepResult({k: cols[k] for k in order}, meta, Path(out))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_results(out, result, order)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_results(out, result, order)
+    except OSError as exc:
+        if not exc.filename:
+            raise
+        raise SweepStoreError("out: " + write_error(exc, "merge again"), exc.filename, resumable=True) from None
     if not quiet:
         print(f"[sweep merge] {points.size}/{grid.size} points -> {out / 'results.csv'}", file=sys.stderr)
     return result

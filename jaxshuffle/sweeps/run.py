@@ -7,6 +7,7 @@ Stopping on a signal and the output directory's lock are in :mod:`jaxshuffle.swe
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import json
 import math
@@ -32,16 +33,26 @@ from jaxshuffle.sweeps.store import (
     RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
     SweepResult,
+    SweepStoreError,
     atomic_write,
+    checksum_bytes,
+    checksum_path,
+    chunk_dir_of,
     clear_store,
     csv_is_torn,
     csv_text,
     environment,
+    holds_other_files,
     load_chunks,
     npz_bytes,
+    read_manifest,
     utc_now,
+    write_error,
     write_results,
 )
+
+#: How a sweep's manifest says its chunk files carry checksum sidecars (see :mod:`jaxshuffle.sweeps.store`).
+CHUNK_CHECKSUM = "sha256"
 
 
 # ----------------------------------------------------------------------------------------
@@ -284,9 +295,38 @@ def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, s
                                merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
                                chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
                                guard=guard, locks=locks, executor=executor, rounds_settings=rounds_settings)
+    except OSError as exc:  # a write into out failed (disk full, read-only): one line, finished chunks kept
+        if out is None or not exc.filename or not _inside(Path(exc.filename), Path(out)):
+            raise
+        raise SweepStoreError("out: " + write_error(exc, "call the same sweep again to resume (every finished "
+                                                          "chunk is kept)"), exc.filename, resumable=True) from None
     finally:
         for lock in locks:
             lock.release()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this process may create files in ``folder`` (False on a read-only mount, also for root)."""
+    try:
+        return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
+    except (NotImplementedError, OSError):  # pragma: no cover
+        return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _old_manifest(out) -> dict | None:
+    """The manifest in ``out`` for the platform check before the lock (None when absent or unreadable)."""
+    try:
+        return read_manifest(Path(out) / "sweep.json")
+    except SweepStoreError:
+        return None
 
 
 def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard_i, shard_n, devices,
@@ -304,12 +344,13 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
     if rounds_settings is not None:  # only then: a sweep without a rounds axis keeps its fingerprint
         settings["rounds"] = dict(rounds_settings)
     fingerprint = _fingerprint(spec, settings)
-    if out is not None and (Path(out) / "sweep.json").exists() and merge_buckets:
+    first = _old_manifest(out) if out is not None and (Path(out) / "sweep.json").is_file() else None
+    if first is not None and merge_buckets:
         # Resuming on another platform: keep the bucket merging (hence the values) of the original run.
-        old_platform = json.loads((Path(out) / "sweep.json").read_text()).get("settings", {}).get("platform")
+        old_platform = (first.get("settings") or {}).get("platform")
         if old_platform and old_platform != settings["platform"]:
             alt = {**settings, "platform": old_platform}
-            if _fingerprint(spec, alt) == json.loads((Path(out) / "sweep.json").read_text())["fingerprint"]:
+            if _fingerprint(spec, alt) == first["fingerprint"]:
                 settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
     t_plan = time.perf_counter()
     grid = make_grid(spec, settings)
@@ -329,17 +370,48 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
     manifest = None
     torn_line = None
     lock_s = 0.0
+    read_only = False  # a finished sweep in a directory this process cannot write: read, write nothing
     if out_dir is not None:
-        chunk_dir = out_dir / "chunks"
-        chunk_dir.mkdir(parents=True, exist_ok=True)
-        # One writer per directory (per shard): the lock is taken before the manifest is read.
-        t_lock = time.perf_counter()
-        locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if shard_n == 1 else
-                               f"shard-{shard_i}-of-{shard_n}.lock", wait, quiet))
-        lock_s = time.perf_counter() - t_lock
+        chunk_dir = chunk_dir_of(out_dir)
         mpath = out_dir / "sweep.json"
+        if not mpath.exists() and not mpath.is_symlink() and not overwrite:
+            other = holds_other_files(out_dir)
+            if other:
+                raise ValueError(f"out: {out_dir} is not empty and holds no sweep (no sweep.json; it has "
+                                 f"{', '.join(str(x.relative_to(out_dir)) for x in other[:3])}"
+                                 f"{', ...' if len(other) > 3 else ''}): use a new or empty directory, or --overwrite "
+                                 "to write the sweep's files there (other files are left alone)")
+        read_only = out_dir.is_dir() and not (_writable(out_dir) and (not chunk_dir.is_dir() or _writable(chunk_dir)))
+        if not read_only:
+            chunk_dir.mkdir(parents=True, exist_ok=True)
+            # One writer per directory (per shard): the lock is taken before the manifest is read.
+            t_lock = time.perf_counter()
+            try:
+                locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if shard_n == 1 else
+                                       f"shard-{shard_i}-of-{shard_n}.lock", wait, quiet))
+            except PermissionError:  # no lock file can be made here (e.g. a read-only mount): read only
+                read_only = True
+            except OSError as exc:
+                if exc.errno != errno.EROFS:
+                    raise
+                read_only = True
+            lock_s = time.perf_counter() - t_lock
+        if read_only and not mpath.is_file():
+            raise SweepStoreError(f"out: {out_dir} is not writable and holds no sweep (no sweep.json): use a "
+                                  "writable --out", out_dir)
+        if mpath.is_symlink():
+            raise SweepStoreError(f"out: {mpath} is a symbolic link; a sweep reads and writes only inside {out_dir}: "
+                                  "remove the link or use another --out", mpath)
         if mpath.exists():
-            old = json.loads(mpath.read_text())
+            try:
+                old = read_manifest(mpath)
+            except SweepStoreError:
+                if not overwrite or read_only:
+                    raise
+                old = {"fingerprint": None, "schema": STORE_SCHEMA}  # damaged: recomputed with --overwrite
+            if read_only and old.get("fingerprint") != fingerprint:
+                raise SweepStoreError(f"out: {out_dir} is not writable and holds a different sweep (fingerprint "
+                                      f"{old.get('fingerprint')} != {fingerprint}): use a writable --out", out_dir)
             if old.get("schema", 1) not in RESUMABLE_SCHEMAS and not overwrite:
                 raise ValueError(f"out: {out_dir} holds a sweep in store schema {old.get('schema', 1)} (this "
                                  f"jaxshuffle writes schema {STORE_SCHEMA} and resumes schemas "
@@ -365,11 +437,13 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
         if manifest is None:
             manifest = {"schema": STORE_SCHEMA, "fingerprint": fingerprint, "spec": spec, "settings": settings,
                         "layout_settings": layout_settings, "chunks": len(chunks), "points": grid.size,
-                        "jobs": int(grid.n_jobs), "created": utc_now()}
+                        "jobs": int(grid.n_jobs), "chunk_checksum": CHUNK_CHECKSUM, "created": utc_now()}
             with guard.writing():
                 atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
         with guard.writing():
-            done_chunks = load_chunks(out_dir / "chunks", len(chunks), fingerprint)
+            done_chunks = load_chunks(chunk_dir, len(chunks), fingerprint,
+                                      checksums=manifest.get("chunk_checksum") == CHUNK_CHECKSUM,
+                                      repair=not read_only)
     plan_s = time.perf_counter() - t_plan - lock_s
 
     J = grid.n_jobs
@@ -390,11 +464,15 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
     chunk_ids = lambda ci: buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]  # noqa: E731
     mine = [ci for ci in range(len(chunks)) if ci % shard_n == shard_i]
     todo = [ci for ci in mine if not job_done[chunk_ids(ci)].all()]  # by coverage, not by file name
+    if read_only and todo:
+        raise SweepStoreError(f"out: {out_dir} is not writable and its sweep is not finished ({len(mine) - len(todo)} "
+                              f"of {len(mine)} chunks done): make it writable, or copy it to a writable directory "
+                              "and run the same sweep there to resume", out_dir)
 
     # Points finished so far (for the progressive CSV): every job of the point done.
     pending = grid.pending(job_done)
     csv_cols = ["index", *grid.table.keys(), *grid.result_order]
-    csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 else None
+    csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 and not read_only else None
     csv_file = None
     if csv_path is not None:  # rebuilt from the chunk files: this also repairs a torn last row
         done_pts = np.nonzero(pending == 0)[0]
@@ -461,19 +539,26 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                 more["extra"] = np.asarray(extra, dtype=np.float64)
             fresh = ids[~job_done[ids]]
             job_done[ids] = True
-            if out_dir is not None:
-                atomic_write(out_dir / "chunks" / f"c{ci:06d}.npz",
-                             npz_bytes(jobs=ids, lower=lo, upper=up, status=st, iterations=it, **more,
-                                       fingerprint=np.asarray(fingerprint)))
+            if out_dir is not None:  # the checksum sidecar first: a chunk file on disk always has its own
+                path = out_dir / "chunks" / f"c{ci:06d}.npz"
+                arrays = {k: np.asarray(v) for k, v in dict(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
+                                                            **more, fingerprint=np.asarray(fingerprint)).items()}
+                atomic_write(checksum_path(path), checksum_bytes(path, arrays))
+                atomic_write(path, npz_bytes(**arrays))
             touched = grid.points_of_jobs(fresh)
             pending -= np.bincount(touched, minlength=grid.size)
             touched = np.unique(touched)
             fin = touched[pending[touched] == 0]
             if csv_file is not None and fin.size:
                 cols = grid.combine(lower_j, upper_j, status_j, iter_j, fin, extra_j)
-                csv_file.write(csv_text(cols, csv_cols, False))
-                csv_file.flush()
-                os.fsync(csv_file.fileno())
+                try:
+                    csv_file.write(csv_text(cols, csv_cols, False))
+                    csv_file.flush()
+                    os.fsync(csv_file.fileno())
+                except OSError as exc:  # name the file (a torn row is repaired on resume)
+                    if not exc.filename:
+                        exc.filename = str(csv_path)
+                    raise
             chunks_done += 1
         return fin
 
@@ -540,7 +625,10 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
         if progress is not None:
             progress.close()
         if csv_file is not None:
-            csv_file.close()
+            try:
+                csv_file.close()
+            except OSError:  # the failed append is reported already; resume rebuilds the file
+                pass
     elapsed = time.perf_counter() - t0
 
     try:  # a signal during the final writes (deferred until they end) still reports what is saved
@@ -573,7 +661,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                                                 "eval_s": pool.seconds_per_worker.get(w, 0.0)} for w in pool.programs},
                                 "driver_busy_s": max(elapsed - pool.wait_s, 0.0),
                                 "failed": failed}
-        if out_dir is not None and shard_n > 1:
+        if out_dir is not None and shard_n > 1 and not read_only:
             mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
                                        for ci in mine]) if mine else np.zeros(0, np.int64)
             more = {"extra": extra_j[mine_ids]} if extra_j is not None else {}
@@ -589,7 +677,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
             points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
             cols = grid.combine(lower_j, upper_j, status_j, iter_j, points, extra_j)
             result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
-            if out_dir is not None and (all_done or shard_n == 1):
+            if out_dir is not None and (all_done or shard_n == 1) and not read_only:
                 with guard.writing():
                     write_results(out_dir, result, csv_cols)
             return result

@@ -4,17 +4,40 @@ Every file is written to a temporary name, fsync'd and renamed, so a file is eit
 absent, except ``results.csv``, to which finished rows are appended while a sweep runs: :func:`load`
 and :func:`read_csv` warn about a torn last row (naming the file and the line) and skip it, and a
 resumed sweep rewrites the file from the chunk files.
+
+Verified chunks. Each chunk file ``chunks/cNNNNNN.npz`` has a sidecar ``chunks/cNNNNNN.sha256``
+holding the SHA-256 of the chunk's arrays (:func:`arrays_digest`: every array's name, dtype, shape
+and bytes, in sorted key order), written atomically *before* the chunk file. A per-chunk sidecar
+rather than a list in ``sweep.json``: each write is O(1) (the manifest would be rewritten after
+every chunk), shards writing into one directory never race on a shared file, and a kill at any
+moment leaves a consistent pair: killed before the sidecar's rename, neither file is new; between
+the two renames, a sidecar without its chunk (the chunk is simply computed again; a stale chunk
+from an earlier run then fails its check and is recomputed too); after both, a verified chunk.
+A chunk whose arrays do not match its sidecar (edited or damaged after it was written), or that
+has no sidecar in a directory whose manifest says checksums are kept (``"chunk_checksum"``), is
+recomputed with a warning naming the file on resume, and refused by merge (which never writes into
+its inputs). Directories written before checksums existed (no ``"chunk_checksum"`` in the
+manifest) are resumed as before, their chunks unverified.
+
+Only our files. Deleting or replacing is limited to names this module owns (:func:`is_ours`:
+``sweep.json``, ``results.{csv,npz,json}``, ``shard-I-of-N.npz``, ``chunks/cNNNNNN.{npz,sha256}``
+and the temporary names of their atomic writes), regular files only: a symbolic link is never
+followed, read through or deleted, and a ``chunks`` that is a symbolic link is refused. Anything
+else in the directory (a user's ``chunks/MY_NOTES.txt``) is left alone.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime
+import errno
+import hashlib
 import io
 import json
 import math
 import os
 import platform
+import re
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -115,14 +138,174 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+class SweepStoreError(ValueError):
+    """A sweep directory that cannot be read or written as asked: one line naming the file and what to do.
+
+    ``path``: the file or directory concerned; ``resumable``: the finished chunks are kept and running
+    the same sweep again resumes (the CLI then prints the command).
+    """
+
+    def __init__(self, message: str, path=None, resumable: bool = False):
+        super().__init__(message)
+        self.path = path
+        self.resumable = resumable
+
+
+def tmp_name(path: Path) -> Path:
+    """The temporary name of an atomic write of ``path`` (in the same directory)."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _write_synced(tmp: Path, data: bytes) -> None:
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+
+def _errno(exc: OSError) -> int | None:
+    if exc.errno is not None:
+        return exc.errno
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (temporary file, fsync, rename).
+
+    On failure (a full disk, a read-only directory) the temporary file is removed and an OSError
+    naming ``path`` itself (its ``filename``) is raised; an existing ``path`` is left as it was.
+    """
+    path = Path(path)
+    tmp = tmp_name(path)
+    try:
+        _write_synced(tmp, data)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            tmp.unlink(missing_ok=True)  # our own temporary file, created just above
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and exc.filename != str(path):
+            code = _errno(exc)
+            raise OSError(code, exc.strerror or (os.strerror(code) if code else str(exc)), str(path)) from exc
+        raise
     fsync_dir(path.parent)
+
+
+def write_error(exc: OSError, what: str) -> str:
+    """One line for a failed write: the file, the reason and what to do (``what``: how to resume)."""
+    code = _errno(exc)
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    reason = (exc.strerror or (os.strerror(code) if code else str(exc))) + (f" ({name})" if name else "")
+    path = exc.filename or "?"
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        todo = "free disk space (or use another --out)"
+    elif code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        todo = f"make {Path(path).parent} writable (or use another --out)"
+    else:
+        todo = "fix the cause"
+    return f"cannot write {path}: {reason}; {todo}, then {what}"
+
+
+# ----------------------------------------------------------------------------------------
+# What the package owns in a sweep directory
+
+
+_TOP_NAMES = re.compile(r"(sweep\.json|results\.csv|results\.npz|results\.json|shard-\d+-of-\d+\.npz)")
+_CHUNK_NAMES = re.compile(r"c\d{6,}\.(npz|sha256)")
+_LOCK_NAMES = re.compile(r"(sweep|shard-\d+-of-\d+)\.lock")
+_TMP = re.compile(r"\.(.+)\.tmp-\d+")
+CHUNK_FILE = re.compile(r"c(\d{6,})\.npz")
+
+
+def is_ours(path: Path, *, in_chunks: bool, locks: bool = False) -> bool:
+    """Whether ``path`` is a regular file (not a symbolic link) whose name this package owns.
+
+    ``in_chunks``: ``path`` is in ``chunks/`` (chunk files, sidecars, locks) or else at the top of
+    the sweep directory; the temporary name of an atomic write of one of those names is ours too.
+    Lock files count only with ``locks`` (they are never deleted).
+    """
+    name = path.name
+    m = _TMP.fullmatch(name)
+    if m:
+        name = m.group(1)
+    pats = (_CHUNK_NAMES,) if in_chunks else (_TOP_NAMES,)
+    if in_chunks and locks:
+        pats += (_LOCK_NAMES,)
+    if not any(p.fullmatch(name) for p in pats):
+        return False
+    return path.is_file() and not path.is_symlink()
+
+
+def chunk_dir_of(out_dir: Path) -> Path:
+    """``out_dir/chunks``; SweepStoreError if it is a symbolic link (the sweep keeps its files inside ``out_dir``)."""
+    chunk_dir = Path(out_dir) / "chunks"
+    if chunk_dir.is_symlink():
+        raise SweepStoreError(f"out: {chunk_dir} is a symbolic link (to {os.readlink(chunk_dir)}); a sweep reads and "
+                              f"writes only inside {out_dir}: remove the link or use another --out", chunk_dir)
+    return chunk_dir
+
+
+def holds_other_files(out_dir: Path) -> list[Path]:
+    """Entries of ``out_dir`` that are not the sweep's own (a ``chunks`` folder counts by its contents)."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    other = []
+    for p in sorted(out_dir.iterdir()):
+        if p.name == "chunks" and p.is_dir() and not p.is_symlink():
+            other += [q for q in sorted(p.iterdir()) if not is_ours(q, in_chunks=True, locks=True)]
+        elif not is_ours(p, in_chunks=False):
+            other.append(p)
+    return other
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest ``sweep.json``; SweepStoreError naming the file for an unreadable or garbage one."""
+    path = Path(path)
+    try:
+        m = json.loads(path.read_text())
+        if not isinstance(m, dict) or "fingerprint" not in m or "chunks" not in m:
+            raise ValueError("not a sweep manifest: no fingerprint and chunks")
+    except OSError as exc:
+        raise SweepStoreError(f"out: cannot read {path} ({exc.strerror or exc})", path) from None
+    except ValueError as exc:  # JSON errors included
+        why = " ".join(str(exc).split())
+        raise SweepStoreError(f"out: {path} is damaged ({why}); nothing was changed: restore it from a copy, or "
+                              f"rerun with --overwrite to recompute the sweep in {path.parent} (only the sweep's "
+                              "own files are replaced)", path) from None
+    return m
+
+
+def arrays_digest(arrays: dict) -> str:
+    """SHA-256 over the arrays' names, dtypes, shapes and bytes, in sorted key order."""
+    h = hashlib.sha256()
+    for key in sorted(arrays):
+        a = np.ascontiguousarray(np.asarray(arrays[key]))
+        h.update(json.dumps([key, a.dtype.str, list(a.shape)]).encode() + b"\0")
+        h.update(a.tobytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def checksum_path(chunk_path: Path) -> Path:
+    return chunk_path.with_suffix(".sha256")
+
+
+def checksum_bytes(chunk_path: Path, arrays: dict) -> bytes:
+    """The sidecar of a chunk file: its name, the keys and :func:`arrays_digest`."""
+    return json.dumps({"chunk": chunk_path.name, "keys": sorted(arrays), "sha256": arrays_digest(arrays)}).encode()
+
+
+def _recorded_digest(chunk_path: Path) -> str | None:
+    side = checksum_path(chunk_path)
+    if side.is_symlink() or not side.is_file():
+        return None
+    try:
+        rec = json.loads(side.read_text())
+        return str(rec["sha256"]) if rec.get("chunk") == chunk_path.name else ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
 
 
 def npz_bytes(**arrays) -> bytes:
@@ -396,40 +579,78 @@ def utc_now() -> str:
 
 
 def clear_store(out_dir: Path) -> None:
-    for name in ("sweep.json", "results.csv", "results.npz", "results.json"):
-        (out_dir / name).unlink(missing_ok=True)
-    for p in out_dir.glob("shard-*-of-*.npz"):
-        p.unlink()
-    if (out_dir / "chunks").is_dir():
-        for p in (out_dir / "chunks").iterdir():
-            if p.suffix != ".lock":  # the writers' locks (held by the caller) stay
-                p.unlink()
+    """Remove the sweep's own files from ``out_dir`` (:func:`is_ours`), nothing else.
+
+    The writers' lock files (held by the caller) stay; symbolic links and files of other names
+    (a user's notes) are left alone.
+    """
+    out_dir = Path(out_dir)
+    for p in sorted(out_dir.iterdir()):
+        if is_ours(p, in_chunks=False):
+            p.unlink(missing_ok=True)
+    chunk_dir = chunk_dir_of(out_dir)
+    if chunk_dir.is_dir():
+        for p in sorted(chunk_dir.iterdir()):
+            if is_ours(p, in_chunks=True):  # lock files are not matched (locks=False)
+                p.unlink(missing_ok=True)
 
 
-def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None) -> dict[int, dict]:
-    """Finished chunks; leftovers of a killed write (temporary files) and unreadable files are removed.
+def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None, *, checksums: bool = False,
+                repair: bool = True, strict: bool = False) -> dict[int, dict]:
+    """Finished chunks, each verified against its checksum sidecar (see the module docstring).
 
-    A chunk of a rounds bucket also carries ``extra`` (one row per job: :data:`ROUNDS_EXTRA`).
+    ``checksums``: the manifest says every chunk has a sidecar (then a chunk without one is not
+    trusted); otherwise a chunk without a sidecar is taken unverified (a directory written before
+    checksums existed) and one with a sidecar is still checked. A chunk that fails (checksum,
+    unreadable, another sweep's) is left out with a RuntimeWarning naming the file, so it is
+    computed again; with ``repair`` it is removed, with leftovers of a killed write (temporary
+    files of our names); with ``strict`` (merge, which never writes into its inputs) it raises
+    SweepStoreError instead. Symbolic links are never read. A chunk of a rounds bucket also
+    carries ``extra`` (one row per job: :data:`ROUNDS_EXTRA`).
     """
     done: dict[int, dict] = {}
+    if not chunk_dir.is_dir():
+        return done
     for p in sorted(chunk_dir.iterdir()):
-        if p.name.startswith("."):  # temporary file of an interrupted atomic write
-            p.unlink(missing_ok=True)
+        if _TMP.fullmatch(p.name):  # temporary file of an interrupted atomic write
+            if repair and is_ours(p, in_chunks=True):
+                p.unlink(missing_ok=True)
             continue
-        if not (p.name.startswith("c") and p.suffix == ".npz"):
+        m = CHUNK_FILE.fullmatch(p.name)
+        if m is None or p.is_symlink() or not p.is_file():
             continue
+        ci = int(m.group(1))
+        why = None
         try:
-            ci = int(p.stem[1:])
             with np.load(p, allow_pickle=False) as z:
-                data = {k: z[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
-                if "extra" in z.files:
-                    data["extra"] = z["extra"]
-                ok = fingerprint is None or str(z["fingerprint"]) == fingerprint
-            ok = ok and 0 <= ci < n_chunks and len({len(v) for v in data.values()}) == 1
-        except Exception:  # truncated or corrupt: recompute this chunk
-            ok = False
-        if ok:
-            done[ci] = data
+                stored = {k: z[k] for k in z.files}
+            data = {k: stored[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+            if "extra" in stored:
+                data["extra"] = stored["extra"]
+        except Exception as exc:  # truncated or corrupt: recompute this chunk
+            why = f"unreadable ({type(exc).__name__})"
         else:
+            recorded = _recorded_digest(p)
+            if recorded is None:
+                if checksums:
+                    why = f"its checksum file {checksum_path(p).name} is missing"
+            elif recorded != arrays_digest(stored):
+                why = (f"its arrays do not match the checksum in {checksum_path(p).name} (the file changed after "
+                       "it was written)")
+            if why is None and fingerprint is not None and str(stored.get("fingerprint")) != fingerprint:
+                why = "it belongs to another sweep (fingerprint)"
+            if why is None and not (0 <= ci < n_chunks and len({len(v) for v in data.values()}) == 1):
+                why = "it does not fit this sweep's chunk layout"
+        if why is None:
+            done[ci] = data
+            continue
+        if strict:
+            raise SweepStoreError(f"inputs: chunk file {p}: {why}; rerun the sweep in {chunk_dir.parent} to "
+                                  "recompute it, then merge again", p)
+        warnings.warn(f"sweep: chunk file {p}: {why}; it is computed again", RuntimeWarning, stacklevel=3)
+        if repair:
             p.unlink(missing_ok=True)
+            side = checksum_path(p)
+            if is_ours(side, in_chunks=True):
+                side.unlink(missing_ok=True)
     return done

@@ -1,0 +1,163 @@
+"""A sweep deletes and replaces only the files it wrote: one trap per case.
+
+Files the package owns are named by its patterns (sweep.json, results.*, shard-I-of-N.npz,
+chunks/cNNNNNN.{npz,sha256} and their temporary names), regular files only; symbolic links are not
+followed out of the output directory; a non-empty directory without a sweep is refused unless
+--overwrite; merge never writes into its inputs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxshuffle import cli
+from jaxshuffle import sweeps as sw
+from jaxshuffle.sweeps import store
+
+SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
+OTHER = dict(SMALL, delta="2e-3")  # a different sweep (fingerprint)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ours") / "clean"
+    assert sw.sweep(**SMALL, out=out).complete
+    return out
+
+
+def _copy(clean: Path, tmp_path: Path, name: str = "run") -> Path:
+    out = tmp_path / name
+    shutil.copytree(clean, out)
+    return out
+
+
+def _snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (os.readlink(p) if p.is_symlink() else p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+def test_overwrite_keeps_the_users_files(clean, tmp_path):
+    out = _copy(clean, tmp_path)
+    notes = {out / "chunks" / "MY_NOTES.txt": "my notes", out / "notes.txt": "top notes",
+             out / "chunks" / "cool.npz": "looks like a chunk, is not ours", out / "chunks" / ".keep": "",
+             out / "results-backup.csv": "index\n", out / "chunks" / "c12.npz": "too few digits"}
+    for p, text in notes.items():
+        p.write_text(text)
+    redone = sw.sweep(**OTHER, out=out, overwrite=True)
+    assert redone.complete and redone["delta"][0] == 2e-3
+    for p, text in notes.items():
+        assert p.read_text() == text, p
+    # the old sweep's chunk files were replaced by the new one's (same names, new fingerprint)
+    for p in sorted((out / "chunks").glob("c??????.npz")):
+        with np.load(p) as z:
+            assert str(z["fingerprint"]) == json.loads((out / "sweep.json").read_text())["fingerprint"]
+
+
+def test_resume_keeps_foreign_dotfiles_and_removes_our_leftovers(clean, tmp_path):
+    out = _copy(clean, tmp_path)
+    foreign = out / "chunks" / ".my-hidden-notes"
+    foreign.write_text("keep me")
+    leftover = out / "chunks" / ".c000001.npz.tmp-12345"  # a killed atomic write of ours
+    leftover.write_bytes(b"partial")
+    assert sw.sweep(**SMALL, out=out).meta["timing"]["chunks_run"] == 0
+    assert foreign.read_text() == "keep me"
+    assert not leftover.exists()
+
+
+def test_non_empty_foreign_directory_is_refused_unless_overwrite(tmp_path, capsys):
+    out = tmp_path / "mine"
+    (out / "chunks").mkdir(parents=True)
+    (out / "thesis.tex").write_text("\\documentclass{article}")
+    (out / "chunks" / "MY_NOTES.txt").write_text("notes")
+    before = _snapshot(out)
+    with pytest.raises(ValueError, match=r"out: .*mine is not empty and holds no sweep \(no sweep.json; it has "
+                                         r"chunks/MY_NOTES.txt, thesis.tex\).*--overwrite"):
+        sw.sweep(**SMALL, out=out)
+    assert _snapshot(out) == before and sorted(p.name for p in out.iterdir()) == ["chunks", "thesis.tex"]
+    argv = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
+            "--chunk-size", "8", "--devices", "1", "--no-plot", "--quiet", "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not empty and holds no sweep" in err
+    res = sw.sweep(**SMALL, out=out, overwrite=True)  # writes its files next to the user's
+    assert res.complete
+    assert (out / "thesis.tex").read_text() == "\\documentclass{article}"
+    assert (out / "chunks" / "MY_NOTES.txt").read_text() == "notes"
+    # an empty directory, or one left with only a lock by a sweep killed before its manifest, is fine
+    (tmp_path / "empty").mkdir()
+    assert sw.sweep(**SMALL, out=tmp_path / "empty").complete
+    (tmp_path / "lockonly" / "chunks").mkdir(parents=True)
+    (tmp_path / "lockonly" / "chunks" / "sweep.lock").write_text("")
+    assert sw.sweep(**SMALL, out=tmp_path / "lockonly").complete
+
+
+def test_symlinked_chunks_folder_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c000000.npz").write_bytes(b"the user's file, named like a chunk")
+    (outside / "sweep.lock").write_text("")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "chunks").symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match=r"chunks is a symbolic link .*remove the link or use another --out"):
+            sw.sweep(**SMALL, out=out, overwrite=overwrite)
+    assert _snapshot(outside) == before
+
+
+def test_symlinked_files_are_neither_followed_nor_deleted(clean, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.csv").write_text("index,upper\n0,1.0\n")
+    (outside / "precious.npz").write_bytes(b"not a chunk")
+    out = _copy(clean, tmp_path)
+    (out / "results.csv").unlink()
+    (out / "results.csv").symlink_to(outside / "precious.csv")
+    (out / "chunks" / "c000001.npz").unlink()
+    (out / "chunks" / "c000001.npz").symlink_to(outside / "precious.npz")
+    (out / "chunks" / "link-to-outside").symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    resumed = sw.sweep(**SMALL, out=out)  # the linked chunk is not read: computed again
+    assert resumed.meta["timing"]["chunks_run"] == 1
+    assert (out / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
+    assert not (out / "results.csv").is_symlink()  # replaced by rename: the link, not its target
+    sw.sweep(**OTHER, out=out, overwrite=True)
+    assert _snapshot(outside) == before
+    assert (out / "chunks" / "link-to-outside").is_symlink()
+
+
+def test_clear_store_matches_only_our_names(tmp_path):
+    out = tmp_path / "d"
+    (out / "chunks").mkdir(parents=True)
+    ours = ["sweep.json", "results.csv", "results.npz", "results.json", "shard-0-of-2.npz", ".results.csv.tmp-7",
+            "chunks/c000000.npz", "chunks/c000000.sha256", "chunks/c1234567.npz", "chunks/.c000003.npz.tmp-9"]
+    theirs = ["sweep.json.bak", "results.parquet", "shard-a-of-b.npz", ".hidden", "sweep.png", "chunks/MY_NOTES.txt",
+              "chunks/c00000.npz", "chunks/cx00000.npz", "chunks/sweep.lock", "chunks/.notes.tmp-3", "chunks/x.npz"]
+    for name in ours + theirs:
+        (out / name).write_text(name)
+    store.clear_store(out)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(theirs)
+
+
+def test_merge_never_writes_into_its_inputs(clean, tmp_path):
+    s0, s1 = tmp_path / "s0", tmp_path / "s1"
+    sw.sweep(**SMALL, out=s0, shard="0/2")
+    sw.sweep(**SMALL, out=s1, shard="1/2")
+    before = {p: _snapshot(p) for p in (s0, s1)}
+    for target, why in ((s0, "is \\(inside\\) the input"), (s1 / "merged", "is \\(inside\\) the input"),
+                        (clean, "is a sweep directory")):
+        with pytest.raises(ValueError, match=f"out: .*{why}.*merge never writes into"):
+            sw.merge([s0, s1], target, quiet=True)
+    assert {p: _snapshot(p) for p in (s0, s1)} == before
+    assert not (s1 / "merged").exists()
+    merged = sw.merge([s0, s1 / "shard-1-of-2.npz"], tmp_path / "m", quiet=True)
+    assert {p: _snapshot(p) for p in (s0, s1)} == before
+    ref = sw.load(clean)
+    for key in ref.keys():
+        np.testing.assert_array_equal(merged[key], ref[key], err_msg=key)
