@@ -182,3 +182,15 @@ def test_calibration_refuses_the_scaled_pair_where_it_is_not_proven():
         calibrate_eps0("local-hash", 0.5, 1e4, 1e-6, l=4, scaled_variant=True)
     with pytest.raises(ValueError, match="scaled_variant"):
         calibrate_n(R.general(1.0), 0.5, 1e-6, scaled_variant=True)
+
+
+def test_calibration_names_the_proof_of_its_pair():
+    """A calibration says which clone proof certifies its answer: the standard clone for ``general``,
+    the stronger one for k-ary RR, as ``amplify`` at the calibrated value."""
+    from jaxshuffle.accountant.calibrate import calibrate_eps0, calibrate_n
+    c = calibrate_n(R.general(1.0), 0.2, 1e-6)
+    assert np.asarray(c.clone_proof).tolist() == int(CloneProof.STANDARD)
+    c = calibrate_eps0("grr", 0.3, 1e3, 1e-6, k=4, upper_from="worst-case")
+    assert np.asarray(c.clone_proof).tolist() == int(CloneProof.STRONGER)
+    rep = js.amplify(R.grr(float(c.value), 4), 1e3, 1e-6)
+    assert int(rep.clone_proof) == int(c.clone_proof)

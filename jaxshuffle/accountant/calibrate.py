@@ -23,6 +23,7 @@ from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
 from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
+from jaxshuffle.randomizers.clone import certified_clone
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
 
@@ -53,6 +54,9 @@ class Calibration(NamedTuple):
         ``UNATTAINABLE``, the best value reachable (the certified bound at ``n_max``).
       status: :class:`CalibrationStatus` (int8).
       probes: number of batched :func:`amplify` evaluations used (an int).
+      clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of the clone pair
+        proven for the randomizer at ``value`` (docs/math.md 5.4); for k-ary RR ``upper`` may come
+        from the blanket pair instead (docs/math.md 7), as :func:`amplify`'s ``upper_source`` says.
     """
 
     value: jax.Array
@@ -60,6 +64,7 @@ class Calibration(NamedTuple):
     upper: jax.Array
     status: jax.Array
     probes: int
+    clone_proof: jax.Array | None = None
 
 
 def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams]:
@@ -195,8 +200,9 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
+    _, proof = certified_clone(family(jnp.asarray(np.where(lo > 0, lo, 1.0))))
     return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
-                       jnp.asarray(status), probes)
+                       jnp.asarray(status), probes, jnp.broadcast_to(jnp.asarray(proof, jnp.int8), np.shape(lo)))
 
 
 def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, tries: int = 6):
@@ -462,7 +468,9 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     out = (np.where(unattainable, np.inf, hi), lo, up_hi)
-    return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes)
+    _, proof = certified_clone(params)
+    return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes,
+                       jnp.broadcast_to(jnp.asarray(proof, jnp.int8), shape))
 
 
 def _largest_window(params: VRParams, n: float, delta, scaled_variant: bool) -> int:
