@@ -65,3 +65,28 @@ def test_sigterm_is_one_line_and_exit_143(command):
     assert "Traceback" not in err
     assert err == "jaxshuffle: interrupted (SIGTERM)\n", err
     assert out == ""
+
+
+def test_a_sigterm_swallowed_by_a_callback_is_delivered_again():
+    """Python ignores exceptions raised in gc callbacks and ``__del__`` (jax registers a gc callback):
+    a SIGTERM whose handler runs there must still stop the command, a moment later."""
+    import os
+    import signal as sig
+    import time as t
+
+    from jaxshuffle.cli.sweep import _sigterm_raises
+    from jaxshuffle.sweeps.stops import SweepInterrupted
+
+    class Victim:
+        def __del__(self):
+            os.kill(os.getpid(), sig.SIGTERM)
+            for _ in range(10_000):  # the handler runs between these bytecodes, inside __del__
+                pass
+
+    start = t.monotonic()
+    with pytest.raises(SweepInterrupted):
+        with _sigterm_raises():
+            victim = Victim()
+            del victim
+            t.sleep(5)
+    assert t.monotonic() - start < 2

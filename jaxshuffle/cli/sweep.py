@@ -229,10 +229,26 @@ def _sigterm_raises():
     def on_sigterm(signum, frame):
         raise SweepInterrupted(signum)
 
+    def on_alarm(signum, frame):
+        raise SweepInterrupted(signal.SIGTERM)
+
+    def on_unraisable(unraisable):
+        # the handler ran inside a callback whose exceptions Python ignores (a gc callback such as
+        # jax's, a __del__): deliver the stop again a moment later, from ordinary code
+        if isinstance(unraisable.exc_value, SweepInterrupted):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        old_hook(unraisable)
+
     old = signal.signal(signal.SIGTERM, on_sigterm)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    old_hook, sys.unraisablehook = sys.unraisablehook, on_unraisable
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = old_hook
+        signal.signal(signal.SIGALRM, old_alarm)
         signal.signal(signal.SIGTERM, old)
 
 
