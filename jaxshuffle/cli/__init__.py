@@ -451,11 +451,14 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from jaxshuffle._config import cache_info, clear_cache
+    from jaxshuffle._config import cache_info, clear_cache, foreign_compilation_cache
 
     if args.action == "clear":
         removed = clear_cache()
         print(f"removed {removed} cached program files from {cache_info()['dir']}")
+        foreign = foreign_compilation_cache()
+        if foreign is not None:
+            print(f"left JAX's compilation cache at {foreign} alone (set outside jaxshuffle; clear it yourself)")
         return 0
     info = cache_info()
     print(f"{info['dir']}: {info['files']} files, {info['bytes'] / 2**20:.1f} MiB")
