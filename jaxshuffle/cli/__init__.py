@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import jax
 import numpy as np
 
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
@@ -575,6 +576,9 @@ def _user_facing(msg: str, argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the command line is a whole process of its own: it computes in float64 whatever
+    # JAXSHUFFLE_ENABLE_X64 says (that switch is for library users who share the process)
+    jax.config.update("jax_enable_x64", True)
     try:
         if argv and argv[0] in ("epsilon", "calibrate", "compose", "sandwich", "compare", "sweep", "plot", "info",
                                 "cache", "tune"):
