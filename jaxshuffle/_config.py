@@ -204,6 +204,26 @@ def _cache_folders() -> list[str]:
     return [f for f in folders if f and os.path.isdir(f)]
 
 
+def _own_cache_folders() -> list[str]:
+    """The cache folders jaxshuffle made: ``<root>/xla`` (when JAX uses it) and ``<root>/programs``."""
+    root = _CACHE["root"]
+    if root is None:
+        return []
+    ours = {os.path.realpath(os.path.join(root, "xla")), os.path.realpath(os.path.join(root, "programs"))}
+    return [f for f in _cache_folders() if os.path.realpath(f) in ours and not os.path.islink(f)]
+
+
+def foreign_compilation_cache() -> str | None:
+    """JAX's compilation cache folder when the user set it outside jaxshuffle's cache (never cleared)."""
+    xla = jax.config.jax_compilation_cache_dir
+    if not xla:
+        return None
+    root = _CACHE["root"]
+    if root is not None and os.path.realpath(xla) == os.path.realpath(os.path.join(root, "xla")):
+        return None
+    return xla
+
+
 def cache_info() -> dict:
     """The caches in use: ``{"dir", "xla_dir", "files", "bytes"}`` (``dir`` None when off)."""
     files, size = 0, 0
@@ -220,10 +240,15 @@ def cache_info() -> dict:
 
 
 def clear_cache() -> int:
-    """Delete the files of the caches in use; returns how many were removed."""
+    """Delete the files of jaxshuffle's own caches (``<root>/xla`` and ``<root>/programs`` of
+    :func:`cache_dir`); returns how many were removed.
+
+    A JAX compilation cache folder the user set elsewhere (:func:`foreign_compilation_cache`) is left
+    alone: it may hold other programs' entries. Symbolic links are removed as links, never followed.
+    """
     removed = 0
-    for folder in _cache_folders():
-        for root, _, names in os.walk(folder):
+    for folder in _own_cache_folders():
+        for root, _, names in os.walk(folder):  # followlinks=False: a linked folder is not entered
             for name in names:
                 try:
                     os.remove(os.path.join(root, name))

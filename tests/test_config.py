@@ -96,3 +96,24 @@ def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
             "js.sweeps; js.blanket.krr_bounds; js.comparison.compare; js.metric; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_cache_clear_leaves_a_users_jax_cache_and_other_files_alone(tmp_path):
+    """``cache clear`` empties only jaxshuffle's own folders: a JAX compilation cache the user set
+    elsewhere is reported and kept, and so are other files in the cache root."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "other-program-entry").write_text("keep")
+    ours.mkdir()
+    (ours / "notes.txt").write_text("keep")
+    (ours / "programs").mkdir()
+    (ours / "programs" / "engine.bin").write_text("ours")
+    res = _run("""
+        import sys
+        from jaxshuffle.cli import main
+        sys.exit(main(["cache", "clear"]))
+    """, JAXSHUFFLE_CACHE=str(ours), JAX_COMPILATION_CACHE_DIR=str(theirs))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("removed 1 ") and f"left JAX's compilation cache at {theirs} alone" in res.stdout
+    assert (theirs / "other-program-entry").read_text() == "keep" and (ours / "notes.txt").read_text() == "keep"
+    assert not (ours / "programs" / "engine.bin").exists()

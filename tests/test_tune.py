@@ -178,6 +178,7 @@ def test_custom_utility_and_optimizer():
     r = tune(qs, u, 0.8, DELTA, optimizer=optax.sgd(1e5), steps=20)
     assert r.upper <= 0.8
     assert r.history.shape == (40,)  # two passes of 20 steps (refine=1)
+    assert r.sources == ("stronger clone", "stronger clone")  # k-ary RR rounds: the pointwise clone proof
 
 
 @pytest.mark.parametrize("kwargs, name", [

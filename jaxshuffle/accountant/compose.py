@@ -149,9 +149,11 @@ def _log_mgf(pld: DiscretePLD, lam: np.ndarray) -> np.ndarray:
 
 @jax.jit
 def _log_mgf_padded(probs, lam):
+    # one lam at a time (lax.map): memory stays one row of probs however wide the PLD (2^26 bins:
+    # 0.5 GB per row instead of 26 GB for all 49 lams at once)
     j = jnp.arange(probs.shape[0], dtype=jnp.float64)
-    x = jnp.log(probs)[None, :] + lam[:, None] * j[None, :]
-    return jax.scipy.special.logsumexp(x, axis=1)
+    logp = jnp.log(probs)
+    return jax.lax.map(lambda la: jax.scipy.special.logsumexp(logp + la * j), lam)
 
 
 def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:

@@ -67,6 +67,9 @@ def from_dp_accounting(pessimistic, discretization: float, *, optimistic=None,
     upper bound for its mechanism (``certified``). ``optimistic``: optionally the same mechanism with
     ``pessimistic_estimate=False``, for the lower side; without it the composition's ``lower`` is NaN.
     """
+    for name, pld in (("pessimistic", pessimistic), ("optimistic", optimistic)):
+        if pld is not None and not (hasattr(pld, "_pmf_remove") and hasattr(pld, "_pmf_add")):
+            raise ValueError(f"{name}: expected a dp_accounting PrivacyLossDistribution, got {type(pld).__name__}")
     up_f = _import_pmf(pessimistic._pmf_remove, discretization, "pessimistic")
     up_b = (up_f if pessimistic._pmf_add is pessimistic._pmf_remove
             else _import_pmf(pessimistic._pmf_add, discretization, "pessimistic"))

@@ -62,6 +62,12 @@ DEFAULT_TAIL = 1e-16
 CHUNK_CELLS = 1 << 21
 # A grid larger than this is refused (memory), with the smallest discretization that fits.
 MAX_BINS = 1 << 26
+#: largest number of rounds composed at :func:`default_discretization`'s grid. That grid's spacing
+#: is ``2 accuracy sd / sqrt(T)`` and the composed window spans about ``2 z sd sqrt(T)`` (``z`` ~ 8
+#: standard deviations each side for its tail), so the composed FFT needs about ``z T / accuracy``
+#: bins whatever the randomizer: ~1.7e4 T after rounding to a power of two at accuracy 1e-3 (k-RR,
+#: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (compose.MAX_FFT) at T = 4000.
+MAX_DEFAULT_ROUNDS = 4000
 
 
 class DiscretePLD(NamedTuple):
@@ -129,7 +135,17 @@ def default_discretization(pair: TwoCountPair, n, rounds: int, accuracy: float =
     cp = abs(u - v) / max(u + v, 1e-300)
     sd = 2.0 * cp * math.sqrt(max(q * (1 - q), 1e-300) / max(float(n) * s, 1.0))
     sd = min(max(sd, 1e-6), abs(math.log(max(u, 1e-300) / max(v, 1e-300))) or 1e-6)
+    if rounds > MAX_DEFAULT_ROUNDS:
+        raise ValueError(f"rounds: {rounds:.6g} rounds at the default discretization would need about "
+                         f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {compose_max_bins()}; at most "
+                         f"{MAX_DEFAULT_ROUNDS} rounds are composed at the default grid. Pass a coarser "
+                         "discretization explicitly (a looser bound), or compose fewer rounds")
     return max(MIN_DISCRETIZATION, 2.0 * accuracy * sd / math.sqrt(max(rounds, 1)))
+
+
+def compose_max_bins() -> int:
+    from jaxshuffle.accountant.compose import MAX_FFT
+    return MAX_FFT
 
 
 def _loss(u, v, c, a, q):

@@ -291,6 +291,8 @@ class TuneResult(NamedTuple):
     history: the objective ``utility(eps0(theta_t))`` at each optimiser step (on the surrogate constraint).
     surrogate: the surrogate composed epsilon at the returned ``eps0``.
     scale: the certified factor ``c`` applied to the optimiser's allocation.
+    sources: each query's round pair, in the queries' order: the proof that certifies it
+      (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4).
     """
 
     eps0: np.ndarray
@@ -307,6 +309,7 @@ class TuneResult(NamedTuple):
     target: float
     delta: float
     discretization: float
+    sources: tuple = ()
 
     @property
     def gain(self) -> float:
@@ -447,7 +450,9 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
             baseline_eps0=cb * equal, baseline_lower=blo, baseline_upper=bup,
             baseline_utility=float(utility(jnp.asarray(cb * equal))), history=hist[j],
             surrogate=float(surrogate_epsilon(queries, jnp.asarray(eps0), delta)), scale=c,
-            target=target, delta=delta, discretization=disc))
+            target=target, delta=delta, discretization=disc,
+            sources=tuple(_round(q.family, q.options, q.n, float(e), float(disc)).source
+                          for q, e in zip(queries, eps0))))
     return out
 
 

@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import jax
 import numpy as np
 
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
@@ -451,11 +452,14 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from jaxshuffle._config import cache_info, clear_cache
+    from jaxshuffle._config import cache_info, clear_cache, foreign_compilation_cache
 
     if args.action == "clear":
         removed = clear_cache()
         print(f"removed {removed} cached program files from {cache_info()['dir']}")
+        foreign = foreign_compilation_cache()
+        if foreign is not None:
+            print(f"left JAX's compilation cache at {foreign} alone (set outside jaxshuffle; clear it yourself)")
         return 0
     info = cache_info()
     print(f"{info['dir']}: {info['files']} files, {info['bytes'] / 2**20:.1f} MiB")
@@ -572,6 +576,9 @@ def _user_facing(msg: str, argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the command line is a whole process of its own: it computes in float64 whatever
+    # JAXSHUFFLE_ENABLE_X64 says (that switch is for library users who share the process)
+    jax.config.update("jax_enable_x64", True)
     try:
         if argv and argv[0] in ("epsilon", "calibrate", "compose", "sandwich", "compare", "sweep", "plot", "info",
                                 "cache", "tune"):

@@ -47,6 +47,7 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
 
 
 def run_compose(args) -> int:
+    from jaxshuffle.accountant.pld import MAX_DEFAULT_ROUNDS
     from jaxshuffle.accountant.rounds import composed_epsilon
     from jaxshuffle.cli import UsageError, _assumptions, _check_output_path, _entry, _entry_options, _fmt, _num
 
@@ -59,6 +60,11 @@ def run_compose(args) -> int:
     rounds = np.asarray(args.rounds, np.float64)
     if not np.all(np.isfinite(rounds) & (rounds >= 1)):
         raise UsageError("rounds: must be integers >= 1")
+    if args.discretization is None and rounds.max() > MAX_DEFAULT_ROUNDS:
+        raise UsageError(f"rounds: {rounds.max():.6g} is above {MAX_DEFAULT_ROUNDS}, the most rounds composed at the "
+                         "default discretization; pass a coarser --discretization (a looser bound) or fewer rounds")
+    if rounds.max() > 2.0 ** 53:
+        raise UsageError(f"rounds: {rounds.max():.6g} is above 2^53, the largest integer count supported")
     rounds = np.unique(np.round(rounds)).astype(np.int64)
     delta = np.asarray(args.delta, np.float64)
     if not np.all((delta > 0) & (delta < 1)):

@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import math
 import os
+import warnings
 from typing import Mapping
 
 import numpy as np
@@ -36,11 +37,32 @@ def _number(text: str) -> float:
         raise ValueError(f"invalid number {text!r} (grid syntax: 1,2,5 | 0.5:4:8 | 1e3..1e6:7)") from None
 
 
+_WARNED: set[str] = set()
+
+
+def _env_limit(name: str, default: float) -> int:
+    """``int(float($name))``, or ``default`` with a warning naming the variable when it is not a
+    number >= 1 (a bad value must not stop every command at import)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return int(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        if name not in _WARNED:
+            _WARNED.add(name)
+            warnings.warn(f"{name}={raw!r} is not a number >= 1; using the defaults", stacklevel=2)
+        return int(default)
+    return int(value)
+
+
 #: Largest number of values one grid axis may have (checked before anything is allocated);
 #: the environment variable ``JAXSHUFFLE_MAX_GRID`` (API and CLI) or ``max_values=`` lifts it.
-MAX_AXIS_VALUES = int(float(os.environ.get("JAXSHUFFLE_MAX_GRID", "1e6")))
+MAX_AXIS_VALUES = _env_limit("JAXSHUFFLE_MAX_GRID", 1e6)
 #: Largest number of points of a whole sweep grid (the cartesian product), same variable.
-MAX_GRID_POINTS = int(float(os.environ.get("JAXSHUFFLE_MAX_GRID", "1e7")))
+MAX_GRID_POINTS = _env_limit("JAXSHUFFLE_MAX_GRID", 1e7)
 
 
 def _count(text: str, piece: str, max_values: int) -> int:
