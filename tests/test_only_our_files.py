@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,22 +17,14 @@ import pytest
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import store
+from small_sweep import SMALL, copy_sweep, finished_sweep
 
-SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
 OTHER = dict(SMALL, delta="2e-3")  # a different sweep (fingerprint)
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ours") / "clean"
-    assert sw.sweep(**SMALL, out=out).complete
-    return out
-
-
-def _copy(clean: Path, tmp_path: Path, name: str = "run") -> Path:
-    out = tmp_path / name
-    shutil.copytree(clean, out)
-    return out
+    return finished_sweep(tmp_path_factory, "ours")
 
 
 def _snapshot(folder: Path) -> dict:
@@ -42,7 +33,7 @@ def _snapshot(folder: Path) -> dict:
 
 
 def test_overwrite_keeps_the_users_files(clean, tmp_path):
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     notes = {out / "chunks" / "MY_NOTES.txt": "my notes", out / "notes.txt": "top notes",
              out / "chunks" / "cool.npz": "looks like a chunk, is not ours", out / "chunks" / ".keep": "",
              out / "results-backup.csv": "index\n", out / "chunks" / "c12.npz": "too few digits"}
@@ -59,7 +50,7 @@ def test_overwrite_keeps_the_users_files(clean, tmp_path):
 
 
 def test_resume_keeps_foreign_dotfiles_and_removes_our_leftovers(clean, tmp_path):
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     foreign = out / "chunks" / ".my-hidden-notes"
     foreign.write_text("keep me")
     leftover = out / "chunks" / ".c000001.npz.tmp-12345"  # a killed atomic write of ours
@@ -116,7 +107,7 @@ def test_symlinked_files_are_neither_followed_nor_deleted(clean, tmp_path):
     outside.mkdir()
     (outside / "precious.csv").write_text("index,upper\n0,1.0\n")
     (outside / "precious.npz").write_bytes(b"not a chunk")
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     (out / "results.csv").unlink()
     (out / "results.csv").symlink_to(outside / "precious.csv")
     (out / "chunks" / "c000001.npz").unlink()

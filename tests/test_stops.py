@@ -24,6 +24,7 @@ from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import run as run_mod
 from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked
+from small_sweep import SMALL
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
@@ -143,8 +144,6 @@ def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | 
     monkeypatch.setattr(run_mod, "atomic_write", write)
     return calls
 
-
-SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
 
 
 

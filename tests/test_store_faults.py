@@ -19,8 +19,8 @@ from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import run as run_mod
 from jaxshuffle.sweeps import store
+from small_sweep import SMALL
 
-SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
 ARGV = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
         "--chunk-size", "8", "--devices", "1", "--no-plot", "--quiet"]
 

@@ -1,12 +1,11 @@
 """Verified chunk files: each chunk's arrays carry a SHA-256 sidecar, checked on resume and on merge.
 
-One small sweep (the general randomizer at n = 12, 3 chunks of 4 points, as tests/test_stops.py) is run
+One small sweep (tests/small_sweep.py: the general randomizer at n = 12, 12 points in 2 chunks) is run
 once; each test works on a copy of its directory.
 """
 from __future__ import annotations
 
 import json
-import shutil
 import warnings
 from pathlib import Path
 
@@ -15,22 +14,13 @@ import pytest
 
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import store
+from small_sweep import SMALL, copy_sweep, finished_sweep
 
-SMALL = dict(randomizer="general", eps0="0.5:4:12", n="12", delta="1e-3", chunk_size=8, devices=1, quiet=True)
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("integrity") / "clean"
-    res = sw.sweep(**SMALL, out=out)
-    assert res.complete
-    return out
-
-
-def _copy(clean: Path, tmp_path: Path, name: str = "run") -> Path:
-    out = tmp_path / name
-    shutil.copytree(clean, out)
-    return out
+    return finished_sweep(tmp_path_factory, "integrity")
 
 
 def _tamper(chunk: Path) -> None:
@@ -76,7 +66,7 @@ def test_digest_covers_values_dtype_shape_and_names():
 
 
 def test_tampered_chunk_is_named_and_recomputed(clean, tmp_path):
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     bad = out / "chunks" / "c000001.npz"
     _tamper(bad)
     with np.load(bad) as z:  # a valid npz: only the checksum tells
@@ -96,7 +86,7 @@ def test_tampered_chunk_is_named_and_recomputed(clean, tmp_path):
 
 
 def test_missing_or_garbage_sidecar_is_recomputed(clean, tmp_path):
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     (out / "chunks" / "c000000.sha256").unlink()
     (out / "chunks" / "c000002.sha256").write_text("not json")
     with pytest.warns(RuntimeWarning) as rec:
@@ -110,7 +100,7 @@ def test_missing_or_garbage_sidecar_is_recomputed(clean, tmp_path):
 
 def test_directory_from_before_checksums_resumes_unverified(clean, tmp_path):
     """No ``chunk_checksum`` in the manifest and no sidecars (an older jaxshuffle): resumed as before."""
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     manifest = json.loads((out / "sweep.json").read_text())
     del manifest["chunk_checksum"]
     (out / "sweep.json").write_text(json.dumps(manifest))
@@ -124,7 +114,7 @@ def test_directory_from_before_checksums_resumes_unverified(clean, tmp_path):
 
 
 def test_merge_refuses_a_tampered_chunk_and_leaves_the_input_alone(clean, tmp_path):
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     bad = out / "chunks" / "c000002.npz"
     _tamper(bad)
     before = _snapshot(out)
@@ -140,7 +130,7 @@ def test_merge_refuses_a_tampered_chunk_and_leaves_the_input_alone(clean, tmp_pa
 def test_cli_resume_recomputes_a_tampered_chunk(clean, tmp_path, capsys):
     from jaxshuffle import cli
 
-    out = _copy(clean, tmp_path)
+    out = copy_sweep(clean, tmp_path)
     _tamper(out / "chunks" / "c000000.npz")
     argv = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
             "--chunk-size", "8", "--devices", "1", "--no-plot", "--quiet", "--out", str(out)]
