@@ -47,7 +47,7 @@ import numpy as np
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
 from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
-from jaxshuffle.pair import TwoCountPair, check_fields, vr_pair, worst_case_beta
+from jaxshuffle.pair import TwoCountPair, check_fields
 from jaxshuffle.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
@@ -136,16 +136,14 @@ def default_discretization(pair: TwoCountPair, n, rounds: int, accuracy: float =
     sd = 2.0 * cp * math.sqrt(max(q * (1 - q), 1e-300) / max(float(n) * s, 1.0))
     sd = min(max(sd, 1e-6), abs(math.log(max(u, 1e-300) / max(v, 1e-300))) or 1e-6)
     if rounds > MAX_DEFAULT_ROUNDS:
+        from jaxshuffle.accountant.compose import MAX_FFT  # compose imports this module
+
         raise ValueError(f"rounds: {rounds:.6g} rounds at the default discretization would need about "
-                         f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {compose_max_bins()}; at most "
+                         f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {MAX_FFT}; at most "
                          f"{MAX_DEFAULT_ROUNDS} rounds are composed at the default grid. Pass a coarser "
                          "discretization explicitly (a looser bound), or compose fewer rounds")
     return max(MIN_DISCRETIZATION, 2.0 * accuracy * sd / math.sqrt(max(rounds, 1)))
 
-
-def compose_max_bins() -> int:
-    from jaxshuffle.accountant.compose import MAX_FFT
-    return MAX_FFT
 
 
 def _loss(u, v, c, a, q):

@@ -57,6 +57,7 @@ import numpy as np
 
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import check, f64
+from jaxshuffle.randomizers.clone import certified_clone, clone_source
 
 __all__ = ["Query", "TuneResult", "ParetoFront", "tune", "pareto_front", "surrogate_epsilon",
            "certified_epsilon", "default_utility", "query"]
@@ -451,8 +452,8 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
             baseline_utility=float(utility(jnp.asarray(cb * equal))), history=hist[j],
             surrogate=float(surrogate_epsilon(queries, jnp.asarray(eps0), delta)), scale=c,
             target=target, delta=delta, discretization=disc,
-            sources=tuple(_round(q.family, q.options, q.n, float(e), float(disc)).source
-                          for q, e in zip(queries, eps0))))
+            # the round pair's label, from the proof alone (no round PLD is rebuilt for it)
+            sources=tuple(clone_source(certified_clone(q.randomizer(float(e)))[1]) for q, e in zip(queries, eps0))))
     return out
 
 
