@@ -31,7 +31,6 @@ import math
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import jax
@@ -40,27 +39,28 @@ import numpy as np
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
 from jaxshuffle.accountant import CalibrationStatus, UpperSource
 from jaxshuffle.accountant.amplify import UPPER_FROM
-from jaxshuffle.search import Status
+from jaxshuffle.cli._common import (
+    UsageError,
+    add_entry_options,
+    assumptions,
+    catalog_entry,
+    entry_options,
+    fmt,
+    grid_option,
+    num,
+    sigterm_raises,
+)
+from jaxshuffle.cli.compose import add_compose_parser
+from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
+from jaxshuffle.cli.tune import add_tune_parser
 from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.sweeps.grid import eval_rule, parse_delta, parse_grid
-
-
-
-class UsageError(Exception):
-    """A user error: printed as one line, exit status 2."""
+from jaxshuffle.search import Status
+from jaxshuffle.sweeps.grid import eval_rule, parse_delta
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
         raise UsageError(message)
-
-
-def _grid(text: str) -> list[float]:
-    """Grid values through the one parser (:func:`jaxshuffle.sweeps.grid.parse_grid`)."""
-    try:
-        return parse_grid(text).tolist()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _delta_items(text: str) -> list:
@@ -80,29 +80,6 @@ def _randomizer_name(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _entry(name: str | None):
-    from jaxshuffle.randomizers import CATALOG
-
-    if name is None:
-        return None
-    if name not in CATALOG:
-        raise UsageError(f"randomizer: unknown name {name!r}; choose one of {', '.join(sorted(CATALOG))} "
-                         "(see `jaxshuffle randomizers`)")
-    return CATALOG[name]
-
-
-def _add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] = ()) -> None:
-    if entry is None:
-        return
-    for a in entry.args:
-        if a.name in skip:
-            continue
-        flags = [f"--{a.name}"] + ([f"--{a.name.replace('_', '-')}"] if "_" in a.name else [])
-        default = None if a.default is None else [a.default]
-        p.add_argument(*flags, dest=f"opt_{a.name}", type=_grid, default=default, metavar="X[,X...]",
-                       help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
-
-
 def _add_upper_from(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upper-from", dest="upper_from", choices=UPPER_FROM, default="best",
                    help="certified upper bound: the smallest over every sound source (best, default), the "
@@ -112,7 +89,7 @@ def _add_upper_from(p: argparse.ArgumentParser) -> None:
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    entry = _entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare", "compose") else None
+    entry = catalog_entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare", "compose") else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -121,8 +98,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                         description="Amplified (eps, delta) of n users' shuffled messages. Options of the chosen "
                                     "randomizer appear in --help once --randomizer is given.", **common)
     pe.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
-    _add_entry_options(pe, entry)
-    pe.add_argument("--n", type=_grid, required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
+    add_entry_options(pe, entry)
+    pe.add_argument("--n", type=grid_option, required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
     pe.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n")
     pe.add_argument("--rtol", type=float, default=1e-6, help="relative width of each epsilon bracket")
@@ -132,8 +109,6 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     _add_upper_from(pe)
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
-    from jaxshuffle.cli.compose import add_compose_parser
-
     add_compose_parser(sub, entry)
 
     pc = sub.add_parser("calibrate", help="largest eps0 (given --n) or smallest n (given --eps0) meeting a target",
@@ -141,21 +116,17 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "amplified epsilon is <= --target; without --n (all options, eps0 included, "
                                     "given), the smallest n.", **common)
     pc.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
-    _add_entry_options(pc, entry)
-    pc.add_argument("--target", type=_grid, required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
-    pc.add_argument("--n", type=_grid, default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
+    add_entry_options(pc, entry)
+    pc.add_argument("--target", type=grid_option, required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
+    pc.add_argument("--n", type=grid_option, default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
     pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
     _add_upper_from(pc)
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
-    from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
-
     add_sweep_parser(sub)
     add_plot_parser(sub)
-
-    from jaxshuffle.cli.tune import add_tune_parser
 
     add_tune_parser(sub)
 
@@ -178,7 +149,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     ps.add_argument("--eps0", type=float, help="eps0 of --grr")
     ps.add_argument("--x0", type=int, default=0, help="victim input under P (default 0)")
     ps.add_argument("--x1", type=int, default=1, help="victim input under Q (default 1)")
-    ps.add_argument("--n", type=_grid, required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
+    ps.add_argument("--n", type=grid_option, required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
     ps.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     ps.add_argument("--candidates", choices=("all-equal", "mixtures"), default="all-equal",
                     help="datasets of the other users to search for the worst case")
@@ -189,23 +160,14 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "closed forms and earlier bounds for one randomizer over (eps0, n, delta).",
                         **common)
     pm.add_argument("--randomizer", required=True, help="catalog name with an eps0 option")
-    _add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
-    pm.add_argument("--eps0", type=_grid, required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
-    pm.add_argument("--n", type=_grid, required=True, metavar="GRID", help="numbers of users")
+    add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
+    pm.add_argument("--eps0", type=grid_option, required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
+    pm.add_argument("--n", type=grid_option, required=True, metavar="GRID", help="numbers of users")
     pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     _add_upper_from(pm)
     pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
     pm.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
     return parser
-
-
-def _num(x) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _fmt(x: float) -> str:
-    return "inf" if not math.isfinite(x) else f"{x:.6g}" if abs(x) < 1e-3 and x != 0 else f"{x:.6f}"
 
 
 def _cartesian(named: dict[str, list]) -> tuple[list[str], dict[str, np.ndarray]]:
@@ -228,29 +190,6 @@ def _cartesian(named: dict[str, list]) -> tuple[list[str], dict[str, np.ndarray]
     return names, cols
 
 
-def _entry_options(args, entry, skip=()) -> dict[str, list[float]]:
-    out = {}
-    for a in entry.args:
-        if a.name in skip:
-            continue
-        val = getattr(args, f"opt_{a.name}", None)
-        if val is None:
-            raise UsageError(f"{a.name}: required option of randomizer {args.randomizer!r} "
-                             f"(--{a.name}: {a.help}; {a.range_text()})")
-        out[a.name] = val
-    return out
-
-
-def _assumptions(entry, name: str) -> str:
-    if entry.multi_message:
-        msg = ("each user sends one input-dependent message plus blanket_per_user input-independent "
-               "(blanket) messages")
-    else:
-        msg = "each user sends a single message"
-    return (f"Shuffle model, replace-one neighbouring datasets (one user's input changes), {msg}, "
-            f"randomized by {name!r}: {entry.description}.")
-
-
 def _lower_params(entry, opts: dict[str, np.ndarray]):
     if entry.lower is None:
         return None
@@ -263,8 +202,8 @@ def _lower_params(entry, opts: dict[str, np.ndarray]):
 def _cmd_epsilon(args) -> int:
     from jaxshuffle.accountant import amplify
 
-    entry = _entry(args.randomizer)
-    grid = _entry_options(args, entry)
+    entry = catalog_entry(args.randomizer)
+    grid = entry_options(args, entry)
     grid.update(n=args.n, delta=args.delta)
     names, cols = _cartesian(grid)
     opts = {k: cols[k] for k in names if k not in ("n", "delta")}
@@ -281,15 +220,15 @@ def _cmd_epsilon(args) -> int:
             "n": float(cols["n"][i]),
             "delta": float(cols["delta"][i]),
             "messages": "multi" if entry.multi_message else "single",
-            "p": _num(p[i]), "beta": _num(beta[i]), "q": _num(q[i]),
-            "upper": _num(rep["upper"][i]),
-            "lower": _num(rep["lower"][i]),
-            "paper": _num(rep["paper"][i]),
+            "p": num(p[i]), "beta": num(beta[i]), "q": num(q[i]),
+            "upper": num(rep["upper"][i]),
+            "lower": num(rep["lower"][i]),
+            "paper": num(rep["paper"][i]),
             "certified": bool(rep["certified"][i]),
             "paper_certified": bool(rep["paper_certified"][i]),
             "has_lower": bool(rep["has_lower"][i]),
-            "worst_case": _num(rep["worst_case"][i]),
-            "blanket": _num(rep["blanket"][i]),
+            "worst_case": num(rep["worst_case"][i]),
+            "blanket": num(rep["blanket"][i]),
             "upper_source": UpperSource.DESCRIPTIONS[int(rep["upper_source"][i])],
             "clone_proof": CloneProof(int(rep["clone_proof"][i])).description,
             "status": Status(int(rep["status"][i])).label,
@@ -297,7 +236,7 @@ def _cmd_epsilon(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1, allow_nan=False))
         return 0
-    print(_assumptions(entry, args.randomizer))
+    print(assumptions(entry, args.randomizer))
     for r in rows:
         head = ", ".join([f"{k}={v:g}" for k, v in r["options"].items()] + [f"n={r['n']:g}", f"delta={r['delta']:g}"])
         up = r["upper"]
@@ -305,13 +244,13 @@ def _cmd_epsilon(args) -> int:
         if up is None:
             print("    certified upper bound: none finite (eps = inf)")
         else:
-            print(f"    certified upper bound: eps <= {_fmt(up)}  -- the shuffled messages are "
-                  f"({_fmt(up)}, {r['delta']:g})-DP [{r['upper_source']}]")
-            print(f"    worst-case pair:       eps <= {_fmt(r['worst_case'])}  [{r['clone_proof']}]"
+            print(f"    certified upper bound: eps <= {fmt(up)}  -- the shuffled messages are "
+                  f"({fmt(up)}, {r['delta']:g})-DP [{r['upper_source']}]")
+            print(f"    worst-case pair:       eps <= {fmt(r['worst_case'])}  [{r['clone_proof']}]"
                   if r["worst_case"] is not None else "    worst-case pair:       none finite")
         if r["has_lower"]:
             lo = r["lower"]
-            print(f"    lower bound:           eps >= {_fmt(lo if lo is not None else math.inf)}  "
+            print(f"    lower bound:           eps >= {fmt(lo if lo is not None else math.inf)}  "
                   "-- some dataset of the others needs at least this")
         else:
             print("    lower bound:           none for this randomizer (0)")
@@ -321,42 +260,14 @@ def _cmd_epsilon(args) -> int:
         if differs:
             label = "certified" if r["paper_certified"] else \
                 "NOT certified: Theorem 4.7 is not a valid upper bound when w = 1-(p+1)alpha > 0"
-            print(f"    paper (Thm 4.7):       eps = {_fmt(pap_f)}  -- {label}")
+            print(f"    paper (Thm 4.7):       eps = {fmt(pap_f)}  -- {label}")
     return 0
-
-
-def _check_output_path(param: str, path: str, example: str = "compose.png") -> None:
-    """Refuse an output file that cannot be written, before any computation (and matplotlib present).
-
-    Args:
-      param: the option as the messages name it (``plot``, ``-o/--output``).
-      path: the output file given.
-      example: a file name the message suggests inside ``path`` when ``path`` is a directory.
-
-    Raises:
-      UsageError: ``path`` is a directory, its folder does not exist or is not writable, or
-        matplotlib is missing.
-    """
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise UsageError(f"{param}: {path} is a directory; give a file name such as {target / example}")
-    if not parent.is_dir():
-        raise UsageError(f"{param}: the folder {parent} of {path} does not exist")
-    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise UsageError(f"{param}: {path} is not writable")
-    try:
-        from jaxshuffle import plot as jplot
-
-        jplot._require_matplotlib()
-    except ImportError as exc:
-        raise UsageError(f"{param}: {exc}") from None
 
 
 def _cmd_calibrate(args) -> int:
     from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n
 
-    entry = _entry(args.randomizer)
+    entry = catalog_entry(args.randomizer)
     solve_eps0 = args.n is not None
     if solve_eps0:
         if "eps0" not in [a.name for a in entry.args]:
@@ -364,10 +275,10 @@ def _cmd_calibrate(args) -> int:
                              "omit --n to calibrate n instead")
         if getattr(args, "opt_eps0", None) is not None:
             raise UsageError("eps0: give either --n (calibrate eps0) or --eps0 (calibrate n), not both")
-        grid = _entry_options(args, entry, skip=("eps0",))
+        grid = entry_options(args, entry, skip=("eps0",))
         grid.update(target=args.target, n=args.n, delta=args.delta)
     else:
-        grid = _entry_options(args, entry)
+        grid = entry_options(args, entry)
         grid.update(target=args.target, delta=args.delta)
     names, cols = _cartesian(grid)
     fixed = ("target", "n", "delta")
@@ -393,12 +304,12 @@ def _cmd_calibrate(args) -> int:
     rows, j = [], 0
     for i in range(cols["target"].size):
         row = {"randomizer": args.randomizer, "options": {k: float(full[k][i]) for k in full},
-               "target": float(cols["target"][i]), "n": _num(n[i]), "delta": float(cols["delta"][i]),
+               "target": float(cols["target"][i]), "n": num(n[i]), "delta": float(cols["delta"][i]),
                "solved_for": "eps0" if solve_eps0 else "n",
-               "value": _num(np.asarray(cal.value)[i]), "over": _num(np.asarray(cal.over)[i]),
+               "value": num(np.asarray(cal.value)[i]), "over": num(np.asarray(cal.over)[i]),
                "calibration_status": CalibrationStatus(int(status[i])).label}
         if ok[i]:
-            row.update(upper=_num(rep["upper"][j]), lower=_num(rep["lower"][j]), paper=_num(rep["paper"][j]),
+            row.update(upper=num(rep["upper"][j]), lower=num(rep["lower"][j]), paper=num(rep["paper"][j]),
                        certified=bool(rep["certified"][j]), paper_certified=bool(rep["paper_certified"][j]),
                        has_lower=bool(rep["has_lower"][j]))
             j += 1
@@ -408,7 +319,7 @@ def _cmd_calibrate(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1, allow_nan=False))
         return 0
-    print(_assumptions(entry, args.randomizer))
+    print(assumptions(entry, args.randomizer))
     for r in rows:
         others = ", ".join(f"{k}={v:g}" for k, v in r["options"].items() if k != "eps0" or not solve_eps0)
         if solve_eps0:
@@ -416,14 +327,14 @@ def _cmd_calibrate(args) -> int:
             if r["calibration_status"] == "capped":
                 print(f"  {where}: every eps0 <= {r['value']:g} meets target {r['target']:g} (search limit)")
             else:
-                print(f"  {where}: largest eps0 = {_fmt(r['value'])} with certified eps <= {_fmt(r['upper'])} "
-                      f"<= target {r['target']:g} (eps0 = {_fmt(r['over'])} exceeds it)")
+                print(f"  {where}: largest eps0 = {fmt(r['value'])} with certified eps <= {fmt(r['upper'])} "
+                      f"<= target {r['target']:g} (eps0 = {fmt(r['over'])} exceeds it)")
         else:
             where = f"{others}, delta={r['delta']:g}"
             if r["n"] is None:
                 print(f"  {where}: target {r['target']:g} not reached with n <= 1e12 users")
             else:
-                print(f"  {where}: smallest n = {r['n']:.0f} with certified eps <= {_fmt(r['upper'])} "
+                print(f"  {where}: smallest n = {r['n']:.0f} with certified eps <= {fmt(r['upper'])} "
                       f"<= target {r['target']:g}")
     return 0
 
@@ -528,8 +439,8 @@ def _cmd_sandwich(args) -> int:
 def _cmd_compare(args) -> int:
     from jaxshuffle.comparison import compare
 
-    entry = _entry(args.randomizer)
-    opts = _entry_options(args, entry, skip=("eps0",))
+    entry = catalog_entry(args.randomizer)
+    opts = entry_options(args, entry, skip=("eps0",))
     for k, v in opts.items():
         if len(v) != 1:
             raise UsageError(f"{k}: compare takes one value per randomizer option")
@@ -556,7 +467,7 @@ def _cmd_compare(args) -> int:
         print(f"  {'bound':36s} {'kind':9s} " + " ".join(f"{f'eps0={e:g}':>10s}" for e in args.eps0[:8])
               + (" ..." if len(args.eps0) > 8 else ""))
         for name, b in table.bounds.items():
-            vals = " ".join(f"{_fmt(float(b.value[i, j])):>10s}" for i in range(min(8, len(args.eps0))))
+            vals = " ".join(f"{fmt(float(b.value[i, j])):>10s}" for i in range(min(8, len(args.eps0))))
             print(f"  {name:36s} {b.kind:9s} {vals}")
     print(f"\nwrote {csv_path} and {figure}")
     return 0
@@ -588,9 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
         if args.command in ("tune", "compose"):  # long computations: SIGTERM stops them as Ctrl-C does (143)
-            from jaxshuffle.cli.sweep import _sigterm_raises
-
-            with _sigterm_raises():
+            with sigterm_raises():
                 return args.func(args)
         if args.command in ("sweep", "plot"):
             return args.func(args)

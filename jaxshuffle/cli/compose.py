@@ -15,12 +15,22 @@ import json
 
 import numpy as np
 
+from jaxshuffle.cli._common import (
+    UsageError,
+    add_entry_options,
+    assumptions,
+    catalog_entry,
+    check_output_path,
+    entry_options,
+    fmt,
+    grid_option,
+    num,
+)
+
 
 def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     """Add ``compose`` to an argparse subparsers object (handler stored as ``func``); ``entry`` is the
     catalog entry named by ``--randomizer`` (its options become flags), or None."""
-    from jaxshuffle.cli import _add_entry_options, _grid
-
     p = subparsers.add_parser(
         "compose", help="certified epsilon of T shuffled rounds, composed (PLD + FFT)",
         description="Composed (eps, delta) of T rounds of n users' shuffled messages: the certified pairs' "
@@ -29,11 +39,11 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
                     "composition of the one-round bound.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
-    _add_entry_options(p, entry)
+    add_entry_options(p, entry)
     p.add_argument("--n", type=float, required=True, help="number of users (integer >= 1)")
-    p.add_argument("--rounds", type=_grid, required=True, metavar="T[,T...]",
+    p.add_argument("--rounds", type=grid_option, required=True, metavar="T[,T...]",
                    help="numbers of rounds (integers >= 1; a grid such as 1..1000:20 is rounded to integers)")
-    p.add_argument("--delta", type=_grid, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
+    p.add_argument("--delta", type=grid_option, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
     p.add_argument("--discretization", type=float, default=None,
                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
@@ -49,10 +59,9 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
 def run_compose(args) -> int:
     from jaxshuffle.accountant.pld import MAX_DEFAULT_ROUNDS
     from jaxshuffle.accountant.rounds import composed_epsilon
-    from jaxshuffle.cli import UsageError, _assumptions, _check_output_path, _entry, _entry_options, _fmt, _num
 
-    entry = _entry(args.randomizer)
-    opts = _entry_options(args, entry)
+    entry = catalog_entry(args.randomizer)
+    opts = entry_options(args, entry)
     for k, v in opts.items():
         if len(v) != 1:
             raise UsageError(f"{k}: compose takes one value per randomizer option, got {len(v)}")
@@ -70,7 +79,7 @@ def run_compose(args) -> int:
     if not np.all((delta > 0) & (delta < 1)):
         raise UsageError("delta: must lie in (0, 1)")
     if args.plot is not None:
-        _check_output_path("plot", args.plot)
+        check_output_path("plot", args.plot)
     if args.blanket_points is not None and args.blanket_points < 0:
         raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
     c = composed_epsilon(params, args.n, rounds, delta, discretization=args.discretization,
@@ -80,10 +89,10 @@ def run_compose(args) -> int:
         for j, d in enumerate(c.delta):
             rows.append({"randomizer": args.randomizer, "options": {k: float(v[0]) for k, v in opts.items()},
                          "n": float(args.n), "rounds": int(T), "delta": float(d),
-                         "upper": _num(c.upper[i, j]), "upper_source": str(c.upper_source[i, j]),
-                         "pld": _num(c.pld[i, j]), "blanket_pld": _num(c.blanket_pld[i, j]),
-                         "lower": _num(c.lower[i, j]),
-                         "basic": _num(c.basic[i, j]), "advanced": _num(c.advanced[i, j]),
+                         "upper": num(c.upper[i, j]), "upper_source": str(c.upper_source[i, j]),
+                         "pld": num(c.pld[i, j]), "blanket_pld": num(c.blanket_pld[i, j]),
+                         "lower": num(c.lower[i, j]),
+                         "basic": num(c.basic[i, j]), "advanced": num(c.advanced[i, j]),
                          "discretization": c.discretization, "clone_proof": c.clone_proof})
     if args.plot is not None:
         from jaxshuffle import plot as jplot
@@ -96,7 +105,7 @@ def run_compose(args) -> int:
     def inf(x):
         return float("inf") if x is None else x
 
-    print(_assumptions(entry, args.randomizer) + " The same users take part in every round.")
+    print(assumptions(entry, args.randomizer) + " The same users take part in every round.")
     print(f"  worst-case pair: the {c.clone_proof} clone (docs/math.md 5.4).")
     print("  certified eps: the smallest certified bound on the T rounds: the PLD composition of the worst-case "
           "pair and, for k-RR, of the blanket pair (each composed on its own), and basic and advanced composition "
@@ -104,7 +113,7 @@ def run_compose(args) -> int:
     print(f"  {'T':>7} {'delta':>9} {'certified eps':>14} {'from':>11} {'PLD':>10} {'(pair, from below)':>19} "
           f"{'blanket PLD':>11} {'basic':>10} {'advanced':>10}")
     for row in rows:
-        print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {_fmt(inf(row['upper'])):>14} {row['upper_source']:>11} "
-              f"{_fmt(inf(row['pld'])):>10} {_fmt(row['lower']):>19} {_fmt(inf(row['blanket_pld'])):>11} "
-              f"{_fmt(inf(row['basic'])):>10} {_fmt(inf(row['advanced'])):>10}")
+        print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {fmt(inf(row['upper'])):>14} {row['upper_source']:>11} "
+              f"{fmt(inf(row['pld'])):>10} {fmt(row['lower']):>19} {fmt(inf(row['blanket_pld'])):>11} "
+              f"{fmt(inf(row['basic'])):>10} {fmt(inf(row['advanced'])):>10}")
     return 0

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 
-
-from jaxshuffle.sweeps.grid import catalog_rows, default_grid, option_kinds, parse_grid, parse_rounds
-from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked, parse_shard, sweep
+from jaxshuffle.cli._common import check_output_path, sigterm_raises
+from jaxshuffle.sweeps.grid import (
+    catalog_rows,
+    default_grid,
+    option_kinds,
+    parse_grid,
+    parse_rounds,
+)
 from jaxshuffle.sweeps.merge import merge
+from jaxshuffle.sweeps.run import SweepLocked, parse_shard, sweep
 from jaxshuffle.sweeps.store import load
 
+#: The name this module's callers (and tests) know the SIGTERM handler by; it lives in _common, shared
+#: with compose and tune.
+_sigterm_raises = sigterm_raises
 
 # ----------------------------------------------------------------------------------------
 # Command line: `jaxshuffle sweep`, `jaxshuffle sweep merge`, `jaxshuffle plot`
@@ -169,7 +176,7 @@ def _cmd_sweep(args) -> int:
             raise ValueError("delta: required (e.g. --delta 1e-6 or --delta 0.01/n)")
     out = args.out or "jaxshuffle-sweep"
     client = _connect(args)
-    with _sigterm_raises(), (client if client is not None else contextlib.nullcontext()):
+    with sigterm_raises(), (client if client is not None else contextlib.nullcontext()):
         try:
             res = sweep(name, n=n, delta=delta, out=out, rtol=args.rtol, lower=not args.no_lower,
                         scaled_variant=args.scaled, upper_from=args.upper_from,
@@ -217,39 +224,6 @@ def _connect(args):
     except Exception as exc:  # OSError / TimeoutError / a malformed address
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"{flag}: cannot reach the Dask scheduler within {args.connect_timeout:g} s ({why})") from None
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """SIGTERM raises :class:`SweepInterrupted` (like Ctrl-C's KeyboardInterrupt): files are closed, exit 143."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigterm(signum, frame):
-        raise SweepInterrupted(signum)
-
-    def on_alarm(signum, frame):
-        raise SweepInterrupted(signal.SIGTERM)
-
-    def on_unraisable(unraisable):
-        # the handler ran inside a callback whose exceptions Python ignores (a gc callback such as
-        # jax's, a __del__): deliver the stop again a moment later, from ordinary code
-        if isinstance(unraisable.exc_value, SweepInterrupted):
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
-            return
-        old_hook(unraisable)
-
-    old = signal.signal(signal.SIGTERM, on_sigterm)
-    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
-    old_hook, sys.unraisablehook = sys.unraisablehook, on_unraisable
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        sys.unraisablehook = old_hook
-        signal.signal(signal.SIGALRM, old_alarm)
-        signal.signal(signal.SIGTERM, old)
 
 
 def _finish_sweep(args, res, out) -> int:
@@ -328,15 +302,13 @@ def _cmd_plot(args) -> int:
     the CLI). ``-o`` naming a directory, or a file in a missing or read-only folder, is refused
     before the results are read.
     """
-    from jaxshuffle.cli import _check_output_path
-
     try:
         from jaxshuffle import plot as jplot
 
         jplot._require_matplotlib()
     except ImportError as exc:
         raise ValueError(f"plot: {exc}") from None
-    _check_output_path("-o/--output", args.output, example="sweep.png")  # before reading anything
+    check_output_path("-o/--output", args.output, example="sweep.png")  # before reading anything
     with warnings.catch_warnings(record=True) as caught:  # a torn last row: one line on stderr
         warnings.simplefilter("always", RuntimeWarning)
         res = load(args.results)

@@ -1,0 +1,154 @@
+"""What the ``jaxshuffle`` subcommands share: the user-error type, grid-valued options, the
+randomizer's options as flags, output formatting, output-path checks and SIGTERM handling.
+
+The subcommand modules (:mod:`jaxshuffle.cli`, ``compose``, ``sweep``, ``tune``) import these at
+their top; none imports from another's namespace, so the package has no import cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from jaxshuffle.sweeps.grid import parse_grid
+from jaxshuffle.sweeps.stops import SweepInterrupted
+
+
+class UsageError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def grid_option(text: str) -> list[float]:
+    """Grid values through the one parser (:func:`jaxshuffle.sweeps.grid.parse_grid`)."""
+    try:
+        return parse_grid(text).tolist()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def catalog_entry(name: str | None):
+    """The catalog entry named ``name`` (None for None); UsageError for an unknown name."""
+    from jaxshuffle.randomizers import CATALOG
+
+    if name is None:
+        return None
+    if name not in CATALOG:
+        raise UsageError(f"randomizer: unknown name {name!r}; choose one of {', '.join(sorted(CATALOG))} "
+                         "(see `jaxshuffle randomizers`)")
+    return CATALOG[name]
+
+
+def add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] = ()) -> None:
+    """One grid-valued flag per option of the catalog ``entry`` (none for None), stored as ``opt_<name>``."""
+    if entry is None:
+        return
+    for a in entry.args:
+        if a.name in skip:
+            continue
+        flags = [f"--{a.name}"] + ([f"--{a.name.replace('_', '-')}"] if "_" in a.name else [])
+        default = None if a.default is None else [a.default]
+        p.add_argument(*flags, dest=f"opt_{a.name}", type=grid_option, default=default, metavar="X[,X...]",
+                       help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
+
+
+def entry_options(args, entry, skip=()) -> dict[str, list[float]]:
+    """The values given for each option of ``entry`` (name -> grid); UsageError names a missing one."""
+    out = {}
+    for a in entry.args:
+        if a.name in skip:
+            continue
+        val = getattr(args, f"opt_{a.name}", None)
+        if val is None:
+            raise UsageError(f"{a.name}: required option of randomizer {args.randomizer!r} "
+                             f"(--{a.name}: {a.help}; {a.range_text()})")
+        out[a.name] = val
+    return out
+
+
+def assumptions(entry, name: str) -> str:
+    """The privacy statement's first line: the model and the randomizer the bounds hold for."""
+    if entry.multi_message:
+        msg = ("each user sends one input-dependent message plus blanket_per_user input-independent "
+               "(blanket) messages")
+    else:
+        msg = "each user sends a single message"
+    return (f"Shuffle model, replace-one neighbouring datasets (one user's input changes), {msg}, "
+            f"randomized by {name!r}: {entry.description}.")
+
+
+def num(x) -> float | None:
+    """``x`` as a float, None where it is not finite (JSON has no inf or NaN)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def fmt(x: float) -> str:
+    """An epsilon for the plain-text tables: six decimals, six digits below 1e-3, ``inf``."""
+    return "inf" if not math.isfinite(x) else f"{x:.6g}" if abs(x) < 1e-3 and x != 0 else f"{x:.6f}"
+
+
+def check_output_path(param: str, path: str, example: str = "compose.png") -> None:
+    """Refuse an output file that cannot be written, before any computation (and matplotlib present).
+
+    Args:
+      param: the option as the messages name it (``plot``, ``-o/--output``).
+      path: the output file given.
+      example: a file name the message suggests inside ``path`` when ``path`` is a directory.
+
+    Raises:
+      UsageError: ``path`` is a directory, its folder does not exist or is not writable, or
+        matplotlib is missing.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{param}: {path} is a directory; give a file name such as {target / example}")
+    if not parent.is_dir():
+        raise UsageError(f"{param}: the folder {parent} of {path} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{param}: {path} is not writable")
+    try:
+        from jaxshuffle import plot as jplot
+
+        jplot._require_matplotlib()
+    except ImportError as exc:
+        raise UsageError(f"{param}: {exc}") from None
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """SIGTERM raises :class:`SweepInterrupted` (like Ctrl-C's KeyboardInterrupt): files are closed, exit 143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum, frame):
+        raise SweepInterrupted(signum)
+
+    def on_alarm(signum, frame):
+        raise SweepInterrupted(signal.SIGTERM)
+
+    def on_unraisable(unraisable):
+        # the handler ran inside a callback whose exceptions Python ignores (a gc callback such as
+        # jax's, a __del__): deliver the stop again a moment later, from ordinary code
+        if isinstance(unraisable.exc_value, SweepInterrupted):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        old_hook(unraisable)
+
+    old = signal.signal(signal.SIGTERM, on_sigterm)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    old_hook, sys.unraisablehook = sys.unraisablehook, on_unraisable
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = old_hook
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGTERM, old)
