@@ -9,7 +9,9 @@ Subcommands::
     jaxshuffle tune --query grr:k=2 --query grr:k=100 --n 1e5 --target 1 --delta 1e-6  # budget split
 
 Numbers accept comma-separated grids (``--n 1e4,1e6,1e8 --eps0 1,2``): every combination
-(cartesian grid) is evaluated in one batched call. ``--json`` prints a list with one object
+(cartesian grid) is evaluated in one batched call. Every command reads a grid as ``jaxshuffle sweep``
+does (:mod:`jaxshuffle.sweeps.grid`): ``--n 1e3..1e4:3`` is 1000, 3162, 10000 (``n`` and integer
+options such as ``--k`` rounded, duplicates dropped), and a bad grid gets the sweep's message. ``--json`` prints a list with one object
 per grid point (keys include ``lower``, ``upper``, ``paper``, ``certified``; infinite values
 are ``null``). Plain output is a privacy statement: assumptions, certified upper bound,
 lower bound, and the paper's Theorem 4.7 value where it differs (labelled NOT certified).
@@ -46,7 +48,7 @@ from jaxshuffle.cli._common import (
     catalog_entry,
     entry_options,
     fmt,
-    grid_option,
+    grid_type,
     num,
     sigterm_raises,
 )
@@ -64,11 +66,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _delta_items(text: str) -> list:
-    """Delta values and rules in n (``1e-6``, ``0.01/n``), as :func:`jaxshuffle.sweeps.grid.parse_delta` reads them."""
+    """Delta values and rules in n (``1e-6``, ``0.01/n``), as :func:`jaxshuffle.sweeps.grid.parse_delta` reads them
+    (its message names delta already; argparse's wrapping would add ``argument --delta:`` and differ from sweep's)."""
     try:
         return parse_delta(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def _randomizer_name(argv: Sequence[str]) -> str | None:
@@ -99,7 +102,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "randomizer appear in --help once --randomizer is given.", **common)
     pe.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     add_entry_options(pe, entry)
-    pe.add_argument("--n", type=grid_option, required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
+    pe.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
     pe.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n")
     pe.add_argument("--rtol", type=float, default=1e-6, help="relative width of each epsilon bracket")
@@ -117,8 +120,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "given), the smallest n.", **common)
     pc.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     add_entry_options(pc, entry)
-    pc.add_argument("--target", type=grid_option, required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
-    pc.add_argument("--n", type=grid_option, default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
+    pc.add_argument("--target", type=grid_type("target"), required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
+    pc.add_argument("--n", type=grid_type("n"), default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
     pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
@@ -149,7 +152,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     ps.add_argument("--eps0", type=float, help="eps0 of --grr")
     ps.add_argument("--x0", type=int, default=0, help="victim input under P (default 0)")
     ps.add_argument("--x1", type=int, default=1, help="victim input under Q (default 1)")
-    ps.add_argument("--n", type=grid_option, required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
+    ps.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
     ps.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     ps.add_argument("--candidates", choices=("all-equal", "mixtures"), default="all-equal",
                     help="datasets of the other users to search for the worst case")
@@ -161,8 +164,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                         **common)
     pm.add_argument("--randomizer", required=True, help="catalog name with an eps0 option")
     add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
-    pm.add_argument("--eps0", type=grid_option, required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
-    pm.add_argument("--n", type=grid_option, required=True, metavar="GRID", help="numbers of users")
+    pm.add_argument("--eps0", type=grid_type("eps0"), required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
+    pm.add_argument("--n", type=grid_type("n"), required=True, metavar="GRID", help="numbers of users")
     pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     _add_upper_from(pm)
     pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
@@ -419,9 +422,7 @@ def _cmd_sandwich(args) -> int:
         matrix = _parse_matrix(args.matrix)
     reports = []
     try:
-        for n in args.n:
-            if n != int(n) or n < 1:
-                raise UsageError("n: must be an integer >= 1")
+        for n in args.n:  # integers >= 1: grid_type("n") rounds and checks as a sweep does
             reports.append(sandwich(matrix, args.x0, args.x1, int(n), args.delta, candidates=args.candidates))
     except OrderViolation as exc:
         print(f"jaxshuffle: ORDER VIOLATED (a certified bound is wrong; please report): {exc}", file=sys.stderr)

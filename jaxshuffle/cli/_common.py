@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from jaxshuffle.sweeps.grid import parse_grid
+from jaxshuffle.sweeps.grid import parse_n, parse_option
 from jaxshuffle.sweeps.stops import SweepInterrupted
 
 
@@ -24,12 +24,23 @@ class UsageError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-def grid_option(text: str) -> list[float]:
-    """Grid values through the one parser (:func:`jaxshuffle.sweeps.grid.parse_grid`)."""
-    try:
-        return parse_grid(text).tolist()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def grid_type(name: str, *, integer: bool = False):
+    """The argparse ``type`` of the grid-valued option ``--name``: its values as a list, read by the rules a
+    sweep applies to the same axis (:func:`jaxshuffle.sweeps.grid.parse_n` for ``n``, rounded to integers;
+    :func:`~jaxshuffle.sweeps.grid.parse_option` otherwise, rounded where ``integer``), so a grid text gives
+    the same points, or the same one-line error, in ``sweep`` and in every other command.
+
+    The error is raised as :class:`UsageError`, past argparse: its own wrapping would prefix
+    ``argument --n:`` and the message would differ from the sweep's.
+    """
+    def values(text: str) -> list[float]:
+        try:
+            return (parse_n(text) if name == "n" else parse_option(name, text, integer=integer)).tolist()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    values.__name__ = name
+    return values
 
 
 def catalog_entry(name: str | None):
@@ -53,7 +64,7 @@ def add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] =
             continue
         flags = [f"--{a.name}"] + ([f"--{a.name.replace('_', '-')}"] if "_" in a.name else [])
         default = None if a.default is None else [a.default]
-        p.add_argument(*flags, dest=f"opt_{a.name}", type=grid_option, default=default, metavar="X[,X...]",
+        p.add_argument(*flags, dest=f"opt_{a.name}", type=grid_type(a.name, integer=a.kind == "int"), default=default, metavar="X[,X...]",
                        help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
 
 

@@ -23,7 +23,7 @@ from jaxshuffle.cli._common import (
     check_output_path,
     entry_options,
     fmt,
-    grid_option,
+    grid_type,
     num,
 )
 
@@ -40,10 +40,11 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     add_entry_options(p, entry)
-    p.add_argument("--n", type=float, required=True, help="number of users (integer >= 1)")
-    p.add_argument("--rounds", type=grid_option, required=True, metavar="T[,T...]",
+    p.add_argument("--n", type=grid_type("n"), required=True, metavar="N",
+                   help="number of users (integer >= 2; rounded as in a sweep)")
+    p.add_argument("--rounds", type=grid_type("rounds", integer=True), required=True, metavar="T[,T...]",
                    help="numbers of rounds (integers >= 1; a grid such as 1..1000:20 is rounded to integers)")
-    p.add_argument("--delta", type=grid_option, required=True, metavar="D[,D...]", help="total delta in (0, 1)")
+    p.add_argument("--delta", type=grid_type("delta"), required=True, metavar="D[,D...]", help="total delta in (0, 1)")
     p.add_argument("--discretization", type=float, default=None,
                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
@@ -65,6 +66,9 @@ def run_compose(args) -> int:
     for k, v in opts.items():
         if len(v) != 1:
             raise UsageError(f"{k}: compose takes one value per randomizer option, got {len(v)}")
+    if len(args.n) != 1:
+        raise UsageError(f"n: compose takes one number of users, got {len(args.n)}")
+    n = args.n[0]
     params = entry.fn(**{k: v[0] for k, v in opts.items()})
     rounds = np.asarray(args.rounds, np.float64)
     if not np.all(np.isfinite(rounds) & (rounds >= 1)):
@@ -82,13 +86,13 @@ def run_compose(args) -> int:
         check_output_path("plot", args.plot)
     if args.blanket_points is not None and args.blanket_points < 0:
         raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
-    c = composed_epsilon(params, args.n, rounds, delta, discretization=args.discretization,
+    c = composed_epsilon(params, n, rounds, delta, discretization=args.discretization,
                          blanket_points=args.blanket_points)
     rows = []
     for i, T in enumerate(c.rounds):
         for j, d in enumerate(c.delta):
             rows.append({"randomizer": args.randomizer, "options": {k: float(v[0]) for k, v in opts.items()},
-                         "n": float(args.n), "rounds": int(T), "delta": float(d),
+                         "n": float(n), "rounds": int(T), "delta": float(d),
                          "upper": num(c.upper[i, j]), "upper_source": str(c.upper_source[i, j]),
                          "pld": num(c.pld[i, j]), "blanket_pld": num(c.blanket_pld[i, j]),
                          "lower": num(c.lower[i, j]),

@@ -13,7 +13,7 @@ from jaxshuffle.sweeps.grid import (
     catalog_rows,
     default_grid,
     option_kinds,
-    parse_grid,
+    parse_option,
     parse_rounds,
 )
 from jaxshuffle.sweeps.merge import merge
@@ -323,7 +323,7 @@ def _cmd_plot(args) -> int:
             f"; {len(problems)} impossible values in all" + (f", the first {len(shown)} listed"
                                                             if len(problems) > len(shown) else "")
         raise ValueError(f"{shown[-1]} (nothing drawn{more})")
-    targets = [float(x) for x in parse_grid(args.targets)]
+    targets = [float(x) for x in parse_option("targets", args.targets)]
     jplot.summary_figure(res, args.output, kind=args.kind, n=args.n, delta_rule=args.delta_rule,
                          randomizer=args.randomizer, targets=targets, utility_k=args.utility_k, dpi=args.dpi)
     print(args.output)

@@ -25,7 +25,6 @@ from typing import Mapping
 
 import numpy as np
 
-
 # ----------------------------------------------------------------------------------------
 # Grid syntax
 
@@ -302,6 +301,38 @@ def parse_delta(text) -> list:
     return [float(x) for x in np.atleast_1d(np.asarray(text, dtype=np.float64)).ravel()]
 
 
+def parse_n(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+    """Values of an ``n`` axis (numbers of users): grid syntax, rounded to integers, duplicates dropped.
+
+    The one rule for ``n`` in a sweep and in every CLI command: ``"1e3..1e4:3"`` gives 1000, 3162,
+    10000. Raises ValueError naming ``n``, its range (integers >= 1) and the value given, for bad
+    syntax, a value below 1 (after rounding) or a non-finite value.
+    """
+    what = "n: must be integers >= 1 (grid syntax: 1,2,5 | 0.5:4:8 | 1e3..1e6:7, rounded to integers)"
+    if isinstance(text, str) and not text.strip():
+        raise ValueError(f"{what}; got an empty value")
+    try:
+        values = parse_grid(text, integer=True, max_values=max_values)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what}; got {text!r} ({exc})") from None
+    if values.size == 0:
+        raise ValueError(f"{what}; got no value")
+    bad = ~(np.isfinite(values) & (values >= 1))
+    if bad.any():
+        raw = text if isinstance(text, str) else np.asarray(text).tolist()
+        raise ValueError(f"{what}; got {raw!r} (value {values[bad][0]:g} after rounding)")
+    return values
+
+
+def parse_option(name: str, text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+    """Values of the grid axis of option ``name`` (rounded to integers when ``integer``); a ValueError
+    names the option, so a sweep and every CLI command refuse a bad grid with the same message."""
+    try:
+        return parse_grid(text, integer=integer, max_values=max_values)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 #: Largest number of rounds of a ``rounds`` axis (every integer up to it is exact in float64).
 MAX_ROUNDS = 2 ** 53
 
@@ -398,16 +429,14 @@ def build_spec(randomizer, n, delta, axes: Mapping, rounds=None) -> dict:
             eval_rule(value, env={k: np.ones(1) for k in used if k != key}, what=key)  # syntax and names
             grids[key] = {"rule": value.strip()}
             continue
-        grids[key] = parse_grid(value, integer=kinds[key] == "int").tolist()
+        grids[key] = parse_option(key, value, integer=kinds[key] == "int").tolist()
         if not grids[key]:
             raise ValueError(f"{key}: empty grid")
     if n is None:
         raise ValueError("n: required (e.g. n='1e3,1e4' or --n 1e3..1e6:7)")
     if delta is None:
         raise ValueError("delta: required (e.g. delta=1e-6, '0.01/n' or --delta 1e-8,0.01/n)")
-    n_vals = parse_grid(n, integer=True)
-    if not np.all(np.isfinite(n_vals) & (n_vals >= 1)):
-        raise ValueError("n: must be integers >= 1")
+    n_vals = parse_n(n)
     rules = []
     for item in parse_delta(delta):
         if callable(item):
