@@ -22,7 +22,7 @@ import jaxshuffle  # noqa: F401  (float64)
 from jaxshuffle import blanket as bl
 from jaxshuffle.exact import enumerate as exact
 from jaxshuffle.search import Status
-from jaxshuffle.soundness import grr_matrix
+from jaxshuffle.exact.soundness import grr_matrix
 
 # One plan for every small point below (n <= 60, eps0 <= 5, any eps <= eps0): one compile per kind.
 SMALL = bl.BlanketPlan(window=64, block=8, lines=48, max_step=154, chunk=4)

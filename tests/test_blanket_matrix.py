@@ -23,7 +23,7 @@ import jaxshuffle  # noqa: F401  (float64)
 from jaxshuffle import blanket as bl
 from jaxshuffle import blanket_matrix as bm
 from jaxshuffle.exact import enumerate as exact
-from jaxshuffle.soundness import grr_matrix
+from jaxshuffle.exact.soundness import grr_matrix
 
 # One plan for every small point below (n <= 5): one compiled program for all engine tests.
 SMALL = bl.BlanketPlan(window=16, block=8, lines=16, max_step=16, chunk=1)

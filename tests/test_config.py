@@ -98,6 +98,24 @@ def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+def test_moved_module_path_still_imports_with_a_deprecation_warning():
+    """``jaxshuffle.soundness`` (the sandwich reports' old home) imports, names the new path in a
+    DeprecationWarning, and serves the same objects as ``jaxshuffle.exact.soundness``."""
+    import importlib
+    import sys
+    import warnings
+
+    from jaxshuffle.exact import soundness
+
+    sys.modules.pop("jaxshuffle.soundness", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("jaxshuffle.soundness")
+    assert [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)] == [
+        "jaxshuffle.soundness is deprecated: import from jaxshuffle.exact.soundness (or jaxshuffle.exact)"]
+    assert old.sandwich is soundness.sandwich and old.grr_matrix is soundness.grr_matrix
+
+
 def test_cache_clear_leaves_a_users_jax_cache_and_other_files_alone(tmp_path):
     """``cache clear`` empties only jaxshuffle's own folders: a JAX compilation cache the user set
     elsewhere is reported and kept, and so are other files in the cache root."""
