@@ -26,14 +26,15 @@ Modules (one concept each):
   (the optional ``interop`` extra).
 """
 
-from jaxshuffle.accountant.amplify import (
+from jaxshuffle.accountant.amplify import AmplificationReport, UpperSource, amplify
+
+# The sweep's job protocol (amplify split into searches and their combination) lives in
+# jaxshuffle.accountant.amplify; these names stay importable here for code written against 0.2.
+from jaxshuffle.accountant.amplify import (  # noqa: F401
     JOB_ROLES,
-    AmplificationReport,
     PairJob,
     PointInfo,
-    UpperSource,
     amplification_jobs,
-    amplify,
     combine_amplification,
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n
@@ -47,5 +48,4 @@ __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
            "CompositionBound", "compose", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
            "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
-           "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]

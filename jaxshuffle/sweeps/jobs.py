@@ -120,7 +120,7 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
     """
     import jax.numpy as jnp
 
-    from jaxshuffle.accountant import PointInfo, amplification_jobs
+    from jaxshuffle.accountant.amplify import PointInfo, amplification_jobs
 
     params = entry.fn(**{k: jnp.asarray(v) for k, v in opts.items()})
     lp = None
@@ -170,8 +170,7 @@ class SweepGrid:
     extra_width = 0  #: columns of a chunk's ``extra`` array (none: two-count and mechanism searches)
 
     def __init__(self, spec: dict, with_lower: bool, scaled_variant: bool = False, upper_from: str = "worst-case"):
-        from jaxshuffle.accountant import JOB_ROLES
-        from jaxshuffle.accountant.amplify import check_upper_from
+        from jaxshuffle.accountant.amplify import JOB_ROLES, check_upper_from
 
         check_upper_from(upper_from)
         self.spec = spec
@@ -275,8 +274,7 @@ class SweepGrid:
                 points: np.ndarray | None = None, extra: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Result columns for ``points`` (all by default); job arrays indexed by job id (``aux``: the
         runner's fourth array, read for mechanism searches only; ``extra`` is not used)."""
-        from jaxshuffle.accountant import JOB_ROLES, PointInfo, combine_amplification
-        from jaxshuffle.accountant.amplify import fold_mechanism_columns
+        from jaxshuffle.accountant.amplify import JOB_ROLES, PointInfo, combine_amplification, fold_mechanism_columns
 
         if points is None:
             points = np.arange(self.size)
