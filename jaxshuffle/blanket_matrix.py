@@ -51,10 +51,10 @@ from jaxshuffle import blanket as bl
 from jaxshuffle import blanket_lattice as la
 from jaxshuffle._bisect import bisect_fixed
 from jaxshuffle._config import check, require_x64
+from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
 from jaxshuffle.search import Status, lane_constant
 
-_ULP = 2.3e-16
 #: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
 KERNEL_CATEGORIES = 4
 #: largest number of input rows / message columns a mechanism matrix may have

@@ -46,12 +46,12 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
+from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
 from jaxshuffle.pair import TwoCountPair, check_fields
 from jaxshuffle.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
-_ULP = 2.3e-16  # 2u: bound on the rounding of one float64 operation
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
 LOSS_ERR = 1e-11
 # Smallest grid spacing accepted: LOSS_ERR must stay a small fraction of it.

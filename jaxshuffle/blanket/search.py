@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, remember
+from jaxshuffle._numerics import newton_margin
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
                                      plan_blanket, plan_groups)
@@ -71,11 +72,9 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
         lo_tan = jnp.log(jnp.maximum(t_cross, 1.0)) * (1.0 - 1e-14)
         use = (sl > 0) & (d.tangent_value < delta) & (t_cross > 1.0) & (lo_tan > lo) & (lo_tan < hi)
         lo = jnp.where(use, lo_tan, lo)
-        # Newton on D(t) (convex, decreasing), aimed a margin above the root.
-        # relative to the point, not to hi: before the first certified upper end hi is eps0, and a
-        # margin of rtol * eps0 sent an ambiguous first point (Gaussian guess within the band of
-        # the root) 2000 rtol away at n = 1e8 (8 evaluations instead of 3)
-        margin = 0.25 * rtol * jnp.minimum(hi, jnp.maximum(x, lo))
+        # Newton on D(t) (convex, decreasing), aimed a margin above the root (relative to the point:
+        # newton_margin says why)
+        margin = newton_margin(rtol, x, lo, hi)
         t_new = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
         newton = jnp.log(jnp.maximum(t_new, 1e-300)) + 2.0 * margin
         ok = (d.q_mass > 0) & jnp.isfinite(newton) & (newton > lo) & (newton < hi)
