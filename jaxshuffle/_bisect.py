@@ -11,7 +11,8 @@ more than a factor 8, then arithmetically: the right split for quantities spread
 (eps0, n).
 
 * :func:`bisect_jax`: ``ok`` is a traced function; a fixed number of steps in one
-  ``lax.fori_loop`` (static shapes, vmappable).
+  ``lax.fori_loop`` (static shapes, vmappable). :func:`bisect_fixed` is its numpy twin (the same
+  step, eagerly, on whole arrays): the planners' first guesses.
 * :func:`bracket_monotone`: the calibrations' variant, for a boundary whose far side is not
   known yet (expand with ``grow`` until it is found, then split with ``mid`` or take ITP
   steps, :func:`itp_step`), probing every open lane in one batched call.
@@ -38,16 +39,35 @@ def _midpoint(lo, hi, geometric: bool, xp):
     return xp.where(spread, xp.sqrt(xp.where(spread, lo * hi, 1.0)), mid)
 
 
+def _halve(ok, lo, hi, geometric: bool, xp):
+    """One step of both fixed-step twins: split at the midpoint, keep the side ``ok`` says."""
+    mid = _midpoint(lo, hi, geometric, xp)
+    good = ok(mid)
+    return xp.where(good, lo, mid), xp.where(good, mid, hi)
+
+
 def bisect_jax(ok: Callable[[jax.Array], jax.Array], lo: jax.Array, hi: jax.Array, *, steps: int,
                geometric: bool = False) -> tuple[jax.Array, jax.Array]:
-    """``steps`` halvings of ``[lo, hi]`` keeping ``ok(hi)`` and ``not ok(lo)`` (jit/vmap-safe)."""
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = _midpoint(lo, hi, geometric, jnp)
-        good = ok(mid)
-        return jnp.where(good, lo, mid), jnp.where(good, mid, hi)
+    """``steps`` halvings of ``[lo, hi]`` keeping ``ok(hi)`` and ``not ok(lo)`` (jit/vmap-safe).
 
-    return jax.lax.fori_loop(0, steps, body, (lo, hi))
+    One ``lax.fori_loop``, not ``steps`` unrolled copies of ``ok`` (an unrolled first-guess
+    bisection was a large share of a search program's compile time).
+    """
+    return jax.lax.fori_loop(0, steps, lambda _, b: _halve(ok, *b, geometric, jnp), (lo, hi))
+
+
+def bisect_fixed(ok: Callable[[np.ndarray], np.ndarray], lo, hi, *, steps: int,
+                 geometric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Numpy twin of :func:`bisect_jax`: exactly ``steps`` halvings, ``ok`` on whole arrays.
+
+    For cheap eager predicates (a planner's Gaussian first guess) where every lane takes every
+    step; the arrays keep their shape (``ok(mid)`` gets the midpoints of all lanes, unlike
+    :func:`bisect_numpy`, which passes only the open lanes, flattened).
+    """
+    lo, hi = np.array(lo, np.float64, copy=True), np.array(hi, np.float64, copy=True)
+    for _ in range(steps):
+        lo, hi = _halve(ok, lo, hi, geometric, np)
+    return lo, hi
 
 
 def bisect_numpy(ok: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray, *,

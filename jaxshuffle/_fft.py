@@ -19,7 +19,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-U = 2.0 ** -53  # unit roundoff of float64
+from jaxshuffle._numerics import UNIT_ROUNDOFF as U  # unit roundoff of float64 (re-exported)
+
 FFT_CONSTANT = 8.0  # Higham Thm 24.2's (log2 N) eta with eta <= 8u, rounded up
 
 

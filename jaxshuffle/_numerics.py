@@ -15,6 +15,10 @@ its outputs are stored once and every consumer reads the same bits. The certifie
 discrete decision (thresholds, stretch boundaries, branch choices) and the scalars they derive from
 through it; eager and jitted evaluations then make the same decisions from the same numbers, up to
 the continuous rounding the error budgets already cover (tests/test_jit_eager.py).
+
+Beside it, the small formulas several kernels share, spelled once: the rounding constants
+(:data:`UNIT_ROUNDOFF`, :data:`ULP`), the binomial window's start (:func:`window_start`) and the
+Newton margin of the bracketing searches (:func:`newton_margin`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @jax.custom_jvp
@@ -44,3 +49,54 @@ def materialize(x):
 @materialize.defjvp
 def _materialize_jvp(primals, tangents):
     return materialize(primals[0]), tangents[0]
+
+
+#: float64 unit roundoff ``u = 2^-53``: the relative error of one correctly rounded operation.
+UNIT_ROUNDOFF = 2.0 ** -53
+
+#: ``2u`` rounded up (``2.22e-16 -> 2.3e-16``): the per-operation rounding bound the certified kernels
+#: charge (the two-count divergence, the blanket kernel and matrix forms, the round PLDs; docs/math.md
+#: section 6). Twice ``u`` covers an operation whose inputs were themselves rounded once (a product of a
+#: rounded value, a log of a rounded quotient), and the upward rounding of the constant keeps every
+#: error term that multiplies it on the safe side.
+ULP = 2.3e-16
+
+
+def window_start(trials, p, window, xp=None):
+    """First count of a window of ``window`` counts centred on the mean of ``Bin(trials, p)``.
+
+    ``clip(floor(trials p) - window // 2, 0, max(trials + 1 - window, 0))``: the support is
+    ``0..trials``, so the window starts at most at ``trials + 1 - window`` (it ends on ``trials``)
+    and at 0 where it covers the whole support. Any start is sound (the kernels charge the mass
+    outside their window, docs/math.md sections 2 and 7); centring on the mean keeps that charge
+    small. The two-count kernel centres on the others' count ``Bin(n - 1, r0 + r1)``
+    (``trials = n - 1``), the blanket kernel on the blanket count ``Bin(n, pS)`` (``trials = n``).
+
+    ``xp``: ``numpy`` (planning) or ``jax.numpy`` (traced, a fixed plan); by default ``jax.numpy``
+    where ``trials`` or ``p`` is a JAX array, else ``numpy``. The two give the same numbers
+    (tests/test_numerics.py).
+    """
+    if xp is None:
+        xp = jnp if isinstance(trials, jax.Array) or isinstance(p, jax.Array) else np
+    return xp.clip(xp.floor(trials * p) - window // 2, 0.0, xp.maximum(trials + 1.0 - window, 0.0))
+
+
+def newton_margin(rtol, x, lo, hi):
+    """How far above the root a Newton step aims, and how far inside ``[lo, hi]`` it is kept.
+
+    ``0.25 rtol min(hi, max(x, lo))``: a quarter of the tolerance, relative to the current point
+    ``x`` brought into the bracket (docs/math.md sections 7 and 9). The search aims ``2 margin``
+    above the root so that the next evaluation lands on the certified-upper side and its tangent
+    certifies the lower end: one evaluation then closes the bracket to about ``2 margin``, which
+    must stay within ``rtol hi`` for the search to stop there as CONVERGED.
+
+    Relative to the point and not to ``hi``: before the first certified upper end, ``hi`` is the
+    initial end (``eps0``, ``log max(u/v, v/u)`` or infinite), and a margin of ``rtol eps0`` sent a
+    first point already within the band of the root thousands of ``rtol`` away (at ``n = 1e8``: 8
+    evaluations instead of 3). The ``min`` with ``hi`` is the safe side: the margin is never larger
+    than ``0.25 rtol hi``, so a step aimed ``2 margin`` above the root never by itself leaves a
+    bracket wider than ``rtol hi``, and the clip into ``[lo + margin, hi - margin]`` never pushes a
+    step onto (or past) a certified end. Finite wherever ``x`` is (also with ``hi = inf``). Only where
+    the search probes changes: its ends are still certified evaluations.
+    """
+    return 0.25 * rtol * jnp.minimum(hi, jnp.maximum(x, lo))

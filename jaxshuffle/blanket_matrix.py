@@ -49,11 +49,12 @@ import numpy as np
 
 from jaxshuffle import blanket as bl
 from jaxshuffle import blanket_lattice as la
+from jaxshuffle._bisect import bisect_fixed
 from jaxshuffle._config import check, require_x64
+from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.randomizers.params import MatrixMechanism  # noqa: F401  (re-exported: what VRParams carries)
 from jaxshuffle.search import Status, lane_constant
 
-_ULP = 2.3e-16
 #: merged categories per form before coarsening (the kernel takes four; more are rounded into four)
 KERNEL_CATEGORIES = 4
 #: largest number of input rows / message columns a mechanism matrix may have
@@ -312,19 +313,17 @@ def form_divergence(w, a0, a1, v0, v1, n, eps, plan: bl.BlanketPlan, upper):
 def _gaussian_eps(forms: PairForms, n, delta, hi) -> np.ndarray:
     """Root of the Gaussian model of each form's divergence on ``[0, hi]`` (heuristic: planning only)."""
     from scipy.special import ndtr
-    lo, up = np.zeros(len(forms.w)), np.asarray(hi, np.float64).copy()
-    for _ in range(60):
-        mid = 0.5 * (lo + up)
-        t = np.exp(mid)[:, None]
+
+    def meets(eps):
+        t = np.exp(eps)[:, None]
         c = forms.a0 + forms.a1 * t
         mu = np.sum(forms.w * c, axis=1)
         sd = np.sqrt(np.maximum(np.sum(forms.w * c * c, axis=1) - mu * mu, 1e-300))
         z = np.sqrt(n) * mu / sd
         gd = mu * ndtr(z) + sd / np.sqrt(n) * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
-        gd = gd + victim_term(forms.v0, forms.v1, t, True)
-        above = gd > delta
-        lo, up = np.where(above, mid, lo), np.where(above, up, mid)
-    return up
+        return ~(gd + victim_term(forms.v0, forms.v1, t, True) > delta)
+
+    return bisect_fixed(meets, np.zeros(len(forms.w)), hi, steps=60)[1]
 
 
 def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk: int = 8):

@@ -31,6 +31,7 @@ import numpy as np
 
 from jaxshuffle._bisect import bisect_numpy
 from jaxshuffle._config import broadcast_shapes_or_raise, check, concrete, f64, require_x64
+from jaxshuffle._numerics import window_start as _window_start
 from jaxshuffle.pair import TwoCountPair, check_fields
 
 R_FLOOR = 1e-150  # r0, r1 are raised to this in the kernel; the change in D is bounded and added
@@ -105,11 +106,11 @@ def _needed_halfwidth(N, pi, tol):
 def window_start(n, r_sum, window, xp=np):
     """First count ``c_lo`` of a window of length ``window`` centred on the mean of ``Binom(n-1, r_sum)``.
 
-    Works on numpy (planning) and traced jax arrays (inside ``jit`` with a fixed plan).
+    Works on numpy (planning) and traced jax arrays (inside ``jit`` with a fixed plan):
+    :func:`jaxshuffle._numerics.window_start` with ``trials = n - 1`` and ``r_sum`` floored as in the kernel.
     """
-    N = n - 1.0
     pi = xp.clip(r_sum, 2 * R_FLOOR, 1.0)
-    return xp.clip(xp.floor(N * pi) - window // 2, 0, xp.maximum(n - window, 0))
+    return _window_start(n - 1.0, pi, window, xp)
 
 
 def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:

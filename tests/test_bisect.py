@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxshuffle._bisect import bisect_jax, bisect_numpy, bracket_monotone, itp_step
+from jaxshuffle._bisect import bisect_fixed, bisect_jax, bisect_numpy, bracket_monotone, itp_step
 
 
 @settings(derandomize=True, deadline=None, max_examples=40)
@@ -20,6 +20,22 @@ def test_twins_agree_and_keep_the_verified_side(root, geometric):
         assert np.all(hi >= root) and np.all(lo < root)
         assert np.all(hi - lo <= 1e-9 * hi + 1e-300)
     np.testing.assert_array_equal(hi_n, np.asarray(hi_j))
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(root=st.floats(1e-6, 1e6), geometric=st.booleans(), steps=st.integers(1, 80))
+def test_fixed_step_twins_agree_bit_for_bit(root, geometric, steps):
+    """bisect_fixed (numpy, whole arrays, shapes kept) takes the same steps as bisect_jax: the planners'
+    first guesses and the searches' start from one step."""
+    lo0, hi0 = np.array([[0.0, 1e-7], [0.0, 3.0]]), np.array([[2e6, 2e6], [1e6, 4e6]])
+    lo_n, hi_n = bisect_fixed(lambda m: m >= root, lo0, hi0, steps=steps, geometric=geometric)
+    lo_j, hi_j = jax.jit(lambda lo, hi: bisect_jax(lambda m: m >= root, lo, hi, steps=steps, geometric=geometric))(
+        jnp.asarray(lo0), jnp.asarray(hi0))
+    assert lo_n.shape == lo0.shape and hi_n.shape == hi0.shape
+    np.testing.assert_array_equal(lo_n, np.asarray(lo_j))
+    np.testing.assert_array_equal(hi_n, np.asarray(hi_j))
+    assert np.all((hi_n >= root) | (hi_n == hi0)) and np.all((lo_n < root) | (lo_n == lo0))
+    assert lo0[0, 0] == 0.0 and hi0[0, 0] == 2e6  # the inputs are not moved in place
 
 
 def test_numpy_twin_integer_mode_and_done():

@@ -31,10 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import check
+from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
 from jaxshuffle.accountant.pld import MIN_DISCRETIZATION, DiscretePLD, RoundPLD, default_discretization
-from jaxshuffle.blanket import blanket_epsilon, krr_sum_form, plan_blanket, point_divergence
+from jaxshuffle.blanket import blanket_epsilon, krr_sum_form, plan_blanket, point_divergence, window_start
 
-_U = 2.0 ** -53
 KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one subtraction, one division)
 DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point
 TAIL_DELTA = 1e-12  # profile value at the end of the evenly spaced points
@@ -47,7 +47,7 @@ def _profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan) -> np
     """Certified upper values of the blanket pair's ``H_{e^eps}(P||Q)`` at each ``eps >= 0``."""
     f = krr_sum_form(eps0, k, "blanket")
     # the s window centred on the mean of Bin(n, pS); any start is sound (the mass outside is charged)
-    s_lo = jnp.clip(jnp.floor(n * f.pS) - plan.window // 2, 0.0, max(n + 1.0 - plan.window, 0.0))
+    s_lo = window_start(jnp.float64(n), f.pS, plan.window)
     return np.asarray(_profile_program(f, jnp.float64(n), s_lo, jnp.asarray(eps), plan=plan))
 
 

@@ -38,7 +38,11 @@ from jaxshuffle._config import check
 from jaxshuffle._fft import U as _U, fft_error, power_convolve
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 
-DEFAULT_TAIL = 1e-15
+#: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the
+#: upper bound, subtracted by the lower). Not :data:`jaxshuffle.accountant.pld.CELL_TAIL`: that one is
+#: one round's mass outside its evaluated cells, moved to +inf before composing.
+WRAP_TAIL = 1e-15
+DEFAULT_TAIL = WRAP_TAIL  # the former name
 MAX_FFT = 1 << 26  # bins of the composed grid (1 GB of complex128); more is refused with a clear message
 
 
@@ -177,7 +181,7 @@ def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:
     return _Window(x_lo, size, x_lo == 0 and size > total_len)
 
 
-def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float = DEFAULT_TAIL) -> ComposedPLD:
+def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float = WRAP_TAIL) -> ComposedPLD:
     """Compose discrete PLDs (each with a repeat count) on one grid: see the module docstring.
 
     All PLDs must share the discretization and the side (all pessimistic or all optimistic).
@@ -250,7 +254,7 @@ def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
     return out
 
 
-def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = DEFAULT_TAIL) -> CompositionBound:
+def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP_TAIL) -> CompositionBound:
     """Epsilon bracket at ``delta`` of the composition of shuffled rounds.
 
     Args:
@@ -281,7 +285,7 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = DEFA
     return CompositionBound(np.maximum.reduce(ups), lower, delta, tuple(r.source for r, _ in rounds))
 
 
-def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = DEFAULT_TAIL) -> CompositionBound:
+def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRAP_TAIL) -> CompositionBound:
     """Composed epsilon of ``T`` identical rounds for each ``T`` in ``counts`` and each ``delta``.
 
     Returns a :class:`CompositionBound` whose arrays have shape ``counts.shape + delta.shape``.

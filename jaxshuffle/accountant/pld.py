@@ -46,18 +46,21 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
+from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
 from jaxshuffle.pair import TwoCountPair, check_fields
 from jaxshuffle.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
-_ULP = 2.3e-16  # 2u: bound on the rounding of one float64 operation
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
 LOSS_ERR = 1e-11
 # Smallest grid spacing accepted: LOSS_ERR must stay a small fraction of it.
 MIN_DISCRETIZATION = 1e-9
-# The evaluated cells leave out at most this much P-mass (Chernoff), which goes to +inf.
-DEFAULT_TAIL = 1e-16
+#: Default P-mass of one round left outside the evaluated cells (Chernoff), which goes to +inf in the
+#: pessimistic PLD. Not :data:`jaxshuffle.accountant.compose.WRAP_TAIL`: that one is the composed mass
+#: outside the FFT window, charged to delta after composing.
+CELL_TAIL = 1e-16
+DEFAULT_TAIL = CELL_TAIL  # the former name
 # Cells per chunk of the histogram loop (bounds memory: about 100 bytes per cell).
 CHUNK_CELLS = 1 << 21
 # A grid larger than this is refused (memory), with the smallest discretization that fits.
@@ -288,7 +291,7 @@ def _trim(pld: DiscretePLD) -> DiscretePLD:
 
 
 def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rounds: int = 1,
-              tail: float = DEFAULT_TAIL) -> RoundPLD:
+              tail: float = CELL_TAIL) -> RoundPLD:
     """Pessimistic and optimistic privacy-loss distributions of one round of a scalar two-count pair.
 
     Args:
@@ -333,7 +336,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
 
 
 def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds: int = 1,
-                   tail: float = DEFAULT_TAIL) -> RoundPLD:
+                   tail: float = CELL_TAIL) -> RoundPLD:
     """The certified round PLD of ``n`` users running ``randomizer`` through a shuffler.
 
     ``randomizer``: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``;

@@ -56,13 +56,14 @@ from jax.typing import ArrayLike
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import array_module, as_float64
+from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle._numerics import materialize
+from jaxshuffle._numerics import window_start as _window_start
 from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
 
 if TYPE_CHECKING:  # annotations only: the kernel imports nothing from plan or search at run time
     from jaxshuffle.blanket.plan import BlanketPlan
 
-_ULP = 2.3e-16
 _FLUSH = 2.3e-308
 _LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such tails are exact, never walked)
 
@@ -285,9 +286,9 @@ def _chernoff_outside(n, p, lo, hi):
 
 
 def window_start(n, pS, window):
-    """First s of a window of ``window`` counts around the mean of ``Bin(n, pS)`` (numpy or traced)."""
-    xp = jnp if isinstance(n, jax.Array) or isinstance(pS, jax.Array) else np
-    return xp.clip(xp.floor(n * pS) - window // 2, 0.0, xp.maximum(n + 1.0 - window, 0.0))
+    """First s of a window of ``window`` counts around the mean of ``Bin(n, pS)`` (numpy or traced):
+    :func:`jaxshuffle._numerics.window_start` with ``trials = n``."""
+    return _window_start(n, pS, window)
 
 
 # ----------------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ from typing import NamedTuple
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxshuffle._bisect import bisect_fixed
+from jaxshuffle._config import array_digest, check, remember, require_x64
 from jaxshuffle.blanket.kernel import KINDS, SumForm, coefficients, gaussian_delta, krr_sum_form
+from jaxshuffle.plan import memory_budget, plan_windows
 
 #: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
 LANES_PER_BATCH = 8
@@ -60,7 +63,6 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
     Raises :class:`BlanketMemoryError` (a ValueError naming ``n``) when one lane alone, one block
     at a time, exceeds the budget: asked of XLA, such a plan would end in an out-of-memory abort.
     """
-    from jaxshuffle.plan import memory_budget
     budget = memory_budget(memory)
     while plan.chunk > 1 and LANES_PER_BATCH * lane_bytes(plan) > budget:
         plan = plan._replace(chunk=plan.chunk // 2)
@@ -75,7 +77,6 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
 
 def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
     """Lanes searched at once (a power of two, at most :data:`LANES_PER_BATCH`) within the budget."""
-    from jaxshuffle.plan import memory_budget
     lanes, budget = LANES_PER_BATCH, memory_budget(memory)
     while lanes > 1 and lanes * lane_bytes(plan) > budget:
         lanes //= 2
@@ -118,7 +119,6 @@ _PLAN_MEMO: dict = {}
 def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     """Per point: s-window length, lines and max step needed up to the planned eps, and the Gaussian
     model's root (numpy, read-only arrays; remembered for small batches)."""
-    from jaxshuffle._config import array_digest, remember
     args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
     if args[0].size > PLAN_MEMO_MAX_POINTS:
         return _plan_numbers_uncached(*args, kind, block)
@@ -137,14 +137,9 @@ def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int):
     f = SumForm(*(np.asarray(x) for x in f))
     E0 = np.exp(eps0)
     # The Gaussian model's root, bisected on [0, eps0]: where the search will look.
-    lo, hi = np.zeros_like(eps0), np.asarray(eps0, np.float64).copy()
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        above = gaussian_delta(f, n, np.exp(mid)) > delta
-        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    _, hi = bisect_fixed(lambda e: ~(gaussian_delta(f, n, np.exp(e)) > delta), np.zeros_like(eps0), eps0, steps=60)
     eps_hi = np.minimum(eps0, (1.3 + 20.0 / np.sqrt(n)) * hi + 1e-4)  # the model is good to a few % at large n
     tol = np.maximum(1e-6 * delta / np.maximum(E0, 1.0), 1e-300)
-    from jaxshuffle.plan import plan_windows
     L, _ = plan_windows(n + 1.0, f.pS, tol)
     L = np.maximum(L, 2 * block)
     lines = np.zeros(np.shape(n))
@@ -273,7 +268,6 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
 
 
 def _check(eps0, k, n, delta, kind):
-    from jaxshuffle._config import check, require_x64
     require_x64()
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")

@@ -16,7 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, remember
+from jaxshuffle._numerics import newton_margin
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
                                      plan_blanket, plan_groups)
@@ -47,15 +49,9 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     f = coded_sum_form(eps0s, k, code)
     s_lo = window_start(n, f.pS, plan.window)
     div = functools.partial(point_divergence, f, n, s_lo=s_lo, plan=plan)
-    # The Gaussian model's root as first point.
-    def gaussian_bisection(_, bracket):
-        lo_g, hi_g = bracket
-        mid = 0.5 * (lo_g + hi_g)
-        above = gaussian_delta(f, n, jnp.exp(mid)) > delta
-        return jnp.where(above, mid, lo_g), jnp.where(above, hi_g, mid)
-
-    # a loop, not 50 unrolled copies: the unrolled form was a large share of the program's compile time
-    lo_g, hi_g = jax.lax.fori_loop(0, 50, gaussian_bisection, (jnp.zeros(()), eps0s))
+    # The Gaussian model's root as first point (a guess: the search certifies whatever it finds).
+    meets = lambda e: ~(gaussian_delta(f, n, jnp.exp(e)) > delta)  # noqa: E731
+    _, hi_g = bisect_jax(meets, jnp.zeros(()), eps0s, steps=50)
     x0 = jnp.clip(hi_g, 1e-9, eps0s)
     st0 = jnp.where(valid & ~trivial, Status.MAX_ITER, jnp.where(trivial & valid, Status.ZERO, Status.INVALID))
     # Per-lane starting values, not constants: under vmap a constant carry makes the loop's batching rule
@@ -76,11 +72,9 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
         lo_tan = jnp.log(jnp.maximum(t_cross, 1.0)) * (1.0 - 1e-14)
         use = (sl > 0) & (d.tangent_value < delta) & (t_cross > 1.0) & (lo_tan > lo) & (lo_tan < hi)
         lo = jnp.where(use, lo_tan, lo)
-        # Newton on D(t) (convex, decreasing), aimed a margin above the root.
-        # relative to the point, not to hi: before the first certified upper end hi is eps0, and a
-        # margin of rtol * eps0 sent an ambiguous first point (Gaussian guess within the band of
-        # the root) 2000 rtol away at n = 1e8 (8 evaluations instead of 3)
-        margin = 0.25 * rtol * jnp.minimum(hi, jnp.maximum(x, lo))
+        # Newton on D(t) (convex, decreasing), aimed a margin above the root (relative to the point:
+        # newton_margin says why)
+        margin = newton_margin(rtol, x, lo, hi)
         t_new = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
         newton = jnp.log(jnp.maximum(t_new, 1e-300)) + 2.0 * margin
         ok = (d.q_mass > 0) & jnp.isfinite(newton) & (newton > lo) & (newton < hi)
