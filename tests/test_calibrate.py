@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxshuffle import randomizers as R
-from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n, compose, shuffled_round
+from jaxshuffle.accountant import amplify, calibrate_eps0, calibrate_n, composed_epsilon
 from jaxshuffle.accountant import calibrate as cal_module
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.calibrate import CalibrationStatus
@@ -50,20 +50,40 @@ def test_krr_calibration_matches_a_reference_bisection_with_few_blanket_probes(m
 
 @pytest.mark.slow
 def test_calibrate_n_under_composition():
-    """rounds=T: the returned n's T-fold composition is certified <= target and n - 1's is not
-    (independent shuffled_round + compose); T rounds need more users than one."""
-    eps0, k, target, delta, T = 2.0, 10, 1.0, 1e-6, 4
-    c = calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=T, n_max=2000)
+    """rounds=T: the returned n's T-fold composition is certified <= target by the T-round rule
+    (composed_epsilon, called independently) and n - 1's is not; T rounds need more users than one."""
+    eps0, k, target, delta, T, points = 2.0, 10, 1.0, 1e-6, 4, 32
+    c = calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=T, n_max=2000, blanket_points=points)
     assert int(c.status) == CalibrationStatus.CONVERGED
     n = float(c.value)
     assert float(c.over) == n - 1
-    up = [float(compose([(shuffled_round(R.grr(eps0, k), m, rounds=T), T)], delta).upper) for m in (n, n - 1)]
+    up = [float(composed_epsilon(R.grr(eps0, k), m, T, delta, blanket_points=points).upper[0, 0]) for m in (n, n - 1)]
     assert up[0] <= target < up[1]
     assert float(c.upper) == up[0]
     one = calibrate_n("grr", target, delta, eps0=eps0, k=k, upper_from="worst-case")
     assert float(one.value) < n
     with pytest.raises(ValueError, match="^rounds"):
         calibrate_n("grr", target, delta, eps0=eps0, k=k, rounds=1.5)
+
+
+@pytest.mark.slow
+def test_calibrate_eps0_over_rounds_follows_the_composed_epsilon_rule():
+    """rounds=T: the eps0 returned is where composed_epsilon (the smallest certified T-round bound,
+    here the blanket pair's PLD for k-RR) crosses the target: <= target at value, > target 0.1 %
+    above it; and it is larger than the worst-case pair's answer (the rule is tighter)."""
+    k, n, target, delta, T, points = 10, 2000, 1.0, 1e-6, 20, 32
+    c = calibrate_eps0("grr", target, n, delta, k=k, rounds=T, blanket_points=points, rtol=1e-4)
+    assert int(c.status) == CalibrationStatus.CONVERGED
+    value = float(c.value)
+    at = composed_epsilon(R.grr(value, k), n, T, delta, blanket_points=points)
+    above = composed_epsilon(R.grr(value * 1.001, k), n, T, delta, blanket_points=points)
+    assert float(at.upper[0, 0]) <= target < float(above.upper[0, 0])
+    assert float(c.upper) == float(at.upper[0, 0])  # the rule's own value, recomputed at the answer
+    assert at.upper_source[0, 0] == "blanket PLD"
+    wc = calibrate_eps0("grr", target, n, delta, k=k, rounds=T, blanket_points=0, rtol=1e-4)
+    assert float(wc.value) < value
+    with pytest.raises(ValueError, match="^blanket_points"):
+        calibrate_eps0("grr", target, n, delta, k=k, rounds=T, blanket_points=1)
 
 
 def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pair(monkeypatch):

@@ -33,7 +33,16 @@ import numpy as np
 from jaxshuffle._config import check
 from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
 from jaxshuffle.accountant.pld import MIN_DISCRETIZATION, DiscretePLD, RoundPLD, default_discretization
-from jaxshuffle.blanket import blanket_epsilon, krr_sum_form, plan_blanket, point_divergence, window_start
+from jaxshuffle.blanket import (
+    blanket_epsilon,
+    krr_sum_form,
+    plan_blanket,
+    point_divergence,
+    power_of_two,
+    quarter_octave,
+    shared_plan,
+    window_start,
+)
 
 KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one subtraction, one division)
 DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point
@@ -162,7 +171,9 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     check(np.float64(discretization) >= MIN_DISCRETIZATION, "discretization",
           f"must be at least {MIN_DISCRETIZATION}", value=np.float64(discretization))
     delta_ = float(discretization)
-    plan = plan_blanket(eps0, k, n, TAIL_DELTA)
+    # nearby eps0 and n (a calibration's probes, a sweep's axes) share programs: a program costs
+    # tens of seconds to compile, a doubled plan seconds to run
+    plan = shared_plan(plan_blanket(eps0, k, n, TAIL_DELTA), n, power_of_two)
     tail = blanket_epsilon(eps0, k, n, TAIL_DELTA, plan=plan)
     eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
     j_end = math.ceil(float(eps0) / delta_)  # h = 0 from here on
@@ -176,7 +187,11 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     j = np.unique(np.concatenate([np.arange(0, j_tail, step), np.arange(j_tail, j_cap, coarse), [j_cap]]))
     j = j.astype(np.int64)
     eps_eval = j * delta_ * (1 - 4 * _U) - 4 * _U  # a few ulps below j Delta: u >= h(e^{j Delta})
-    upper = _profile_upper(float(eps0), float(k), float(n), np.maximum(eps_eval, 0.0), plan)
+    # the profile program's length comes from a small ladder (padded with the last point, whose
+    # value is then computed more than once): rounds at other eps0 or n reuse it
+    padded = np.full(quarter_octave(j.size), max(float(eps_eval[-1]), 0.0))
+    padded[:j.size] = np.maximum(eps_eval, 0.0)
+    upper = _profile_upper(float(eps0), float(k), float(n), padded, plan)[:j.size]
     pos, neg, zero, inf = connect_the_dots(jnp.asarray(j, jnp.float64), jnp.float64(delta_), jnp.asarray(upper))
     pld = _to_discrete(j, pos, neg, zero, inf, delta_)
     # max_loss bounds the finite losses for rdp(); with mass at +inf the RDP bound is infinite

@@ -19,6 +19,7 @@ import numpy as np
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
+from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
@@ -102,17 +103,21 @@ def _check_scaled_variant(params: VRParams, scaled_variant: bool) -> None:
 def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps, n, delta, *,
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
                    engine_rtol: float = 1e-6, max_probes: int = 200, upper_from: str = "best",
-                   rounds: int = 1, discretization: float | None = None, **options) -> Calibration:
+                   rounds: int = 1, discretization: float | None = None, blanket_points: int | None = None,
+                   **options) -> Calibration:
     """Largest local eps0 whose *certified* amplified epsilon is ``<= target_eps`` at ``(n, delta)``.
 
     With ``rounds = T > 1``: the largest common eps0 whose **T-fold composition** is certified
-    ``<= target_eps`` at ``delta`` (the same users in every round): each probe composes ``T``
-    copies of the round's certified PLD (:func:`~jaxshuffle.accountant.pld.shuffled_round` of the
-    worst-case pair proven for the randomizer, docs/math.md 5.4, grid ``discretization``, default
-    :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds) with
-    :func:`~jaxshuffle.accountant.compose.compose`, upper side (``upper_from`` and
-    ``scaled_variant`` do not apply). Points are probed one by one (numpy + FFT), so keep the
-    batch small. ``upper`` is then the certified composed epsilon at ``value``.
+    ``<= target_eps`` at ``delta`` (the same users in every round) by the one T-round rule,
+    :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper``: the smallest of the
+    worst-case pair's PLD composition, basic and advanced composition and, for k-ary RR, the
+    blanket pair's PLD composition (docs/math.md 13.8; grid ``discretization``, default
+    :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds; ``blanket_points``
+    as there). So ``composed_epsilon`` at ``value`` is ``<= target_eps``, and at ``over`` it is
+    not. ``upper_from`` and ``scaled_variant`` do not apply. Points are probed one by one (numpy +
+    FFT), so keep the batch small; a k-ary RR probe above the worst-case pair's answer builds the
+    blanket pair's PLD (about a minute at ``n = 1e4`` with the default ``blanket_points``).
+    ``upper`` is then ``composed_epsilon(...).upper`` at ``value``, recomputed from scratch.
 
     Args:
       randomizer: a catalog name with an ``eps0`` option (other options as keyword
@@ -172,9 +177,11 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     x0 = np.minimum(target_np, eps0_max)
     probes = 0
     blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
+    blanket_points = checked_blanket_points(blanket_points)
     if rounds > 1:
-        def upper_at(x):
-            return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization)
+        def upper_at(x, target=target_np):
+            return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization,
+                                   blanket_points, target)
     elif blanket:
         # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
@@ -196,6 +203,10 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     probes += more
     if blanket:  # the answer re-certified by amplify itself, from scratch (its own plan)
         lo, hi, up_lo, capped, more = _recertify(amplified_upper, lo, hi, up_lo, capped, target_np, rtol)
+        probes += more
+        done = done & ~(hi - lo > rtol * hi)
+    elif rounds > 1:  # the rule's own value at the answer (a probe may have stopped at the cheaper bounds)
+        lo, hi, up_lo, capped, more = _recertify(lambda x: upper_at(x, None), lo, hi, up_lo, capped, target_np, rtol)
         probes += more
         done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
@@ -313,7 +324,7 @@ def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
 def _span_plan(family, lo, hi, n, delta, points: int = 5):
     """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``,
     with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it)."""
-    from jaxshuffle.blanket import BlanketPlan, fit_memory, plan_blanket
+    from jaxshuffle.blanket import plan_blanket, shared_plan
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
@@ -321,39 +332,27 @@ def _span_plan(family, lo, hi, n, delta, points: int = 5):
     shape = np.shape(grid)
     args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
     p = plan_blanket(*args)
-    return fit_memory(BlanketPlan(window=p.window, block=p.block, lines=_quarter_octave(p.lines),
-                                  max_step=_quarter_octave(p.max_step), chunk=p.chunk), n)
+    return shared_plan(p, n)
 
 
-def _quarter_octave(v: int) -> int:
-    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
-    few sizes, so calibrations at nearby points share programs, at most 25 % above ``v`` (a probe's
-    cost grows with ``lines`` and ``max_step``)."""
-    v = max(int(v), 1)
-    if v <= 4:
-        return 1 << (v - 1).bit_length()
-    base = 1 << (v.bit_length() - 3)  # v lies in [4 base, 8 base)
-    return -(-v // base) * base
+def _composed_upper(params: VRParams, n, delta, rounds: int, discretization, blanket_points, target) -> np.ndarray:
+    """Certified epsilon of ``rounds`` rounds at each point by THE T-round rule
+    (:func:`~jaxshuffle.accountant.rounds.composed_upper`, the smallest of the certified bounds of
+    :func:`~jaxshuffle.accountant.rounds.composed_epsilon`; upper side).
 
-
-def _composed_upper(params: VRParams, n, delta, rounds: int, discretization) -> np.ndarray:
-    """Certified epsilon of ``rounds`` compositions of the shuffled round at each point (upper side).
-
-    ``params`` holds the randomizer of every point (arrays of ``n``'s shape), each round the
-    certified PLD of :func:`~jaxshuffle.accountant.pld.shuffled_round`, composed by
-    :func:`~jaxshuffle.accountant.compose.compose` (docs/math.md section 13); ``inf`` for a
-    single user without blanket messages (nothing is shuffled).
+    Where the cheaper bounds already meet the point's ``target`` the blanket pair's PLD is not
+    built: the value is then an upper bound on the rule's (so the probe is feasible under the rule
+    too), and it is the rule's own value wherever it exceeds the target. ``inf`` for a single user
+    without blanket messages (nothing is shuffled).
     """
-    from jaxshuffle.accountant.compose import compose
-    from jaxshuffle.accountant.pld import shuffled_round
-
     out = np.full(np.shape(n), np.inf)
     for idx in np.ndindex(out.shape):
         point = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx] if jnp.ndim(a) else a, params)
         if float(np.asarray(point.n_blanket(n[idx]))) < 1:
             continue  # one user and no blanket: no shuffle, no round PLD; inf is an upper bound
-        r = shuffled_round(point, float(n[idx]), discretization=discretization, rounds=rounds)
-        out[idx] = float(compose([(r, rounds)], float(delta[idx])).upper)
+        out[idx] = composed_upper(point, float(n[idx]), rounds, float(delta[idx]), discretization=discretization,
+                                  blanket_points=blanket_points,
+                                  below=None if target is None else float(np.broadcast_to(target, out.shape)[idx]))
     return out
 
 
@@ -366,13 +365,14 @@ def _check_rounds(rounds) -> int:
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
                 max_window: int = 1 << 18, scaled_variant: bool = False, engine_rtol: float = 1e-6,
                 max_probes: int = 200, upper_from: str = "best", rounds: int = 1,
-                discretization: float | None = None, **options) -> Calibration:
+                discretization: float | None = None, blanket_points: int | None = None, **options) -> Calibration:
     """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
 
     With ``rounds = T > 1``: the smallest ``n`` whose **T-fold composition** is certified
-    ``<= target_eps`` at ``delta`` (the same ``n`` users in every round), each probe composed as
-    in :func:`calibrate_eps0` with ``rounds`` (``upper_from`` and ``scaled_variant`` do not apply;
-    points are probed one by one). ``upper`` is then the certified composed epsilon at ``value``.
+    ``<= target_eps`` at ``delta`` (the same ``n`` users in every round) by the one T-round rule,
+    :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper``, as in
+    :func:`calibrate_eps0` with ``rounds`` (``upper_from`` and ``scaled_variant`` do not apply;
+    points are probed one by one). ``upper`` is then that rule's value at ``value``.
 
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with
@@ -414,16 +414,19 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     upper_from = _probed_source(params, upper_from)
     _check_scaled_variant(params, scaled_variant)
 
-    def upper_of(params, delta):
-        """Certified upper at the points' counts ``x`` (one batched amplify call, or T-fold compositions)."""
+    blanket_points = checked_blanket_points(blanket_points)
+
+    def upper_of(params, delta, target):
+        """Certified upper at the points' counts ``x`` (one batched amplify call, or the T-round rule,
+        which may stop at its cheaper bounds where they meet ``target``: ``None`` asks for its value)."""
         if rounds > 1:
             return lambda x: _composed_upper(params, np.asarray(x, np.float64), np.asarray(delta), rounds,
-                                             discretization)
+                                             discretization, blanket_points, target)
         return lambda x: np.asarray(amplify(params, jnp.asarray(x), delta, rtol=engine_rtol,
                                             scaled_variant=scaled_variant, with_paper=False,
                                             upper_from=upper_from).upper)
 
-    upper_at = upper_of(params, d_b)
+    upper_at = upper_of(params, d_b, target_np)
 
     def mid(lo, hi):
         m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
@@ -451,7 +454,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     if reach.any():
         ix = np.flatnonzero(reach)
         sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
-        upper_sub = upper_of(sub_params, jnp.ravel(d_b)[ix])
+        upper_sub = upper_of(sub_params, jnp.ravel(d_b)[ix], flat_target[ix])
         # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
         lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
             upper_sub, flat_target[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
@@ -462,6 +465,9 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         up_hi[ix] = np.where(np.isinf(up_s), up_max[ix], up_s)
         done[ix] = done_s | (hi[ix] - lo_s <= 1)
         probes += more
+        if rounds > 1:  # the rule's own value at the answer (a probe may have stopped at the cheaper bounds)
+            up_hi[ix] = upper_of(sub_params, jnp.ravel(d_b)[ix], None)(hi[ix])
+            probes += 1
     unattainable = ~reach
     # where unattainable, ``upper`` reports the best value reachable: the certified bound at the limit
     up_hi = np.where(unattainable, up_max, up_hi)

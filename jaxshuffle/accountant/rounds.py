@@ -107,6 +107,10 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
                      blanket_points: int | None = None) -> ComposedEpsilon:
     """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
 
+    This is THE rule for the certified epsilon of ``T`` rounds: :func:`~jaxshuffle.accountant.calibrate.calibrate_eps0` and
+    :func:`~jaxshuffle.accountant.calibrate.calibrate_n` with ``rounds = T`` search it (through
+    :func:`composed_upper`), the sweep's rounds axis and the ``compose`` command report it.
+
     Args:
       randomizer: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``).
       n: number of users (an integer >= 2); the same users take part in every round.
@@ -119,15 +123,54 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
         grows with ``n``: pass a count to build it there too.
 
-    Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of three certified
+    Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of the certified
     bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
     """
+    rounds, delta = _check_rounds_delta(rounds, delta)
+    blanket_points = checked_blanket_points(blanket_points)
+    parts = _two_count_bounds(randomizer, n, rounds, delta, discretization)
+    blanket = _blanket_bound(randomizer, n, rounds, delta, parts.discretization, blanket_points)
+    return _smallest(parts, blanket, rounds, delta)
+
+
+def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: float | None = None,
+                   blanket_points: int | None = None, below: float | None = None) -> float:
+    """``composed_epsilon(randomizer, n, rounds, delta).upper`` at one ``(T, delta)``, or less work when ``below`` is given.
+
+    With ``below``: where the worst-case pair's bounds (``pld``, ``basic``, ``advanced``) already
+    give at most ``below``, their smallest is returned without building the blanket pair's PLD
+    (for k-ary RR the costly part: hundreds of profile evaluations). The value is then a
+    certified upper bound that is ``>= composed_epsilon(...).upper``, and is that value exactly
+    whenever it is ``> below``: a calibration asking "is the rule's epsilon ``<= below``?" gets
+    the rule's answer. Upper side.
+    """
+    rounds_a, delta_a = _check_rounds_delta(rounds, delta)
+    check((rounds_a.size == 1) & (delta_a.size == 1), "rounds, delta", "must be scalars here")
+    blanket_points = checked_blanket_points(blanket_points)
+    parts = _two_count_bounds(randomizer, n, rounds_a, delta_a, discretization)
+    cheap = float(np.min(np.stack([parts.basic, parts.advanced, parts.pld])))
+    if below is not None and cheap <= below:
+        return cheap
+    blanket = _blanket_bound(randomizer, n, rounds_a, delta_a, parts.discretization, blanket_points)
+    return float(_smallest(parts, blanket, rounds_a, delta_a).upper[0, 0])
+
+
+class _TwoCountBounds(NamedTuple):
+    """The worst-case pair's bounds of :func:`composed_epsilon`, each of shape ``(R, D)``."""
+
+    pld: np.ndarray
+    lower: np.ndarray
+    basic: np.ndarray
+    advanced: np.ndarray
+    discretization: float
+    clone_proof: str
+
+
+def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization) -> _TwoCountBounds:
     from jaxshuffle.accountant.amplify import amplify
     from jaxshuffle.accountant.compose import epsilon_over_rounds
     from jaxshuffle.accountant.pld import shuffled_round
 
-    rounds, delta = _check_rounds_delta(rounds, delta)
-    blanket_points = checked_blanket_points(blanket_points)
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
     _, proof = certified_worst_case_pair(randomizer)
     comp = epsilon_over_rounds(r, rounds, delta)
@@ -136,8 +179,14 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
-    pld = np.asarray(comp.upper)
-    blanket = np.full(pld.shape, np.inf)
+    return _TwoCountBounds(np.asarray(comp.upper), np.asarray(comp.lower), basic, advanced,
+                           float(r.upper_forward.discretization), CloneProof(int(np.asarray(proof))).name.lower())
+
+
+def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
+                   blanket_points: int | None) -> np.ndarray:
+    """The blanket pair's PLD composition (k-ary RR), on the worst-case pair's loss grid; ``inf`` elsewhere."""
+    blanket = np.full((rounds.size, delta.size), np.inf)
     mech = getattr(randomizer, "mechanism", None)
     if blanket_points is None:
         from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
@@ -145,13 +194,17 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N else 0
     if isinstance(mech, KaryRR) and randomizer.blanket_per_user is None and blanket_points != 0:
         from jaxshuffle.accountant.blanket_pld import blanket_round
+        from jaxshuffle.accountant.compose import epsilon_over_rounds
 
         b = blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
-                          discretization=r.upper_forward.discretization, points=blanket_points)
+                          discretization=discretization, points=blanket_points)
         blanket = np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
-    candidates = np.stack([basic, advanced, pld, blanket])
+    return blanket
+
+
+def _smallest(parts: _TwoCountBounds, blanket: np.ndarray, rounds: np.ndarray, delta: np.ndarray) -> ComposedEpsilon:
+    candidates = np.stack([parts.basic, parts.advanced, parts.pld, blanket])
     pick = np.argmin(np.where(np.isfinite(candidates), candidates, np.inf), axis=0)
     upper = np.take_along_axis(candidates, pick[None], axis=0)[0]
-    return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], pld, blanket, np.asarray(comp.lower),
-                           basic, advanced, float(r.upper_forward.discretization),
-                           CloneProof(int(np.asarray(proof))).name.lower())
+    return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], parts.pld, blanket, parts.lower,
+                           parts.basic, parts.advanced, parts.discretization, parts.clone_proof)

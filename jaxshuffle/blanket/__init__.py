@@ -43,6 +43,9 @@ from jaxshuffle.blanket.plan import (
     plan_geometry,
     plan_groups,
     point_cells,
+    power_of_two,
+    quarter_octave,
+    shared_plan,
 )
 from jaxshuffle.blanket.search import (
     KaryRRBounds,
@@ -85,5 +88,8 @@ __all__ = [
     "plan_groups",
     "point_cells",
     "point_divergence",
+    "power_of_two",
+    "quarter_octave",
+    "shared_plan",
     "window_start",
 ]

@@ -9,7 +9,7 @@ geometry (:func:`plan_geometry`, also used by :mod:`jaxshuffle.blanket_matrix`),
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 from jax.typing import ArrayLike
@@ -73,6 +73,32 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
             f"({plan.lines} lines x {2 * plan.block} counts per block, window {plan.window}), over the memory "
             f"budget of {budget / 2**30:.1f} GiB; use a smaller n, or the worst-case pair's bound")
     return plan
+
+
+def quarter_octave(v: int) -> int:
+    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
+    small ladder of sizes, at most 25 % above ``v``, so that nearby evaluations share programs."""
+    v = max(int(v), 1)
+    if v <= 4:
+        return 1 << (v - 1).bit_length()
+    base = 1 << (v.bit_length() - 3)  # v lies in [4 base, 8 base)
+    return -(-v // base) * base
+
+
+def shared_plan(plan: BlanketPlan, n, ladder: Callable[[int], int] = quarter_octave) -> BlanketPlan:
+    """``plan`` with ``lines`` and ``max_step`` rounded up to the next size of ``ladder`` (default
+    :func:`quarter_octave`; ``power_of_two`` for fewer programs at up to twice the work), memory refit.
+
+    Evaluations at nearby parameters (a calibration's probes, a sweep's eps0 axis) then share one
+    compiled program instead of one each. A plan never affects soundness, only cost and tightness
+    (more lines and longer steps cover at least what the smaller plan covered).
+    """
+    return fit_memory(plan._replace(lines=ladder(plan.lines), max_step=ladder(plan.max_step)), n)
+
+
+def power_of_two(v: int) -> int:
+    """Smallest power of two ``>= v`` (at least 1)."""
+    return 1 << (max(int(v), 1) - 1).bit_length()
 
 
 def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
