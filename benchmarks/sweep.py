@@ -87,7 +87,8 @@ def main() -> None:
             eng = r.get("engine_epsilon_warm_s")
             print(f"{name:>10} {n:6.0e} {r['points']:6d} {r['searches']:8d} {str(r['windows']):>16} "
                   f"{r['cold_s']:8.2f} {r['warm_s']:8.2f} {r['points_per_s_warm']:9.1f} "
-                  f"{'' if eng is None else format(eng, '9.2f'):>9} {r.get('mean_iterations', float('nan')):6.1f} {r.get('max_iterations', -1):4d}",
+                  f"{'' if eng is None else format(eng, '9.2f'):>9} "
+                  f"{r.get('mean_iterations', float('nan')):6.1f} {r.get('max_iterations', -1):4d}",
                   flush=True)
     print("\npoints/s: warm (programs compiled); cold adds one compile per window bucket (~3-10 s each on CPU).")
     if args.json:

@@ -20,10 +20,11 @@ import time
 if "--no-cache" in sys.argv:
     os.environ["JAXSHUFFLE_CACHE"] = "off"
 
+import importlib  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 import jaxshuffle as js  # noqa: E402
-import importlib  # noqa: E402
 
 tune_mod = importlib.import_module("jaxshuffle.accountant.tune")
 

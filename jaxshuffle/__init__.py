@@ -49,6 +49,7 @@ from jaxshuffle.pair import (
 )
 from jaxshuffle.plan import Plan, plan_for
 from jaxshuffle.search import EpsilonBracket, Status, epsilon
+
 # The rest of the API loads on first use (PEP 562): ``import jaxshuffle`` and a first ``epsilon`` do not
 # pay for the accountant, the sweeps, the comparison tables or the exact enumeration (about 0.1 s).
 _LAZY = {

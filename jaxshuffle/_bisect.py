@@ -24,7 +24,7 @@ more than a factor 8, then arithmetically: the right split for quantities spread
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

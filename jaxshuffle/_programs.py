@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np

@@ -388,7 +388,7 @@ def refine_upper(forms: PairForms, ups: np.ndarray, refine: np.ndarray, n, delta
         key = (tuple(cats), tuple(sorted(zip(forms.v0[f], forms.v1[f]))))
         if key not in done:
             row = tuple(np.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
-            done[key] = la.tighten_upper(lambda e: lattice_divergence(*row, n, e, bins=bins), delta,
+            done[key] = la.tighten_upper(lambda e, row=row: lattice_divergence(*row, n, e, bins=bins), delta,
                                          max(floor, settled), float(ups[f]))
         ups[f] = min(ups[f], done[key])
         settled = max(settled, ups[f])

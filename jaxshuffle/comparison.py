@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import csv
 import math
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -38,10 +39,9 @@ import numpy as np
 from jaxshuffle import closed_forms as cf
 from jaxshuffle.accountant import amplify
 from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair
-from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.randomizers import check_options
+from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.search import epsilon
-
 
 #: Label of the randomizer-specific privacy blanket row (Balle et al. with the randomizer's gamma).
 BLANKET_SPECIFIC = "blanket (specific gamma)"

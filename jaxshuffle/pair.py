@@ -91,7 +91,7 @@ class TwoCountPair:
         lo = jnp.minimum(self.u, self.v)
         return jnp.where(hi == 0.0, 1.0, jnp.where(lo == 0.0, jnp.inf, hi / jnp.where(lo == 0.0, 1.0, lo)))
 
-    def broadcast(self) -> "TwoCountPair":
+    def broadcast(self) -> TwoCountPair:
         shape = self.shape
         return dataclasses.replace(
             self, **{k: jnp.broadcast_to(getattr(self, k), shape) for k in ("u", "v", "w", "r0", "r1")}

@@ -92,7 +92,8 @@ def _infinite_loss_mass(u, v, w, r0, r1, n):
         m = jnp.where((w > 0) & (a0 == 0) & (N > 0), 0.0, m)
         return jnp.where(vv == 0, m, 0.0)
 
-    return jnp.maximum(jnp.maximum(one(u, v, r0, r1), one(u, v, r1, r0)), jnp.maximum(one(v, u, r0, r1), one(v, u, r1, r0)))
+    return jnp.maximum(jnp.maximum(one(u, v, r0, r1), one(u, v, r1, r0)),
+                       jnp.maximum(one(v, u, r0, r1), one(v, u, r1, r0)))
 
 
 def _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done):
@@ -298,7 +299,8 @@ def _brackets(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_i
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter"))
-def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-6, max_iter: int = 60) -> EpsilonBracket:
+def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-6,
+                      max_iter: int = 60) -> EpsilonBracket:
     """Jittable core over a flat batch (see :func:`epsilon`); ``plan`` and ``rtol`` static.
 
     ``pair_arrays = (u, v, w, r0, r1)``, ``n``, ``delta``, ``c_lo``: float64 arrays of shape

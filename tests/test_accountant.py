@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from test_randomizers import rows_binary_rr, rows_grr, rows_local_hash
 
 from jaxshuffle import exact

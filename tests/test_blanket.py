@@ -21,8 +21,8 @@ from reference.blanket import krr_delta, pair_blanket_delta
 import jaxshuffle  # noqa: F401  (float64)
 from jaxshuffle import blanket as bl
 from jaxshuffle.exact import enumerate as exact
-from jaxshuffle.search import Status
 from jaxshuffle.exact.soundness import grr_matrix
+from jaxshuffle.search import Status
 
 # One plan for every small point below (n <= 60, eps0 <= 5, any eps <= eps0): one compile per kind.
 SMALL = bl.BlanketPlan(window=64, block=8, lines=48, max_step=154, chunk=4)

@@ -18,11 +18,20 @@ import time
 
 import numpy as np
 import pytest
+from reference.krr_exact import (
+    compositions,
+    count_datasets,
+    datasets,
+    delta_mp,
+    exact_epsilon,
+    mp,
+    pmf_batch,
+    pmf_mp,
+    worst_exact_epsilon,
+)
 
 import jaxshuffle
 from jaxshuffle.randomizers import grr
-from reference.krr_exact import (compositions, count_datasets, datasets, delta_mp, exact_epsilon, mp,
-                                 pmf_batch, pmf_mp, worst_exact_epsilon)
 
 SLACK = 1e-12
 DELTA_REG = 1e-8
@@ -266,8 +275,9 @@ def _composed_exact_epsilon(P, Q, T: int, delta: float) -> float:
 def test_composed_rounds_at_small_n_stay_above_exact_composition():
     """composed_epsilon's certified upper for T = 2, 3 rounds of k-RR (n = 3, 4) is above the exact
     composition of every dataset of the others (the worst one found), with a rounding margin of 1e-9."""
-    from jaxshuffle.accountant import composed_epsilon
     from reference.krr_exact import _pq_mp
+
+    from jaxshuffle.accountant import composed_epsilon
     checked = 0
     for eps0, k, n in [(1.0, 3, 3), (0.5, 4, 4), (2.0, 2, 3)]:
         comp = composed_epsilon(grr(eps0, k), n, [2, 3], [1e-3, 1e-2])  # one call: every (T, delta) cell

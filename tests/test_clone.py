@@ -89,7 +89,8 @@ def test_clone_pair_dominates_exact_enumeration(builder):
 def test_catalog_rows_name_their_proof():
     """Subset selection, Hadamard response and RAPPOR / binary RR on d >= 3 options are certified by the
     standard clone, k-RR and binary RR on two options by the stronger clone; amplify reports which."""
-    cases = [(R.subset_selection(1.0, 6, 2), CloneProof.STANDARD), (R.hadamard_response(1.0, 16, 8), CloneProof.STANDARD),
+    cases = [(R.subset_selection(1.0, 6, 2), CloneProof.STANDARD),
+             (R.hadamard_response(1.0, 16, 8), CloneProof.STANDARD),
              (R.rappor(1.0, 5), CloneProof.STANDARD), (R.rappor(1.0, 2), CloneProof.STRONGER),
              (R.grr(1.0, 4), CloneProof.STRONGER), (R.general(1.0), CloneProof.STANDARD)]
     for params, proof in cases:

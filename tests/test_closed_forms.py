@@ -844,12 +844,12 @@ def test_local_metric_solver_jit_and_vector_input():
     target = np.array([0.5, 1.0, 2.0, 0.0])
     for corollary in (1, 2):
         eager = mt.local_metric_candidates(target, 1e5, 1e-6, corollary, num=6)
-        jitted = jax.jit(lambda d, n, dl: mt.local_metric_candidates(d, n, dl, corollary, num=6))(
+        jitted = jax.jit(lambda d, n, dl, c=corollary: mt.local_metric_candidates(d, n, dl, c, num=6))(
             jnp.asarray(target), jnp.float64(1e5), jnp.float64(1e-6))
         np.testing.assert_allclose(_np(jitted.local), _np(eager.local), rtol=1e-13)
         np.testing.assert_array_equal(_np(jitted.pareto), _np(eager.pareto))
         assert np.all(_np(eager.local)[:, 3] == 0)
-        bad = jax.jit(lambda d: mt.local_metric_candidates(d, 1e5, 1e-6, corollary, num=6))(
+        bad = jax.jit(lambda d, c=corollary: mt.local_metric_candidates(d, 1e5, 1e-6, c, num=6))(
             jnp.asarray([-1.0, 1.0]))
         assert np.isnan(_np(bad.local)).all() and not _np(bad.pareto).any()
     for kw, name in [(dict(d_target=[-1.0, 1.0]), "d_target"), (dict(d_target=[0.0, 0.0]), "d_target"),

@@ -1,9 +1,10 @@
 """Process-wide settings (jaxshuffle._config): the x64 decision and the compilation cache."""
-import pytest
 import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:

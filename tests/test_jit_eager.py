@@ -18,13 +18,13 @@ import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
+from reference import hockey_stick_mpf
 
 from jaxshuffle.blanket.kernel import KINDS, SumForm, krr_sum_form, point_divergence, window_start
 from jaxshuffle.blanket.plan import plan_blanket
 from jaxshuffle.divergence import divergence_with_plan
 from jaxshuffle.divergence import point_divergence as pair_point_divergence
 from jaxshuffle.plan import bucket_plans, max_step_estimate, plan_windows
-from reference import hockey_stick_mpf
 
 mp.mp.dps = 40
 
@@ -148,7 +148,7 @@ def test_random_cancelling_sum_forms_jitted_and_eager_contain_the_mpmath_value(s
         plan = BlanketPlan(window=16, block=8, lines=8, max_step=16, chunk=1)
         s_lo = window_start(jnp.float64(n), f.pS, plan.window)
 
-        def fn(e, f=f, s_lo=s_lo, n=n):
+        def fn(e, f=f, s_lo=s_lo, n=n, plan=plan):
             return point_divergence(f, jnp.float64(n), e, s_lo, plan)
 
         eager, jitted = _both(fn, [eps])

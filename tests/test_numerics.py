@@ -63,7 +63,8 @@ def test_newton_margin_stays_on_the_safe_side(rtol, x, lo, hi):
     m = float(nu.newton_margin(rtol, jnp.float64(x), jnp.float64(lo), jnp.float64(hi)))
     assert np.isfinite(m) and m >= 0.0
     assert m <= 0.25 * rtol * hi
-    assert m == pytest.approx(0.25 * rtol * min(hi, max(x, lo)), rel=1e-15, abs=1e-300)  # XLA on the CPU flushes subnormals
+    # abs: XLA on the CPU flushes subnormals
+    assert m == pytest.approx(0.25 * rtol * min(hi, max(x, lo)), rel=1e-15, abs=1e-300)
 
 
 def test_rounding_constants():

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_sweep import SMALL, copy_sweep, finished_sweep
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import store
-from small_sweep import SMALL, copy_sweep, finished_sweep
 
 OTHER = dict(SMALL, delta="2e-3")  # a different sweep (fingerprint)
 

@@ -17,7 +17,8 @@ def fields(pair):
 def test_vr_pair_matches_the_table():
     p, beta, q = 3.0, 0.3, 2.0
     a = beta / (p - 1)
-    np.testing.assert_allclose(fields(js.vr_pair(p, beta, q)), [p * a, a, 1 - (p + 1) * a, a * p / q, a * p / q], rtol=1e-15)
+    np.testing.assert_allclose(fields(js.vr_pair(p, beta, q)), [p * a, a, 1 - (p + 1) * a, a * p / q, a * p / q],
+                               rtol=1e-15)
     pair = js.vr_pair(p, beta, q0=1.0, q1=p)
     np.testing.assert_allclose(fields(pair), [p * a, a, 1 - (p + 1) * a, a * p, a], rtol=1e-15)
     assert pair.bound == "lower" and not bool(pair.certified)
@@ -132,7 +133,7 @@ def test_pairs_from_plain_values_compile_no_program_and_match_the_traced_ones():
                  "paper": lambda: js.vr_pair(p, beta, p), "lower": lambda: js.vr_pair(p, beta, q0=q0, q1=q1)}[name]
         assert _compiles(plain) == 0, name
         eager = plain()
-        traced = jax.jit(lambda e, b: build(e, b).arrays())(eps0, beta)
+        traced = jax.jit(lambda e, b, build=build: build(e, b).arrays())(eps0, beta)
         for f, (a, t) in enumerate(zip(eager.arrays(), traced)):
             assert isinstance(a, jax.Array) and a.dtype == jnp.float64
             np.testing.assert_allclose(np.asarray(a), np.asarray(t), rtol=4e-16, atol=0, err_msg=f"{name} field {f}")

@@ -16,7 +16,6 @@ import pytest
 from jaxshuffle.randomizers import multi_message as mm
 from jaxshuffle.search import epsilon
 
-
 # ---------------------------------------------------------------------------------------
 # Figures 3 and 4: the protocols' own guarantees
 # ---------------------------------------------------------------------------------------

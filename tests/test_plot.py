@@ -11,8 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
-from jaxshuffle.cli import sweep as cli_sweep
 from jaxshuffle import sweeps as sw
+from jaxshuffle.cli import sweep as cli_sweep
 
 mpl = pytest.importorskip("matplotlib", reason="matplotlib is the optional 'plot' extra")
 mpl.use("Agg")
@@ -20,8 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from jaxshuffle import plot as jplot  # noqa: E402
 
+EPS0_AXIS = tuple(np.geomspace(0.2, 6, 8))
 
-def _fake_results(ns=(1e3, 1e4, 1e5), eps0=np.geomspace(0.2, 6, 8), randomizer="grr", k=10.0):
+
+def _fake_results(ns=(1e3, 1e4, 1e5), eps0=EPS0_AXIS, randomizer="grr", k=10.0):
     """Synthetic results over the product k x eps0 x n (``k`` a number or a sequence; NaN: no k option)."""
     rows = list(itertools.product(np.atleast_1d(np.asarray(k, dtype=float)), eps0, ns))
     kk = np.array([r[0] for r in rows])
@@ -294,7 +296,7 @@ def test_contour_labels_do_not_overlap():
     # the single-panel function too, on a small pyplot figure
     fig, ax = plt.subplots(figsize=(4, 3))
     jplot.privacy_utility_surface(_fake_results(**GRID40), ax, targets=targets)
-    for a_ax, bb in _contour_label_boxes(fig).items():
+    for bb in _contour_label_boxes(fig).values():
         for i, a in enumerate(bb):
             assert not any(a.overlaps(b) for b in bb[i + 1:])
     plt.close(fig)

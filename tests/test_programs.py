@@ -1,5 +1,4 @@
 """Exported engine programs (jaxshuffle._programs): same numbers as jit, reused by a later process."""
-import pytest
 import os
 import subprocess
 import sys
@@ -7,6 +6,7 @@ import textwrap
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxshuffle as js
 from jaxshuffle.plan import bucket_plans, padded_lanes, plan_epsilon

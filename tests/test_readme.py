@@ -96,7 +96,8 @@ def test_python_example_prints_its_output(page, index, tmp_path, monkeypatch):
 
 
 def _shell_blocks() -> list[tuple[str, tuple[str, ...]]]:
-    """(page, the block's ``jaxshuffle`` lines) per shell block; a block whose lines all ran in an earlier one is left out."""
+    """(page, the block's ``jaxshuffle`` lines) per shell block; a block whose lines all ran in an earlier one is
+    left out."""
     out, seen = [], set()
     for page in PAGES:
         for lang, body in _blocks(page):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from jaxshuffle import exact
-from jaxshuffle.exact import soundness as S
 from jaxshuffle.exact import OrderViolation, grr_matrix, matrix_vr_parameters, sandwich
+from jaxshuffle.exact import soundness as S
 
 
 def test_paper_counterexample_is_reported_not_certified():

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import epsilon_enum, epsilon_window_scipy
 
 import jaxshuffle as js
 from jaxshuffle.divergence import hockey_stick_bounds
 from jaxshuffle.plan import Plan
 from jaxshuffle.search import Status, epsilon_with_plan
-from reference import epsilon_enum, epsilon_window_scipy
 
 TABLE5_PAPER_T20 = {  # Wang et al. (VLDB 2024) Table 5, T = 20, delta = 0.01/n
     (1.0, 1e4): 0.0433, (1.0, 1e6): 0.00503, (1.0, 1e8): 0.000566,

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_sweep import SMALL
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import run as run_mod
 from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked
-from small_sweep import SMALL
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_sweep import SMALL
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import run as run_mod
 from jaxshuffle.sweeps import store
-from small_sweep import SMALL
 
 ARGV = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
         "--chunk-size", "8", "--devices", "1", "--no-plot", "--quiet"]

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from small_sweep import SMALL, copy_sweep, finished_sweep
 
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import store
-from small_sweep import SMALL, copy_sweep, finished_sweep
-
 
 
 @pytest.fixture(scope="module")

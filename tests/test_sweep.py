@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxshuffle.cli import sweep as cli_sweep
 from jaxshuffle import sweeps as sw
+from jaxshuffle.accountant import amplify
+from jaxshuffle.cli import sweep as cli_sweep
+from jaxshuffle.randomizers import CATALOG
 from jaxshuffle.sweeps import grid as grid_mod
 from jaxshuffle.sweeps import jobs as jobs_mod
 from jaxshuffle.sweeps import schedule as schedule_mod
-from jaxshuffle.accountant import amplify
-from jaxshuffle.randomizers import CATALOG
 
 ROOT = Path(__file__).resolve().parents[1]
 

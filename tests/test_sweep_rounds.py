@@ -202,8 +202,9 @@ def test_rounds_plot_one_line_per_delta_and_group(rounds_run, tmp_path):
     """jaxshuffle plot on a rounds sweep: one panel per (options, n), one certified line per delta (the stored
     upper, its source named), next to basic (dotted) and advanced (dashed)."""
     pytest.importorskip("matplotlib")
-    from jaxshuffle.cli import sweep as cli_sweep
     import argparse
+
+    from jaxshuffle.cli import sweep as cli_sweep
 
     res, out, _ = rounds_run
     from jaxshuffle import plot as jplot

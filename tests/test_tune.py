@@ -20,8 +20,7 @@ from scipy.stats import norm
 import jaxshuffle as js
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import compose, shuffled_round
-from jaxshuffle.accountant.tune import (certified_epsilon, default_utility, gdp_epsilon, query,
-                                        surrogate_epsilon, tune)
+from jaxshuffle.accountant.tune import certified_epsilon, default_utility, gdp_epsilon, query, surrogate_epsilon, tune
 from jaxshuffle.utility import grr_frequency_mse_total, weighted_sum
 
 N = 100_000
@@ -116,7 +115,8 @@ def test_two_queries_within_one_percent_of_grid():
 
 def test_gdp_epsilon_matches_scipy_and_its_gradient():
     for mu, delta in ((0.3, 1e-6), (1.0, 1e-5), (2.0, 1e-3)):
-        ref = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 60)
+        ref = brentq(lambda e, mu=mu, delta=delta: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
+                     - delta, 0, 60)
         assert float(gdp_epsilon(jnp.float64(mu), jnp.float64(delta))) == pytest.approx(ref, rel=1e-9)
         g = jax.grad(gdp_epsilon, argnums=(0, 1))(jnp.float64(mu), jnp.float64(delta))
         h = 1e-6 * mu

@@ -26,15 +26,16 @@ Modules (one concept each):
   (the optional ``interop`` extra).
 """
 
-from jaxshuffle.accountant.amplify import AmplificationReport, UpperSource, amplify
-
 # The sweep's job protocol (amplify split into searches and their combination) lives in
 # jaxshuffle.accountant.amplify; these names stay importable here for code written against 0.2.
 from jaxshuffle.accountant.amplify import (  # noqa: F401
     JOB_ROLES,
+    AmplificationReport,
     PairJob,
     PointInfo,
+    UpperSource,
     amplification_jobs,
+    amplify,
     combine_amplification,
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n

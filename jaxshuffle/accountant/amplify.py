@@ -70,14 +70,15 @@ Messages: the pair engine's "number of users" is ``n_blanket + 1`` with
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
-from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair, worst_case_beta
+from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair
 from jaxshuffle.randomizers import LowerParams, VRParams
 from jaxshuffle.randomizers.clone import certified_worst_case_pair, scaled_pair_proven
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
@@ -266,7 +267,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     low = np.zeros(eps0.shape)
     status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)
     for sel, run in ((both, krr_bounds), (alone, blanket_epsilon)):
-        b = _within_memory(lambda: run(eps0[sel], k[sel], nn[sel], dd[sel], rtol=rtol), only) if sel.any() else None
+        b = None
+        if sel.any():
+            b = _within_memory(lambda run=run, sel=sel: run(eps0[sel], k[sel], nn[sel], dd[sel], rtol=rtol), only)
         if b is None:
             covered &= ~sel
             continue
@@ -329,7 +332,6 @@ def _matrix_columns(mech, shape, n, delta, only: bool):
     covered = np.array([r is not None for r in res], bool).reshape(shape)
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
     low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
-    has_low = np.array([r is not None and r[1] for r in res], bool).reshape(shape)
     # the matrix engine's own search statuses (a capped search is certified but wider, and says so)
     status = np.array([Status.INVALID if r is None else r[0].status for r in res], np.int8).reshape(shape)
     status_low = np.array([Status.ZERO if r is None or not r[1] else r[0].status_lower for r in res],
@@ -417,7 +419,8 @@ class PointInfo(NamedTuple):
     Arrays of the broadcast shape: the randomizer's ``p``, ``beta``, ``q``; ``delta``;
     ``n_engine`` (the pair engine's count ``n_blanket + 1``, shared by every job without its own); ``uv``
     (``u + v`` of the paper's pair); ``use_scaled`` (the scaled pair takes part in ``upper``);
-    ``paper_certified`` (the paper's pair has ``w = 0`` and a clone constant within the proven one); ``has_lower`` (lower-bound jobs exist);
+    ``paper_certified`` (the paper's pair has ``w = 0`` and a clone constant within the proven one);
+    ``has_lower`` (lower-bound jobs exist);
     ``clone_proof`` (:class:`~jaxshuffle.randomizers.clone.CloneProof` of the worst-case job's pair);
     ``scaled_proven`` (the scaled pair is proven for the randomizer here).
     """

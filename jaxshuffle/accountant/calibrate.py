@@ -10,7 +10,8 @@ call per probe.
 from __future__ import annotations
 
 import enum
-from typing import Callable, Mapping, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +24,8 @@ from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
-from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
 from jaxshuffle.randomizers.clone import certified_clone
+from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
 
@@ -347,7 +348,7 @@ def _composed_upper(params: VRParams, n, delta, rounds: int, discretization, bla
     """
     out = np.full(np.shape(n), np.inf)
     for idx in np.ndindex(out.shape):
-        point = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[idx] if jnp.ndim(a) else a, params)
+        point = jax.tree_util.tree_map(lambda a, idx=idx: jnp.asarray(a)[idx] if jnp.ndim(a) else a, params)
         if float(np.asarray(point.n_blanket(n[idx]))) < 1:
             continue  # one user and no blanket: no shuffle, no round PLD; inf is an upper bound
         out[idx] = composed_upper(point, float(n[idx]), rounds, float(delta[idx]), discretization=discretization,

@@ -27,7 +27,8 @@ pointwise minimum of two PLDs or privacy profiles is not a dominating pair and i
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,8 @@ import jax.scipy.special  # noqa: F401  (logsumexp)
 import numpy as np
 
 from jaxshuffle._config import check
-from jaxshuffle._fft import U as _U, fft_error, power_convolve
+from jaxshuffle._fft import U as _U
+from jaxshuffle._fft import fft_error, power_convolve
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 
 #: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle._config import check
-from jaxshuffle.randomizers.params import KaryRR
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
+from jaxshuffle.randomizers.params import KaryRR
 
 #: largest n at which :func:`composed_epsilon` builds the blanket pair's PLD by default (cost grows with n)
 BLANKET_PLD_MAX_N = 1e5
@@ -107,7 +107,8 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
                      blanket_points: int | None = None) -> ComposedEpsilon:
     """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
 
-    This is THE rule for the certified epsilon of ``T`` rounds: :func:`~jaxshuffle.accountant.calibrate.calibrate_eps0` and
+    This is THE rule for the certified epsilon of ``T`` rounds:
+    :func:`~jaxshuffle.accountant.calibrate.calibrate_eps0` and
     :func:`~jaxshuffle.accountant.calibrate.calibrate_n` with ``rounds = T`` search it (through
     :func:`composed_upper`), the sweep's rounds axis and the ``compose`` command report it.
 
@@ -135,7 +136,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
 
 def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: float | None = None,
                    blanket_points: int | None = None, below: float | None = None) -> float:
-    """``composed_epsilon(randomizer, n, rounds, delta).upper`` at one ``(T, delta)``, or less work when ``below`` is given.
+    """``composed_epsilon(randomizer, n, rounds, delta).upper`` at one ``(T, delta)``; less work with ``below``.
 
     With ``below``: where the worst-case pair's bounds (``pld``, ``basic``, ``advanced``) already
     give at most ``below``, their smallest is returned without building the blanket pair's PLD

@@ -35,7 +35,6 @@ from jaxshuffle.blanket.plan import (
     LOWER_KINDS,
     BlanketMemoryError,
     BlanketPlan,
-    _pow2 as _pow2,
     fit_memory,
     lane_bytes,
     lanes_per_batch,
@@ -47,15 +46,20 @@ from jaxshuffle.blanket.plan import (
     quarter_octave,
     shared_plan,
 )
+from jaxshuffle.blanket.plan import (
+    _pow2 as _pow2,
+)
 from jaxshuffle.blanket.search import (
     KaryRRBounds,
-    _coded_brackets as _coded_brackets,
     blanket_epsilon,
     blanket_epsilon_with_plan,
     blanket_lower_epsilon,
     eager_brackets,
     krr_bounds,
     plan_krr_bounds,
+)
+from jaxshuffle.blanket.search import (
+    _coded_brackets as _coded_brackets,
 )
 
 __all__ = [

@@ -9,7 +9,8 @@ geometry (:func:`plan_geometry`, also used by :mod:`jaxshuffle.blanket_matrix`),
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from jax.typing import ArrayLike

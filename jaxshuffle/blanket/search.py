@@ -20,8 +20,16 @@ from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, remember
 from jaxshuffle._numerics import newton_margin
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
-from jaxshuffle.blanket.plan import (LOWER_KINDS, BlanketPlan, _check, _pow2, fit_memory, lanes_per_batch,
-                                     plan_blanket, plan_groups)
+from jaxshuffle.blanket.plan import (
+    LOWER_KINDS,
+    BlanketPlan,
+    _check,
+    _pow2,
+    fit_memory,
+    lanes_per_batch,
+    plan_blanket,
+    plan_groups,
+)
 
 
 class _Search(NamedTuple):

@@ -11,10 +11,11 @@ Subcommands::
 Numbers accept comma-separated grids (``--n 1e4,1e6,1e8 --eps0 1,2``): every combination
 (cartesian grid) is evaluated in one batched call. Every command reads a grid as ``jaxshuffle sweep``
 does (:mod:`jaxshuffle.sweeps.grid`): ``--n 1e3..1e4:3`` is 1000, 3162, 10000 (``n`` and integer
-options such as ``--k`` rounded, duplicates dropped), and a bad grid gets the sweep's message. ``--json`` prints a list with one object
-per grid point (keys include ``lower``, ``upper``, ``paper``, ``certified``; infinite values
-are ``null``). Plain output is a privacy statement: assumptions, certified upper bound,
-lower bound, and the paper's Theorem 4.7 value where it differs (labelled NOT certified).
+options such as ``--k`` rounded, duplicates dropped), and a bad grid gets the sweep's message.
+``--json`` prints a list with one object per grid point (keys include ``lower``, ``upper``,
+``paper``, ``certified``; infinite values are ``null``). Plain output is a privacy statement:
+assumptions, certified upper bound, lower bound, and the paper's Theorem 4.7 value where it
+differs (labelled NOT certified).
 
 User errors (unknown randomizer, invalid option or value) print one line
 ``jaxshuffle: error: <parameter>: <valid range>`` and exit with status 2; a parameter spelled
@@ -33,7 +34,7 @@ import math
 import os
 import re
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -92,7 +93,8 @@ def _add_upper_from(p: argparse.ArgumentParser) -> None:
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    entry = catalog_entry(_randomizer_name(argv)) if argv and argv[0] in ("epsilon", "calibrate", "compare", "compose") else None
+    takes_options = argv and argv[0] in ("epsilon", "calibrate", "compare", "compose")
+    entry = catalog_entry(_randomizer_name(argv)) if takes_options else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -102,7 +104,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "randomizer appear in --help once --randomizer is given.", **common)
     pe.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     add_entry_options(pe, entry)
-    pe.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]", help="number of users (integer >= 1)")
+    pe.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]",
+                    help="number of users (integer >= 1)")
     pe.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n")
     pe.add_argument("--rtol", type=float, default=1e-6, help="relative width of each epsilon bracket")
@@ -120,8 +123,10 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "given), the smallest n.", **common)
     pc.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
     add_entry_options(pc, entry)
-    pc.add_argument("--target", type=grid_type("target"), required=True, metavar="EPS[,EPS...]", help="target amplified epsilon > 0")
-    pc.add_argument("--n", type=grid_type("n"), default=None, metavar="N[,N...]", help="number of users: calibrate eps0")
+    pc.add_argument("--target", type=grid_type("target"), required=True, metavar="EPS[,EPS...]",
+                    help="target amplified epsilon > 0")
+    pc.add_argument("--n", type=grid_type("n"), default=None, metavar="N[,N...]",
+                    help="number of users: calibrate eps0")
     pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
@@ -152,7 +157,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     ps.add_argument("--eps0", type=float, help="eps0 of --grr")
     ps.add_argument("--x0", type=int, default=0, help="victim input under P (default 0)")
     ps.add_argument("--x1", type=int, default=1, help="victim input under Q (default 1)")
-    ps.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]", help="number of users (small: exact enumeration)")
+    ps.add_argument("--n", type=grid_type("n"), required=True, metavar="N[,N...]",
+                    help="number of users (small: exact enumeration)")
     ps.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     ps.add_argument("--candidates", choices=("all-equal", "mixtures"), default="all-equal",
                     help="datasets of the other users to search for the worst case")
@@ -164,7 +170,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                         **common)
     pm.add_argument("--randomizer", required=True, help="catalog name with an eps0 option")
     add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
-    pm.add_argument("--eps0", type=grid_type("eps0"), required=True, metavar="GRID", help="local budgets, e.g. 0.1:5:50")
+    pm.add_argument("--eps0", type=grid_type("eps0"), required=True, metavar="GRID",
+                    help="local budgets, e.g. 0.1:5:50")
     pm.add_argument("--n", type=grid_type("n"), required=True, metavar="GRID", help="numbers of users")
     pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     _add_upper_from(pm)

@@ -64,7 +64,8 @@ def add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] =
             continue
         flags = [f"--{a.name}"] + ([f"--{a.name.replace('_', '-')}"] if "_" in a.name else [])
         default = None if a.default is None else [a.default]
-        p.add_argument(*flags, dest=f"opt_{a.name}", type=grid_type(a.name, integer=a.kind == "int"), default=default, metavar="X[,X...]",
+        p.add_argument(*flags, dest=f"opt_{a.name}", type=grid_type(a.name, integer=a.kind == "int"), default=default,
+                       metavar="X[,X...]",
                        help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import check, f64
 from jaxshuffle.closed_forms.common import (
     check_delta,
@@ -18,7 +19,6 @@ from jaxshuffle.closed_forms.common import (
     prep,
     safe,
 )
-from jaxshuffle._bisect import bisect_jax
 
 # Bisection steps of the blanket epsilon search (interval [0, eps0] halves each step).
 _BLANKET_STEPS = 80

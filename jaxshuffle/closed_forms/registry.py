@@ -9,7 +9,8 @@ A new closed form is one function plus one line here.
 
 from __future__ import annotations
 
-from typing import Callable, Literal, NamedTuple
+from collections.abc import Callable
+from typing import Literal, NamedTuple
 
 import numpy as np
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -252,7 +253,7 @@ class _Pmfs:
         self.inf_qp = float(self.q[~np.isfinite(log_p)].sum())
         self.dropped = 0.0
 
-    def without_negligible(self, tau: float) -> "_Pmfs":
+    def without_negligible(self, tau: float) -> _Pmfs:
         """A copy without the lightest cells, of total P- and Q-mass at most ``tau`` each.
 
         Dropping a cell lowers each divergence by at most its mass: the copy's divergences
@@ -280,7 +281,8 @@ class _Pmfs:
 
 
 def bisect_scalar(f, delta: float, lo: float, hi: float, tol: float = EPS_TOL) -> tuple[float, float]:
-    """Shrink ``[lo, hi]`` with ``f(lo) > delta >= f(hi)`` to width ``<= tol`` (:func:`jaxshuffle._bisect.bisect_numpy`)."""
+    """Shrink ``[lo, hi]`` with ``f(lo) > delta >= f(hi)`` to width ``<= tol``
+    (:func:`jaxshuffle._bisect.bisect_numpy`)."""
     lo_a, hi_a = bisect_numpy(lambda mid, _: np.array([f(float(mid[0])) <= delta]), np.array([lo]), np.array([hi]),
                               steps=200, done=lambda lo, hi: (hi - lo <= tol) | (0.5 * (lo + hi) <= lo))
     return float(lo_a[0]), float(hi_a[0])

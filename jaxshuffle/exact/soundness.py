@@ -30,8 +30,7 @@ import numpy as np
 
 from jaxshuffle.accountant.amplify import amplify
 from jaxshuffle.exact.enumerate import lower_bound_parameters, validate_matrix, worst_case_epsilon
-from jaxshuffle.randomizers.params import (LowerParams, VRParams, matrix_ratio, matrix_total_variation,
-                                          with_matrix)
+from jaxshuffle.randomizers.params import LowerParams, VRParams, matrix_ratio, matrix_total_variation, with_matrix
 
 # exact.epsilon resolves eps to 1e-11 and leaves float rounding (~1e-12 relative) out.
 _ORDER_SLACK_REL, _ORDER_SLACK_ABS = 1e-9, 1e-10

@@ -81,6 +81,13 @@ from jaxshuffle.randomizers.ldp import (
     subset_selection_lower,
     wheel,
 )
+from jaxshuffle.randomizers.matrices import (
+    binary_rr_matrix,
+    hadamard_response_matrix,
+    local_hash_matrix,
+    row_matrix,
+    subset_selection_matrix,
+)
 from jaxshuffle.randomizers.metric import metric_general, metric_laplace, planar_laplace, planar_laplace_beta
 from jaxshuffle.randomizers.multi_message import (
     balcer_cheu,
@@ -90,15 +97,16 @@ from jaxshuffle.randomizers.multi_message import (
     mix_dump,
     pure_dump,
 )
-from jaxshuffle.randomizers.matrices import (
-    binary_rr_matrix,
-    hadamard_response_matrix,
-    local_hash_matrix,
-    row_matrix,
-    subset_selection_matrix,
+from jaxshuffle.randomizers.params import (
+    Arg,
+    Inputs,
+    KaryRR,
+    LowerParams,
+    MatrixMechanism,
+    RowMatrix,
+    VRParams,
+    with_matrix,
 )
-from jaxshuffle.randomizers.params import (Arg, Inputs, KaryRR, LowerParams, MatrixMechanism, RowMatrix, VRParams,
-                                          with_matrix)
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     witchhat,

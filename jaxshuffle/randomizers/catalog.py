@@ -10,13 +10,25 @@ or option); the accountant, calibration, comparison, sweeps and the CLI go throu
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from jaxshuffle.randomizers.ldp import *  # noqa: F401,F403  (the rows' functions and option specs)
 from jaxshuffle.randomizers.metric import *  # noqa: F401,F403
 from jaxshuffle.randomizers.multi_message import *  # noqa: F401,F403
-from jaxshuffle.randomizers.params import (BLANKET, D01, D01_EXP, D02_EXP, D12_EXP, DMAX, EPS0, EPS1, EPS2, Arg,
-                                          LowerParams, VRParams)
+from jaxshuffle.randomizers.params import (
+    BLANKET,
+    D01,
+    D01_EXP,
+    D02_EXP,
+    D12_EXP,
+    DMAX,
+    EPS0,
+    EPS1,
+    EPS2,
+    Arg,
+    LowerParams,
+    VRParams,
+)
 from jaxshuffle.randomizers.witchhat import B_ARG, F_ARG, M_ARG, witchhat_params
 
 

@@ -16,7 +16,6 @@ from jaxshuffle.randomizers.params import (
     blanket_messages,
 )
 
-
 COIN = Arg("coin", "real", 0.0, 1.0, low_open=True, help="probability that a blanket bit is 1")
 F_CZ = Arg("f", "real", 0.0, 0.5, low_open=True, high_open=False, help="bit-flip probability, 0 < f <= 1/2")
 D_BINS = Arg("d", "int", 2.0, help="number of bins (domain size)")

@@ -133,7 +133,7 @@ def _input_count(mechanism, shape) -> int | None:
     return None
 
 
-def with_matrix(params: "VRParams", matrix) -> "VRParams":
+def with_matrix(params: VRParams, matrix) -> VRParams:
     """``params`` carrying :class:`MatrixMechanism` ``matrix``, once the matrix is checked against them.
 
     ``amplify`` then folds in the matrix engine's bounds as bounds *of the randomizer the parameters

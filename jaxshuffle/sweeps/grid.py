@@ -21,7 +21,7 @@ import itertools
 import math
 import os
 import warnings
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

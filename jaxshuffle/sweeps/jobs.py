@@ -30,7 +30,6 @@ from jaxshuffle.sweeps.store import (
     STATUS_NAMES,
 )
 
-
 # ----------------------------------------------------------------------------------------
 # Jobs: the two-count-pair searches behind each point (accountant.amplification_jobs)
 

@@ -451,7 +451,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
     status_j, iter_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
     extra_j = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
     job_done = np.zeros(J, dtype=bool)
-    for ci, data in done_chunks.items():
+    for data in done_chunks.values():
         ids = data["jobs"]
         if extra_j is not None:
             extra = data.get("extra")

@@ -13,7 +13,6 @@ import numpy as np
 
 from jaxshuffle.sweeps.store import MAX_ITER
 
-
 # ----------------------------------------------------------------------------------------
 # Planning: window buckets over the whole grid, merged when a compile costs more, and chunks
 

@@ -39,19 +39,16 @@ import os
 import platform
 import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from jaxshuffle._config import VERSION
-
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
 from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.search import Status
-
-
 
 #: Version of the files' layout and meaning. 2: mechanism searches (blanket column, upper_from setting).
 #: 3: the rounds axis (composed-epsilon columns; its chunk files carry an ``extra`` array). A sweep
@@ -448,7 +445,7 @@ class SweepResult:
     def complete(self) -> bool:
         return bool(self.meta.get("complete", True))
 
-    def select(self, **conditions) -> "SweepResult":
+    def select(self, **conditions) -> SweepResult:
         """Rows where each named column equals the value (floats compared with a 1e-9 relative tolerance)."""
         keep = np.ones(len(self), dtype=bool)
         for k, v in conditions.items():
@@ -575,7 +572,7 @@ def _json_default(x):
 
 
 def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def clear_store(out_dir: Path) -> None:

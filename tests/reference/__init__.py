@@ -60,7 +60,8 @@ def hockey_stick_mpf(u, v, w, r0, r1, n, eps, dps=40):
         def M(a, b):
             if a < 0 or b < 0 or a + b > N:
                 return mp.mpf(0)
-            return mp.factorial(N) / (mp.factorial(a) * mp.factorial(b) * mp.factorial(N - a - b)) * r0**a * r1**b * (1 - r0 - r1) ** (N - a - b)
+            multinomial = mp.factorial(N) / (mp.factorial(a) * mp.factorial(b) * mp.factorial(N - a - b))
+            return multinomial * r0**a * r1**b * (1 - r0 - r1) ** (N - a - b)
 
         d1 = d2 = mp.mpf(0)
         for a in range(n + 1):

@@ -115,7 +115,7 @@ def exact_epsilon(eps0, k, n, others, delta):
 # numpy longdouble, every dataset at once
 # ----------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compositions(n, k):
     """All histograms of n outputs over k values (tuples, lexicographic order)."""
     if k == 1:
@@ -123,7 +123,7 @@ def compositions(n, k):
     return tuple((a,) + rest for a in range(n + 1) for rest in compositions(n - a, k - 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _step_index(u, k):
     """idx[y, j] = index in compositions(u, k) of compositions(u + 1, k)[j] - e_y, or len(...) if none."""
     prev = {h: i for i, h in enumerate(compositions(u, k))}
@@ -184,7 +184,7 @@ def _hockey(X, Y, eps):
     return np.sum(np.maximum(X - t * Y, np.longdouble(0)), axis=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def worst_exact_epsilon(eps0, k, n, delta, symmetry=True):
     """max over every dataset of the others of the exact epsilon; returns ``(eps, others_argmax)``.
 
