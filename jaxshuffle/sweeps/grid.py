@@ -309,6 +309,12 @@ def parse_n(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     syntax, a value below 1 (after rounding) or a non-finite value.
     """
     what = "n: must be integers >= 1 (grid syntax: 1,2,5 | 0.5:4:8 | 1e3..1e6:7, rounded to integers)"
+    return _parse_counts(text, what, max_values)
+
+
+def _parse_counts(text, what: str, max_values: int) -> np.ndarray:
+    """An integer axis whose values must be >= 1 (``n``, ``rounds``): rounded, duplicates dropped;
+    ValueError ``what`` plus the value given for bad syntax, no value, or a value below 1 or not finite."""
     if isinstance(text, str) and not text.strip():
         raise ValueError(f"{what}; got an empty value")
     try:
@@ -345,18 +351,7 @@ def parse_rounds(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     a value below 1 (after rounding), or a non-finite value.
     """
     what = "rounds: must be integers >= 1 (grid syntax: 1,10,100 | 1:100:5 | 1..1000:20, rounded to integers)"
-    if isinstance(text, str) and not text.strip():
-        raise ValueError(f"{what}; got an empty value")
-    try:
-        values = parse_grid(text, integer=True, max_values=max_values)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{what}; got {text!r} ({exc})") from None
-    if values.size == 0:
-        raise ValueError(f"{what}; got no value")
-    bad = ~(np.isfinite(values) & (values >= 1))
-    if bad.any():
-        raw = text if isinstance(text, str) else np.asarray(text).tolist()
-        raise ValueError(f"{what}; got {raw!r} (value {values[bad][0]:g} after rounding)")
+    values = _parse_counts(text, what, max_values)
     if values.max() > MAX_ROUNDS:
         raise ValueError(f"rounds: {values.max():g} is above the largest supported number of rounds, {MAX_ROUNDS} "
                          "(2^53: integers >= 1 up to there are exact in float64)")
