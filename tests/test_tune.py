@@ -252,3 +252,12 @@ def test_calibrate_eps0_under_composition():
     assert v < float(one.value)
     with pytest.raises(ValueError, match="^rounds"):
         calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rounds=0)
+
+
+def test_a_utility_that_returns_nan_is_named_not_eps0():
+    """A utility whose value or gradient is NaN at the start gets one ValueError naming ``utility`` (not
+    a complaint about eps0 later), before any optimisation or certification runs."""
+    queries = [query("grr", n=1e4, count=2, k=10), query("grr", n=1e4, count=2, k=5)]
+    for utility in (lambda e: jnp.nan * jnp.sum(e), lambda e: jnp.sum(jnp.sqrt(e - 1.5))):
+        with pytest.raises(ValueError, match=r"^utility: must return a finite value with a finite gradient"):
+            tune(queries, utility, 1.0, 1e-6, steps=3)

@@ -418,14 +418,21 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
     r = float(rtol)
     check(np.float64(r) > 0, "rtol", "must be > 0", value=np.float64(r))
     delta = float(delta)
-    val = utility(jnp.ones(m))
+    start = jnp.exp(theta0)
+    val, grad = jax.value_and_grad(lambda e: jnp.asarray(utility(e), jnp.float64))(start)
     if jnp.shape(val) != ():
         raise ValueError(f"utility: must return a scalar, got shape {jnp.shape(val)}")
+    if not (np.isfinite(float(val)) and np.all(np.isfinite(np.asarray(grad)))):
+        raise ValueError(f"utility: must return a finite value with a finite gradient, got {float(val)!r} "
+                         f"(gradient {np.asarray(grad).tolist()}) at eps0 = {np.asarray(start).tolist()}")
     optimise = _optimiser(queries, utility, delta, optimizer, int(steps))
     targets = [float(t) for t in targets]
     discs = [_default_discretization(queries, t) if discretization is None else float(discretization)
              for t in targets]
     theta, alloc, hist = optimise(targets, jnp.tile(theta0, (len(targets), 1)))
+    if not np.all(np.isfinite(np.asarray(alloc))):
+        raise ValueError("utility: the optimiser reached a non-finite eps0 (the utility or its gradient is not "
+                         "finite somewhere along the way); check it for NaN or inf over eps0 > 0")
     hist = np.asarray(hist)
     for _ in range(int(refine)):
         # re-aim the surrogate at the certified boundary: the surrogate's value there becomes its target
