@@ -203,6 +203,26 @@ def test_cli_scheduler_errors_are_one_line(tmp_path, capsys, extra, message):
     assert time.monotonic() - t < 30
 
 
+@pytest.mark.parametrize("content, message", [
+    ("garbage{", "not a scheduler file written by 'dask scheduler --scheduler-file' (JSONDecodeError"),
+    ('["tcp://127.0.0.1:1"]', "(a JSON object with an 'address' string)"),
+    ('{"address": "bogus::"}', "not a reachable scheduler address"),
+])
+def test_cli_malformed_scheduler_file_is_one_line_and_nothing_after(tmp_path, content, message):
+    """A scheduler file that is not dask's JSON object: one line naming the option and the file, exit 2,
+    and no traceback afterwards (a half-made Client used to print one from its destructor at exit)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "scheduler.json"
+    path.write_text(content)
+    out = subprocess.run([sys.executable, "-m", "jaxshuffle.cli", "sweep", "--randomizer", "general", "--eps0", "1",
+                          "--n", "12", "--delta", "1e-3", "--out", str(tmp_path / "x"), "--scheduler-file", str(path),
+                          "--connect-timeout", "2"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"jaxshuffle: error: --scheduler-file {path}: ") and message in out.stderr
+
+
 def test_cli_without_dask_says_how_to_install(tmp_path, capsys, monkeypatch):
     import sys
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -208,22 +209,43 @@ def _connect(args):
         from distributed import Client
     except ImportError:
         raise ValueError(f"{flag}: needs dask.distributed (pip install 'jaxshuffle[distributed]')") from None
-    if args.scheduler_file is not None and not Path(args.scheduler_file).is_file():
-        raise ValueError(f"{flag}: no such file")
-    if args.scheduler is not None:  # a malformed or unknown address: say so before a Client is made
-        from distributed.comm import resolve_address
+    address = args.scheduler
+    if args.scheduler_file is not None:
+        address = _scheduler_file_address(Path(args.scheduler_file), flag)
+    # a malformed or unknown address: say so before a Client is made (a Client that fails half-way
+    # prints a traceback from its destructor later)
+    from distributed.comm import resolve_address
 
-        try:
-            resolve_address(args.scheduler)
-        except Exception as exc:
-            why = " ".join(str(exc).split()) or type(exc).__name__
-            raise ValueError(f"{flag}: not a reachable scheduler address, e.g. tcp://host:8786 ({why})") from None
+    try:
+        resolve_address(address)
+    except Exception as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{flag}: not a reachable scheduler address, e.g. tcp://host:8786 ({why})") from None
     kw = {"address": args.scheduler} if args.scheduler else {"scheduler_file": args.scheduler_file}
     try:
         return Client(**kw, timeout=f"{args.connect_timeout}s", set_as_default=False)
     except Exception as exc:  # OSError / TimeoutError / a malformed address
         why = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"{flag}: cannot reach the Dask scheduler within {args.connect_timeout:g} s ({why})") from None
+
+
+def _scheduler_file_address(path: Path, flag: str) -> str:
+    """The ``address`` of a scheduler file as ``dask scheduler --scheduler-file`` writes it (a JSON
+    object); ValueError naming the option and the file when it is missing, too large or malformed."""
+    if not path.is_file():
+        raise ValueError(f"{flag}: no such file")
+    if path.stat().st_size > 1 << 20:
+        raise ValueError(f"{flag}: {path.stat().st_size} bytes is not a scheduler file "
+                         "(dask writes a small JSON object)")
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{flag}: not a scheduler file written by 'dask scheduler --scheduler-file' "
+                         f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str):
+        raise ValueError(f"{flag}: not a scheduler file written by 'dask scheduler --scheduler-file' "
+                         "(a JSON object with an 'address' string)")
+    return info["address"]
 
 
 def _finish_sweep(args, res, out) -> int:
