@@ -152,3 +152,21 @@ def test_merge_never_writes_into_its_inputs(clean, tmp_path):
     ref = sw.load(clean)
     for key in ref.keys():
         np.testing.assert_array_equal(merged[key], ref[key], err_msg=key)
+
+
+def test_merge_refuses_a_directory_holding_the_users_files(clean, tmp_path, capsys):
+    """merge writes into a new or empty directory, or over an earlier merge's own files; a directory
+    holding anything else is refused (API and CLI: one line naming --out and the files), untouched."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    with pytest.raises(ValueError, match=r"^out: .* holds files merge did not write \(notes.txt\)"):
+        sw.merge([clean], mine, quiet=True)
+    assert cli.main(["sweep", "merge", str(clean), "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds files merge did not write (notes.txt)" in err, err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "precious"
+    again = tmp_path / "again"
+    first = sw.merge([clean], again, quiet=True)
+    second = sw.merge([clean], again, quiet=True)  # an earlier merge's files are replaced
+    np.testing.assert_array_equal(first["upper"], second["upper"])

@@ -27,13 +27,31 @@ from jaxshuffle.sweeps.store import (
     write_results,
 )
 
+#: what a merge writes into ``out`` (and the CLI's figure): a later merge may replace these, nothing else
+MERGE_OUTPUTS = frozenset({"results.csv", "results.npz", "results.json", "sweep.png"})
+
+
+def _check_out_is_ours(out: Path) -> None:
+    """ValueError naming ``out`` unless it is missing, empty, or holds only an earlier merge's files
+    (:data:`MERGE_OUTPUTS`): merge writes only where it replaces nothing it did not write."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"out: {out} is a file, not a directory: give a new or empty directory")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in MERGE_OUTPUTS)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ValueError(f"out: {out} holds files merge did not write ({shown}); merge writes only into a new, "
+                         "empty or earlier merge's directory: give another --out")
+
 
 def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = False) -> SweepResult:
     """Join shard files / sweep directories of ONE sweep into ``out/results.{csv,npz,json}``.
 
     Each input is a sweep directory (its finished chunks are used, each verified against its
     checksum) or a ``shard-i-of-N.npz``. Merge only reads its inputs: ``out`` may not be an input
-    directory, lie inside one, or be a sweep directory (its results would be replaced).
+    directory, lie inside one, be a sweep directory (its results would be replaced) or hold files
+    other than an earlier merge's (:data:`MERGE_OUTPUTS`).
     Raises ValueError if the inputs belong to different sweeps, disagree on a value, or (unless
     ``allow_partial``) do not cover every point; SweepStoreError (a ValueError) naming the file for
     a chunk that fails its checksum (rerun that sweep to recompute it) or a damaged manifest.
@@ -49,6 +67,7 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
     if (Path(out) / "sweep.json").exists():
         raise ValueError(f"out: {out} is a sweep directory (it has sweep.json); merge never writes into a sweep's "
                          "directory: give another --out")
+    _check_out_is_ours(Path(out))
     manifest = None
     parts: list[dict] = []
     for inp in inputs:
