@@ -38,7 +38,6 @@ import numpy as np
 
 from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
-from jaxshuffle._numerics import newton_margin
 from jaxshuffle.divergence import point_divergence, window_weights
 from jaxshuffle.pair import TwoCountPair, fields_valid
 from jaxshuffle.plan import (
@@ -219,7 +218,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         newton = x - f / jnp.where(fp < 0, fp, -1.0)
         finite_hi = jnp.isfinite(hi)
         width = jnp.where(finite_hi, hi - lo, jnp.inf)
-        margin = newton_margin(rtol, x, lo, hi)  # relative to the point (finite also while hi = inf)
+        margin = 0.25 * rtol * jnp.where(finite_hi, hi, 1.0)
         usable = (fp < 0) & (d.value > 0) & (newton > lo) & (newton < hi)
         # Where that step leaves the bracket (log D flat: D ~ linear in t near t = max(u/v, v/u)),
         # Newton on D itself in t, which for a convex decreasing D approaches the root from below.
