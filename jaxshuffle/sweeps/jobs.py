@@ -18,8 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxshuffle.sweeps.grid import catalog_rows, expand
-from jaxshuffle.sweeps.store import (
+from jaxshuffle.sweeps.columns import (
     BOOL_COLUMNS,
     CLONE_PROOF_NAMES,
     RESULT_ORDER,
@@ -29,6 +28,7 @@ from jaxshuffle.sweeps.store import (
     SOURCE_NAMES,
     STATUS_NAMES,
 )
+from jaxshuffle.sweeps.grid import catalog_rows, expand
 
 # ----------------------------------------------------------------------------------------
 # Jobs: the two-count-pair searches behind each point (accountant.amplification_jobs)
