@@ -21,6 +21,9 @@ import jax.numpy as jnp
 
 from jaxshuffle._numerics import UNIT_ROUNDOFF as U  # unit roundoff of float64 (re-exported)
 
+#: largest composed grid, in bins (1 GB of complex128); a composition needing more is refused with a
+#: message naming ``discretization``
+MAX_FFT = 1 << 26
 FFT_CONSTANT = 8.0  # Higham Thm 24.2's (log2 N) eta with eta <= 8u, rounded up
 
 

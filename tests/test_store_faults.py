@@ -18,8 +18,8 @@ from small_sweep import SMALL
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
+from jaxshuffle.sweeps import files, store
 from jaxshuffle.sweeps import run as run_mod
-from jaxshuffle.sweeps import store
 
 ARGV = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
         "--chunk-size", "8", "--devices", "1", "--no-plot", "--quiet"]
@@ -49,7 +49,7 @@ def _run(capsys, argv):
 @pytest.mark.parametrize("victim", ["c000001.sha256", "c000001.npz", "results.npz"])
 def test_disk_full_is_one_line_keeps_every_finished_chunk_and_resumes(clean, tmp_path, monkeypatch, capsys, victim):
     out = tmp_path / "full"
-    real = store._write_synced
+    real = files._write_synced
 
     def write(tmp, data):
         if tmp.name.startswith(f".{victim}.tmp-"):
@@ -58,7 +58,7 @@ def test_disk_full_is_one_line_keeps_every_finished_chunk_and_resumes(clean, tmp
             raise OSError(errno.ENOSPC)
         return real(tmp, data)
 
-    monkeypatch.setattr(store, "_write_synced", write)
+    monkeypatch.setattr(files, "_write_synced", write)
     argv = ARGV + ["--out", str(out)]
     code, stdout, err = _run(capsys, argv)
     assert code == 2 and stdout == ""
@@ -87,7 +87,7 @@ def test_disk_full_through_the_api_names_the_file(tmp_path, monkeypatch):
     def write(tmp, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(store, "_write_synced", write)
+    monkeypatch.setattr(files, "_write_synced", write)
     with pytest.raises(store.SweepStoreError, match=r"cannot write .*sweep.json: No space left on device \(ENOSPC\)"
                                                     r".*call the same sweep again to resume") as info:
         sw.sweep(**SMALL, out=tmp_path / "api")

@@ -36,8 +36,8 @@ import jax.scipy.special  # noqa: F401  (logsumexp)
 import numpy as np
 
 from jaxshuffle._config import check
+from jaxshuffle._fft import MAX_FFT, fft_error, power_convolve
 from jaxshuffle._fft import U as _U
-from jaxshuffle._fft import fft_error, power_convolve
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 
 #: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the
@@ -45,7 +45,6 @@ from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 #: one round's mass outside its evaluated cells, moved to +inf before composing.
 WRAP_TAIL = 1e-15
 DEFAULT_TAIL = WRAP_TAIL  # the former name
-MAX_FFT = 1 << 26  # bins of the composed grid (1 GB of complex128); more is refused with a clear message
 
 
 class ComposedPLD(NamedTuple):

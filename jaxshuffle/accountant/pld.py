@@ -46,6 +46,7 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
+from jaxshuffle._fft import MAX_FFT
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
 from jaxshuffle.pair import TwoCountPair, check_fields
@@ -69,7 +70,7 @@ MAX_BINS = 1 << 26
 #: is ``2 accuracy sd / sqrt(T)`` and the composed window spans about ``2 z sd sqrt(T)`` (``z`` ~ 8
 #: standard deviations each side for its tail), so the composed FFT needs about ``z T / accuracy``
 #: bins whatever the randomizer: ~1.7e4 T after rounding to a power of two at accuracy 1e-3 (k-RR,
-#: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (compose.MAX_FFT) at T = 4000.
+#: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (:data:`jaxshuffle._fft.MAX_FFT`) at T = 4000.
 MAX_DEFAULT_ROUNDS = 4000
 
 
@@ -139,7 +140,6 @@ def default_discretization(pair: TwoCountPair, n, rounds: int, accuracy: float =
     sd = 2.0 * cp * math.sqrt(max(q * (1 - q), 1e-300) / max(float(n) * s, 1.0))
     sd = min(max(sd, 1e-6), abs(math.log(max(u, 1e-300) / max(v, 1e-300))) or 1e-6)
     if rounds > MAX_DEFAULT_ROUNDS:
-        from jaxshuffle.accountant.compose import MAX_FFT  # compose imports this module
 
         raise ValueError(f"rounds: {rounds:.6g} rounds at the default discretization would need about "
                          f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {MAX_FFT}; at most "

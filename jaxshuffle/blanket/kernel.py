@@ -47,7 +47,7 @@ The kernel: the sum form (B1) of k-RR and its exact datasets (:func:`krr_sum_for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,11 +61,26 @@ from jaxshuffle._numerics import materialize
 from jaxshuffle._numerics import window_start as _window_start
 from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
 
-if TYPE_CHECKING:  # annotations only: the kernel imports nothing from plan or search at run time
-    from jaxshuffle.blanket.plan import BlanketPlan
-
 _FLUSH = 2.3e-308
 _LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such tails are exact, never walked)
+
+
+class BlanketPlan(NamedTuple):
+    """Static shape of one compiled blanket program (made by :func:`jaxshuffle.blanket.plan.plan_blanket`;
+    defined here, where it is consumed, so the kernel imports nothing from the planner).
+
+    window: s counts summed (a power of two, a multiple of ``2 * block``).
+    block: steps ``s -> s+2`` per anchor (one continued-fraction tail per line and block).
+    lines: stretches tracked per block (``lines + 1`` boundary lines).
+    max_step: largest integer move of a line per step (larger: the point claims nothing).
+    chunk: blocks evaluated together (memory).
+    """
+
+    window: int
+    block: int
+    lines: int
+    max_step: int
+    chunk: int = 8
 
 
 class SumForm(NamedTuple):

@@ -10,35 +10,17 @@ geometry (:func:`plan_geometry`, also used by :mod:`jaxshuffle.blanket_matrix`),
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 from jax.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_fixed
 from jaxshuffle._config import array_digest, check, remember, require_x64
-from jaxshuffle.blanket.kernel import KINDS, SumForm, coefficients, gaussian_delta, krr_sum_form
+from jaxshuffle.blanket.kernel import KINDS, BlanketPlan, SumForm, coefficients, gaussian_delta, krr_sum_form
 from jaxshuffle.plan import memory_budget, plan_windows
 
 #: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
 LANES_PER_BATCH = 8
-
-
-class BlanketPlan(NamedTuple):
-    """Static shape of one compiled blanket program.
-
-    window: s counts summed (a power of two, a multiple of ``2 * block``).
-    block: steps ``s -> s+2`` per anchor (one continued-fraction tail per line and block).
-    lines: stretches tracked per block (``lines + 1`` boundary lines).
-    max_step: largest integer move of a line per step (larger: the point claims nothing).
-    chunk: blocks evaluated together (memory).
-    """
-
-    window: int
-    block: int
-    lines: int
-    max_step: int
-    chunk: int = 8
 
 
 #: Bytes one lane (one point and sum form) of a compiled blanket search holds per cell of a chunk

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxshuffle.sweeps.columns import COLUMNS, RESULT_ORDER, ROUNDS_RESULT_ORDER
+from jaxshuffle.sweeps.files import fsync_dir
 from jaxshuffle.sweeps.grid import MAX_GRID_POINTS
-from jaxshuffle.sweeps.store import COLUMNS, RESULT_ORDER, ROUNDS_RESULT_ORDER
 
 _INSTALL = 'pip install "jaxshuffle[frames]"'
 _MISSING = ("raise", "fill")
@@ -116,7 +117,7 @@ def to_xarray(result, *, missing: str = "raise", dims=None):
     Every grid axis (:func:`axes`) is a dimension whose coordinate holds its values in the order
     they first appear (the grid's order for a sweep's result); every other column (``index``,
     ``delta``, rule-derived options and the results) is a data variable over all the dimensions,
-    with its meaning (``store.COLUMNS``) as the ``description`` attribute. Only values present in
+    with its meaning (``columns.COLUMNS``) as the ``description`` attribute. Only values present in
     the result become coordinates, so a ``select``-ed result has shorter axes.
 
     A result that is not a full product of its axes' values (a partial or interrupted sweep, one
@@ -255,7 +256,5 @@ def to_parquet(result, path, *, overwrite: bool = False) -> Path:
                 os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    from jaxshuffle.sweeps.store import fsync_dir
-
     fsync_dir(path.parent)
     return path

@@ -18,8 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxshuffle.sweeps.grid import catalog_rows, expand
-from jaxshuffle.sweeps.store import (
+from jaxshuffle.sweeps.columns import (
     BOOL_COLUMNS,
     CLONE_PROOF_NAMES,
     RESULT_ORDER,
@@ -29,6 +28,15 @@ from jaxshuffle.sweeps.store import (
     SOURCE_NAMES,
     STATUS_NAMES,
 )
+from jaxshuffle.sweeps.grid import catalog_rows, expand
+
+
+def point_table(table: dict[str, np.ndarray], size: int, points) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``points`` as sorted int64 (all ``size`` points when None) and a result's first columns there:
+    ``index`` and the grid's parameter columns."""
+    points = np.arange(size) if points is None else np.sort(np.asarray(points, dtype=np.int64))
+    return points, {"index": points, **{k: v[points] for k, v in table.items()}}
+
 
 # ----------------------------------------------------------------------------------------
 # Jobs: the two-count-pair searches behind each point (accountant.amplification_jobs)
@@ -275,12 +283,7 @@ class SweepGrid:
         runner's fourth array, read for mechanism searches only; ``extra`` is not used)."""
         from jaxshuffle.accountant.amplify import JOB_ROLES, PointInfo, combine_amplification, fold_mechanism_columns
 
-        if points is None:
-            points = np.arange(self.size)
-        points = np.sort(np.asarray(points, dtype=np.int64))
-        out: dict[str, np.ndarray] = {"index": points}
-        for k, v in self.table.items():
-            out[k] = v[points]
+        points, out = point_table(self.table, self.size, points)
         parts: dict[str, list] = {}
         for g, info, roles in zip(self.groups, self.info, self.roles):
             sel = points[(points >= g.start) & (points < g.stop)]
@@ -447,12 +450,7 @@ class RoundsGrid:
         """Result columns for ``points`` (all by default): job arrays indexed by job id; ``status`` holds the
         index of the composed bound's source, ``extra`` the :data:`~jaxshuffle.sweeps.store.ROUNDS_EXTRA`
         columns (``lower`` and ``aux`` are not used)."""
-        if points is None:
-            points = np.arange(self.size)
-        points = np.sort(np.asarray(points, dtype=np.int64))
-        out: dict[str, np.ndarray] = {"index": points}
-        for k, v in self.table.items():
-            out[k] = v[points]
+        points, out = point_table(self.table, self.size, points)
         j = self.point_job[points]
         if extra is None:
             extra = np.full((self.n_jobs, self.extra_width), np.nan)

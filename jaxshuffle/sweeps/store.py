@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import errno
 import hashlib
 import io
 import json
@@ -45,10 +44,27 @@ from pathlib import Path
 import numpy as np
 
 from jaxshuffle._config import VERSION
-from jaxshuffle.accountant.amplify import UpperSource
-from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
-from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.search import Status
+
+# the columns and the file primitives have homes of their own; their names stay importable here
+from jaxshuffle.sweeps.columns import (  # noqa: F401
+    BOOL_COLUMNS,
+    CLONE_PROOF_NAMES,
+    COLUMNS,
+    MAX_ITER,
+    RESULT_ORDER,
+    ROUNDS_EXTRA,
+    ROUNDS_RESULT_ORDER,
+    SOURCE_NAMES,
+    STATUS_NAMES,
+    STRING_COLUMNS,
+)
+from jaxshuffle.sweeps.files import (  # noqa: F401
+    SweepStoreError,
+    atomic_write,
+    fsync_dir,
+    tmp_name,
+    write_error,
+)
 
 #: Version of the files' layout and meaning. 2: mechanism searches (blanket column, upper_from setting).
 #: 3: the rounds axis (composed-epsilon columns; its chunk files carry an ``extra`` array). A sweep
@@ -57,151 +73,8 @@ from jaxshuffle.search import Status
 #: and its results still load.
 STORE_SCHEMA = 3
 RESUMABLE_SCHEMAS = (2, 3)
-STATUS_NAMES = tuple(s.label for s in Status)
-SOURCE_NAMES = UpperSource.NAMES
-CLONE_PROOF_NAMES = tuple(c.name.lower() for c in CloneProof)
-MAX_ITER = 60
-
-#: Result columns after the parameter columns, with their meaning (also in the JSON sidecar).
-COLUMNS = {
-    "index": "grid point number (row order of the cartesian product)",
-    "randomizer": "catalog name (jaxshuffle.randomizers.CATALOG)",
-    "n": "number of users",
-    "delta_rule": "delta as given (a number or a rule in n)",
-    "delta": "delta of the (eps, delta) guarantee",
-    "lower": "lower bound on the shuffled mechanism's eps (Theorem 5.1 pairs, and for k-ary RR unless upper_from "
-             "is worst-case the exact all-z / all-x0 datasets; 0 where has_lower is false)",
-    "upper": "certified upper bound on eps, amplify's rule for upper_from (default best: the smallest of the "
-             "worst-case-beta pair, the (u+v)-scaled pair if scaled_variant, and the blanket pair where the "
-             "randomizer carries its mechanism; 0 if delta >= beta); with a rounds axis the certified eps of the T "
-             "rounds at total delta (the smallest of pld, blanket_pld, basic, advanced)",
-    "paper": "paper's Theorem 4.7 value at the randomizer's beta (NOT a guarantee unless paper_certified)",
-    "certified": "upper is a sound (certified) upper bound",
-    "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
-    "worst_case": "certified eps of the clone pair whose constant is proven for this randomizer (standard clone "
-                  "r = 1/(2q) by default, stronger clone 1/(p+1) for k-ary RR; docs/math.md 5.4)",
-    "clone_proof": "the proof behind worst_case (" + ", ".join(CLONE_PROOF_NAMES) + "): standard: r = 1/(2q), any "
-                   "randomizer; stronger: r = 1/(p+1), k-ary RR and binary RR on two options; general: r* of the "
-                   "mechanism's matrix; multi_message: r = 1/q (docs/math.md 5.4)",
-    "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
-               "the randomizer carries none or upper_from is worst-case)",
-    "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + "; with a rounds axis one of "
-                    + ", ".join(ROUND_SOURCES) + ")",
-    "paper_certified": "the paper's pair has w = 0 and a clone constant within the proven one (then paper is sound)",
-    "has_lower": "lower comes from a Theorem 5.1 pair",
-    "status_lower": "engine status of the best lower-bound search",
-    "status_paper": "engine status of the paper-value search",
-    "p": "variation-ratio parameter p (largest probability ratio)",
-    "beta": "variation-ratio parameter beta (largest total variation)",
-    "q": "variation-ratio blanket ratio q",
-    # a sweep with a rounds axis (jaxshuffle.accountant.rounds.composed_epsilon per point)
-    "rounds": "number of rounds T on the same users (rounds axis: upper is then the certified eps of the T rounds "
-              "at total delta)",
-    "pld": "rounds axis: PLD composition of the worst-case pair over T rounds (certified upper bound)",
-    "pld_lower": "rounds axis: the composed worst-case pair's eps from below (how tight pld is numerically; not a "
-                 "lower bound on the mechanism)",
-    "blanket_pld": "rounds axis: PLD composition of the k-RR blanket pair (certified upper bound; inf where the "
-                   "randomizer has none or blanket_points is 0)",
-    "basic": "rounds axis: basic composition T eps_1(delta/T) of the certified one-round bound (upper bound)",
-    "advanced": "rounds axis: advanced composition (Dwork, Rothblum and Vadhan 2010) of the certified one-round "
-                "bound at delta/(2T), capped by basic (upper bound)",
-    "discretization": "rounds axis: loss grid spacing of the PLD composition (one per (randomizer options, n))",
-}
-RESULT_ORDER = ("lower", "upper", "paper", "certified", "status", "worst_case", "clone_proof", "blanket",
-                "upper_source", "paper_certified", "has_lower", "status_lower", "status_paper", "p", "beta", "q")
-#: Result columns of a sweep with a rounds axis (one composed_epsilon cell per point; no single-round searches).
-ROUNDS_RESULT_ORDER = ("upper", "upper_source", "certified", "pld", "pld_lower", "blanket_pld", "basic", "advanced",
-                       "discretization", "p", "beta", "q")
-#: The rounds columns a rounds job stores in its chunk file's ``extra`` array, in this order.
-ROUNDS_EXTRA = ("pld", "pld_lower", "blanket_pld", "basic", "advanced", "discretization")
-STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper", "clone_proof"}
-BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
-
-
 # ----------------------------------------------------------------------------------------
 # Storage: manifest, atomic chunk files, CSV
-
-
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-class SweepStoreError(ValueError):
-    """A sweep directory that cannot be read or written as asked: one line naming the file and what to do.
-
-    ``path``: the file or directory concerned; ``resumable``: the finished chunks are kept and running
-    the same sweep again resumes (the CLI then prints the command).
-    """
-
-    def __init__(self, message: str, path=None, resumable: bool = False):
-        super().__init__(message)
-        self.path = path
-        self.resumable = resumable
-
-
-def tmp_name(path: Path) -> Path:
-    """The temporary name of an atomic write of ``path`` (in the same directory)."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _write_synced(tmp: Path, data: bytes) -> None:
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _errno(exc: OSError) -> int | None:
-    if exc.errno is not None:
-        return exc.errno
-    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all (temporary file, fsync, rename).
-
-    On failure (a full disk, a read-only directory) the temporary file is removed and an OSError
-    naming ``path`` itself (its ``filename``) is raised; an existing ``path`` is left as it was.
-    """
-    path = Path(path)
-    tmp = tmp_name(path)
-    try:
-        _write_synced(tmp, data)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            tmp.unlink(missing_ok=True)  # our own temporary file, created just above
-        except OSError:
-            pass
-        if isinstance(exc, OSError) and exc.filename != str(path):
-            code = _errno(exc)
-            raise OSError(code, exc.strerror or (os.strerror(code) if code else str(exc)), str(path)) from exc
-        raise
-    fsync_dir(path.parent)
-
-
-def write_error(exc: OSError, what: str) -> str:
-    """One line for a failed write: the file, the reason and what to do (``what``: how to resume)."""
-    code = _errno(exc)
-    name = errno.errorcode.get(code, "") if code is not None else ""
-    reason = (exc.strerror or (os.strerror(code) if code else str(exc))) + (f" ({name})" if name else "")
-    path = exc.filename or "?"
-    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
-        todo = "free disk space (or use another --out)"
-    elif code in (errno.EROFS, errno.EACCES, errno.EPERM):
-        todo = f"make {Path(path).parent} writable (or use another --out)"
-    else:
-        todo = "fix the cause"
-    return f"cannot write {path}: {reason}; {todo}, then {what}"
 
 
 # ----------------------------------------------------------------------------------------
