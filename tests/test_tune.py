@@ -235,19 +235,21 @@ def test_cli_tune_json_and_errors(capsys):
 
 @pytest.mark.slow
 def test_calibrate_eps0_under_composition():
-    """rounds=T: the returned eps0's T-fold composition is certified <= target (independent
-    shuffled_round + compose), the reported infeasible neighbour's is not, and T rounds need a
-    smaller eps0 than one."""
-    from jaxshuffle.accountant import calibrate_eps0
+    """rounds=T: the returned eps0's T-fold composition is certified <= target by the T-round rule
+    (composed_epsilon, here without the blanket pair's PLD: test_calibrate.py covers it), the reported
+    infeasible neighbour's is not; the rule is never above the worst-case pair's own composition
+    (independent shuffled_round + compose); and T rounds need a smaller eps0 than one."""
+    from jaxshuffle.accountant import calibrate_eps0, composed_epsilon
 
-    c = calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rounds=5, rtol=1e-2)
+    c = calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rounds=5, rtol=1e-2, blanket_points=0)
     assert int(c.status) == 0
     v, o = float(c.value), float(c.over)
     assert o - v <= 1e-2 * o
-    up_v = float(compose([(shuffled_round(R.grr(v, 10), 10_000, rounds=5), 5)], DELTA).upper)
-    up_o = float(compose([(shuffled_round(R.grr(o, 10), 10_000, rounds=5), 5)], DELTA).upper)
+    up_v, up_o = (float(composed_epsilon(R.grr(e, 10), 10_000, 5, DELTA, blanket_points=0).upper[0, 0])
+                  for e in (v, o))
     assert up_v <= 1.0 < up_o
     assert float(c.upper) == up_v
+    assert up_v <= float(compose([(shuffled_round(R.grr(v, 10), 10_000, rounds=5), 5)], DELTA).upper)
     one = calibrate_eps0("grr", 1.0, 10_000, DELTA, k=10, rtol=1e-2, upper_from="worst-case")
     assert v < float(one.value)
     with pytest.raises(ValueError, match="^rounds"):
