@@ -331,7 +331,7 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
     and the per-form top of that range ``eps_top`` (numpy). Never affects soundness (docs/math.md 18.5)."""
     from jaxshuffle.plan import plan_windows
     n = float(n)
-    b = bl._pow2(min(block, max(8, bl._pow2(n + 1) // 4)))
+    b = bl.power_of_two(min(block, max(8, bl.power_of_two(n + 1) // 4)))
     g = _gaussian_eps(forms, n, delta, forms.eps_max)
     eps_top = np.minimum(forms.eps_max, (1.3 + 20.0 / np.sqrt(n)) * g + 1e-4)
     L, lines, step = 2 * b, 4.0, 3.0
@@ -349,9 +349,10 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
             Li, _ = plan_windows(np.full(mixed.sum(), n + 1.0), f.pS, np.maximum(1e-6 * delta / gmax, 1e-300))
             ln, st = bl.plan_geometry(f, n, t[mixed, 0], b)
             L, lines, step = max(L, int(np.max(Li))), max(lines, float(np.max(ln))), max(step, float(np.max(st)))
-    window = max(bl._pow2(L), 2 * b)
-    plan = bl.BlanketPlan(window=window, block=b, lines=bl._pow2(max(4.0, np.ceil(lines))),
-                          max_step=bl._pow2(min(step, n + 3.0)), chunk=int(max(1, min(chunk, window // (2 * b)))))
+    window = max(bl.power_of_two(L), 2 * b)
+    plan = bl.BlanketPlan(window=window, block=b, lines=bl.power_of_two(max(4.0, np.ceil(lines))),
+                          max_step=bl.power_of_two(min(step, n + 3.0)),
+                          chunk=int(max(1, min(chunk, window // (2 * b)))))
     return bl.fit_memory(plan, n), eps_top
 
 
@@ -497,8 +498,8 @@ def _pad(x: np.ndarray, width: int) -> np.ndarray:
 
 def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
     """Both sides' forms as one batch of lanes, categories and victim-only columns padded to powers of two."""
-    C = bl._pow2(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
-    V = bl._pow2(max(up_forms.v0.shape[1], low_forms.v0.shape[1], 2))  # 1 and 2 columns share a program
+    C = bl.power_of_two(max(up_forms.w.shape[1], low_forms.w.shape[1], KERNEL_CATEGORIES))
+    V = bl.power_of_two(max(up_forms.v0.shape[1], low_forms.v0.shape[1], 2))  # 1 and 2 columns share a program
     width = dict(w=C, a0=C, a1=C, v0=V, v1=V)
     return PairForms(*(np.concatenate([_pad(a, width[k]), _pad(b, width[k])]) if k in width else np.concatenate([a, b])
                        for k, a, b in zip(PairForms._fields, up_forms, low_forms)))

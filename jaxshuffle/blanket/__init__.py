@@ -46,9 +46,6 @@ from jaxshuffle.blanket.plan import (
     quarter_octave,
     shared_plan,
 )
-from jaxshuffle.blanket.plan import (
-    _pow2 as _pow2,
-)
 from jaxshuffle.blanket.search import (
     KaryRRBounds,
     blanket_epsilon,

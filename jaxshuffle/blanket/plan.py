@@ -79,11 +79,6 @@ def shared_plan(plan: BlanketPlan, n, ladder: Callable[[int], int] = quarter_oct
     return fit_memory(plan._replace(lines=ladder(plan.lines), max_step=ladder(plan.max_step)), n)
 
 
-def power_of_two(v: int) -> int:
-    """Smallest power of two ``>= v`` (at least 1)."""
-    return 1 << (max(int(v), 1) - 1).bit_length()
-
-
 def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
     """Lanes searched at once (a power of two, at most :data:`LANES_PER_BATCH`) within the budget."""
     lanes, budget = LANES_PER_BATCH, memory_budget(memory)
@@ -257,7 +252,8 @@ def _shapes(L, lines, step, block: int):
     return 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block))), np.maximum(4, 4 * np.ceil(lines / 4)), step
 
 
-def _pow2(x) -> int:
+def power_of_two(x) -> int:
+    """Smallest power of two ``>= x`` (at least 1): the blanket programs' size ladder."""
     return int(2 ** int(np.ceil(np.log2(max(float(x), 1.0)))))
 
 
@@ -270,7 +266,7 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, kind)
-    b = _pow2(min(block, max(8, _pow2(np.max(n) + 1) // 4)))
+    b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
     window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
     return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
                                   chunk=int(max(1, min(chunk, window // (2 * b))))), n)

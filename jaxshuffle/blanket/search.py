@@ -24,11 +24,11 @@ from jaxshuffle.blanket.plan import (
     LOWER_KINDS,
     BlanketPlan,
     _check,
-    _pow2,
     fit_memory,
     lanes_per_batch,
     plan_blanket,
     plan_groups,
+    power_of_two,
 )
 
 
@@ -236,8 +236,8 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> Blanke
     # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
     # probes) share one compiled program; a larger plan only costs time, never soundness
     return fit_memory(BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
-                                  lines=_pow2(max(p.lines for p in plans)),
-                                  max_step=_pow2(max(p.max_step for p in plans)),
+                                  lines=power_of_two(max(p.lines for p in plans)),
+                                  max_step=power_of_two(max(p.max_step for p in plans)),
                                   chunk=min(p.chunk for p in plans)), nn)
 
 
