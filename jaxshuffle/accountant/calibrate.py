@@ -202,12 +202,11 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     # the first expansion's guess, which keeps the blanket search inside its first plan
     lo, hi, up_lo, capped, done, more = search(upper_at, x0, max_probes - probes, np.maximum(1.0, 0.5 * x0))
     probes += more
-    if blanket:  # the answer re-certified by amplify itself, from scratch (its own plan)
-        lo, hi, up_lo, capped, more = _recertify(amplified_upper, lo, hi, up_lo, capped, target_np, rtol)
-        probes += more
-        done = done & ~(hi - lo > rtol * hi)
-    elif rounds > 1:  # the rule's own value at the answer (a probe may have stopped at the cheaper bounds)
-        lo, hi, up_lo, capped, more = _recertify(lambda x: upper_at(x, None), lo, hi, up_lo, capped, target_np, rtol)
+    # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
+    # rule's full value (a probe may have stopped at the cheaper bounds)
+    recertify = amplified_upper if blanket else (lambda x: upper_at(x, None)) if rounds > 1 else None
+    if recertify is not None:
+        lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
         probes += more
         done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
