@@ -19,7 +19,9 @@ Public API:
   randomizer from :mod:`jaxshuffle.randomizers`; :class:`UpperSource` names the bound that
   gave ``upper``; for k-ary RR the blanket pair, :func:`krr_bounds`), :func:`calibrate_eps0`,
   :func:`calibrate_n`; :func:`shuffled_round` + :func:`compose` (T rounds composed through
-  their privacy-loss distributions, :class:`CompositionBound`); :func:`tune` (split a certified
+  their privacy-loss distributions, :class:`CompositionBound`; :func:`compose_delta` the delta
+  side of the curve); :class:`RoundAccountant` (rounds added as they happen, :class:`ShuffledRound`);
+  :mod:`jaxshuffle.interop` (a shuffle event for dp_accounting); :func:`tune` (split a certified
   composed budget across queries, :func:`query`, :class:`TuneResult`); :func:`compare` (every
   bound side by side); :func:`sandwich`
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
@@ -54,7 +56,8 @@ from jaxshuffle.search import EpsilonBracket, Status, epsilon
 # pay for the accountant, the sweeps, the comparison tables or the exact enumeration (about 0.1 s).
 _LAZY = {
     **dict.fromkeys(("AmplificationReport", "CompositionBound", "UpperSource", "amplify", "calibrate_eps0",
-                     "calibrate_n", "Query", "TuneResult", "compose", "query", "shuffled_round", "tune"),
+                     "calibrate_n", "Query", "RoundAccountant", "ShuffledRound", "TuneResult", "compose",
+                     "compose_delta", "query", "shuffled_round", "tune"),
                     "jaxshuffle.accountant"),
     "compare": "jaxshuffle.comparison",
     "sandwich": "jaxshuffle.exact",
@@ -63,7 +66,8 @@ _LAZY = {
 }
 #: subpackages and modules users reach as ``js.<name>`` after ``import jaxshuffle as js`` (imported on first use)
 _LAZY_MODULES = ("accountant", "blanket", "blanket_lattice", "blanket_matrix", "closed_forms", "comparison",
-                 "divergence", "exact", "metric", "pair", "plan", "plot", "randomizers", "search", "sweeps", "utility")
+                 "divergence", "exact", "interop", "metric", "pair", "plan", "plot", "randomizers", "search", "sweeps",
+                 "utility")
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from jaxshuffle import randomizers, utility  # noqa: F401
@@ -71,12 +75,15 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         AmplificationReport,
         CompositionBound,
         Query,
+        RoundAccountant,
+        ShuffledRound,
         TuneResult,
         UpperSource,
         amplify,
         calibrate_eps0,
         calibrate_n,
         compose,
+        compose_delta,
         query,
         shuffled_round,
         tune,
@@ -110,6 +117,8 @@ __all__ = [
     "Divergence",
     "EpsilonBracket",
     "Plan",
+    "RoundAccountant",
+    "ShuffledRound",
     "Status",
     "TwoCountPair",
     "UpperSource",
@@ -123,6 +132,7 @@ __all__ = [
     "calibrate_n",
     "compare",
     "compose",
+    "compose_delta",
     "epsilon",
     "hockey_stick",
     "hockey_stick_bounds",

@@ -123,7 +123,7 @@ def test_must_show_t100_against_dp_accounting():
     pytest.importorskip("dp_accounting")
     r = round_pld(js.stronger_clone_pair(1.0), 10_000, rounds=100)
     ours = compose([(r, 100)], 1e-6)
-    theirs = to_dp_accounting(r).self_compose(100).get_epsilon_for_delta(1e-6)
+    theirs = to_dp_accounting(r, neighboring_relation="replace_one").self_compose(100).get_epsilon_for_delta(1e-6)
     assert 0.50 < theirs < 0.52
     assert ours.lower <= theirs <= ours.upper
     assert ours.upper <= theirs * 1.001  # certified upper within 0.1 %
@@ -162,20 +162,24 @@ def test_homogeneous_equals_heterogeneous_and_one_by_one():
 
 def test_heterogeneous_rounds_and_a_gaussian_round():
     pytest.importorskip("dp_accounting")
+    from dp_accounting import NeighboringRelation
     from dp_accounting.pld import privacy_loss_distribution as pldm
 
+    one = NeighboringRelation.REPLACE_ONE
     grid = 2e-5
     a = shuffled_round(R.grr(1.0, 10), 5_000, discretization=grid)
     b = shuffled_round(R.grr(2.0, 4), 20_000, discretization=grid)
-    gauss_up = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid)
-    gauss_lo = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid, pessimistic_estimate=False)
-    g = from_dp_accounting(gauss_up, grid, optimistic=gauss_lo, source="gaussian")
+    gauss_up = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid, neighboring_relation=one)
+    gauss_lo = pldm.from_gaussian_mechanism(20.0, value_discretization_interval=grid, pessimistic_estimate=False,
+                                            neighboring_relation=one)
+    g = from_dp_accounting(gauss_up, grid, optimistic=gauss_lo, source="gaussian", neighboring_relation=one)
     ours = compose([(a, 5), (b, 3), (g, 2)], 1e-6)
-    ref = (to_dp_accounting(a).self_compose(5).compose(to_dp_accounting(b).self_compose(3))
+    ref = (to_dp_accounting(a, neighboring_relation=one).self_compose(5)
+           .compose(to_dp_accounting(b, neighboring_relation=one).self_compose(3))
            .compose(gauss_up.self_compose(2)).get_epsilon_for_delta(1e-6))
     assert ours.lower <= ref + 1e-9 and abs(ref - ours.upper) <= 1e-4 * ref
     with pytest.raises(ValueError, match="discretization"):
-        from_dp_accounting(gauss_up, 1e-4)
+        from_dp_accounting(gauss_up, 1e-4, neighboring_relation=one)
 
 
 def test_fft_error_and_wraparound_against_direct_convolution():
@@ -254,7 +258,7 @@ def test_lower_pair_is_not_composed_as_certified():
     with pytest.raises(ValueError, match="not certified"):
         compose([(r, 2)], 1e-6)
     with pytest.raises(ValueError, match="not certified"):
-        to_dp_accounting(r)
+        to_dp_accounting(r, neighboring_relation="replace_one")
 
 
 def test_itertools_reference_agrees_with_vectorised_reference():
@@ -389,7 +393,7 @@ def test_blanket_round_reproduces_blanket_epsilon_and_dp_accounting():
     ten = compose([(r, 10)], 1e-6).upper
     assert ten < 0.9 * compose([(shuffled_round(R.grr(eps0, k), n, rounds=10), 10)], 1e-6).upper
     pytest.importorskip("dp_accounting")
-    theirs = to_dp_accounting(r).self_compose(10).get_epsilon_for_delta(1e-6)
+    theirs = to_dp_accounting(r, neighboring_relation="replace_one").self_compose(10).get_epsilon_for_delta(1e-6)
     assert theirs - grid <= ten <= theirs + 2 * grid
 
 

@@ -17,7 +17,9 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.accountant.pld`: a round's privacy-loss distribution from a certified pair
   (:func:`shuffled_round`, :func:`round_pld`, pessimistic and optimistic), and its RDP (:func:`rdp`);
 * :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
-  :func:`epsilon_over_rounds`), every error on the safe side;
+  :func:`compose_delta`, :func:`epsilon_over_rounds`), every error on the safe side;
+* :mod:`~jaxshuffle.accountant.round_accountant`: :class:`RoundAccountant`, rounds added one
+  after another (:class:`ShuffledRound`), each answer certified;
 * :mod:`~jaxshuffle.accountant.rounds`: :func:`composed_epsilon` (T rounds of one randomizer: the
   smallest certified bound of PLD, basic and advanced composition);
 * :mod:`~jaxshuffle.accountant.tune`: :func:`tune` (per-query eps0 under one certified composed
@@ -39,14 +41,15 @@ from jaxshuffle.accountant.amplify import (  # noqa: F401
     combine_amplification,
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n
-from jaxshuffle.accountant.compose import CompositionBound, compose, epsilon_over_rounds
+from jaxshuffle.accountant.compose import CompositionBound, compose, compose_delta, epsilon_over_rounds
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
+from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound
 from jaxshuffle.accountant.rounds import ComposedEpsilon, composed_epsilon
 from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_front, query, tune
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
-           "CompositionBound", "compose", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
+           "CompositionBound", "compose", "compose_delta", "epsilon_over_rounds", "RoundAccountant", "ShuffledRound", "ComposedEpsilon", "composed_epsilon",
            "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]

@@ -252,6 +252,12 @@ def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
         if isinstance(T, bool) or not float(T) == int(T) or int(T) < 1:
             raise ValueError(f"rounds[{i}] count: must be an integer >= 1, got {T!r}")
         out.append((r, int(T)))
+    relation = out[0][0].neighboring_relation
+    for i, (r, _) in enumerate(out):
+        if r.neighboring_relation != relation:
+            raise ValueError(f"rounds[{i}]: its neighbouring relation is {r.neighboring_relation}, rounds[0]'s is "
+                             f"{relation}; a composition holds for one relation (a shuffled round is replace_one: "
+                             "import other mechanisms' PLDs built for replace-one, e.g. a Gaussian of sensitivity 2 C)")
     return out
 
 
@@ -284,6 +290,29 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
             los.append(compose_discrete([(lower_of(r), T) for r, T in rounds], tail=tail).epsilon(delta))
     lower = np.maximum.reduce(los) if has_lower else np.full(delta.shape, np.nan)
     return CompositionBound(np.maximum.reduce(ups), lower, delta, tuple(r.source for r, _ in rounds))
+
+
+def compose_delta(rounds: Sequence[tuple[RoundPLD, int]], eps, *, tail: float = WRAP_TAIL) -> np.ndarray:
+    """Certified delta at each ``eps`` of the composition of shuffled rounds: the privacy curve, upper side.
+
+    Args:
+      rounds: ``(round_pld, count)`` pairs, as :func:`compose`.
+      eps: epsilons (any shape, each finite; below 0 the bound is the trivial 1).
+      tail: composed mass allowed outside the FFT window, per side (added to delta).
+
+    Returns an array of ``eps``'s shape: an upper bound on the composed mechanism's delta at each
+    ``eps`` (the larger of both directions of the relation), non-increasing in ``eps``. It agrees
+    with :func:`compose` on the safe side: at ``eps = compose(rounds, delta).upper`` it is ``<= delta``
+    (docs/math.md section 13.4).
+    """
+    rounds = _check_rounds(rounds)
+    eps = np.asarray(eps, np.float64)
+    check(np.isfinite(eps), "eps", "must be finite", value=eps)
+    check((np.float64(tail) > 0) & (np.float64(tail) < 1e-3), "tail", "must lie in (0, 1e-3)", value=np.float64(tail))
+    symmetric = all(r.upper_forward is r.upper_backward for r, _ in rounds)
+    sides = (lambda r: r.upper_forward, lambda r: r.upper_backward)[:1 if symmetric else 2]
+    deltas = [compose_discrete([(side(r), T) for r, T in rounds], tail=tail).delta(eps) for side in sides]
+    return np.maximum.reduce(deltas)
 
 
 def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRAP_TAIL) -> CompositionBound:

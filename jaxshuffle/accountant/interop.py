@@ -6,6 +6,14 @@ with the user's other mechanisms there. :func:`from_dp_accounting` imports one o
 Gaussian round) as a :class:`~jaxshuffle.accountant.pld.RoundPLD` that composes with shuffled
 rounds here. Both read and write dp_accounting's dense PMFs (``DensePLDPmf``); its fields have no
 public accessors, so the private names are read in one place, below, and checked by the tests.
+
+Both take ``neighboring_relation=`` and refuse a mismatch. A shuffled round is a *replace-one*
+guarantee: composed in dp_accounting beside an add/remove Gaussian (``from_gaussian_mechanism``'s
+default) it would count that Gaussian at half its sensitivity and understate the total epsilon
+(about 2x for ten 10-RR rounds beside ten Gaussians of sigma 20). Compose it with mechanisms built
+for ``NeighboringRelation.REPLACE_ONE`` (dp_accounting then uses sensitivity 2 for a Gaussian sum of
+vectors clipped to norm 1), or use :class:`jaxshuffle.interop.ShufflePLDAccountant`, which is fixed
+to replace-one.
 """
 
 from __future__ import annotations
@@ -14,7 +22,17 @@ import math
 
 import numpy as np
 
-from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
+from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, neighboring_relation
+
+_REQUIRED = object()
+
+
+def _relation(value, what: str) -> str:
+    if value is _REQUIRED:
+        raise ValueError(f"{what}: required (a PLD is a guarantee for one neighbouring relation): pass "
+                         "neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE, the relation of a "
+                         "shuffled round, and build every mechanism it composes with for that relation")
+    return neighboring_relation(value, what)
 
 
 def _require():
@@ -31,21 +49,32 @@ def _dense(pld: DiscretePLD):
                                float(pld.infinity_mass), pld.pessimistic)
 
 
-def to_dp_accounting(round_pld: RoundPLD):
+def to_dp_accounting(round_pld: RoundPLD, *, neighboring_relation=_REQUIRED):
     """The round's pessimistic PLD as a dp_accounting ``PrivacyLossDistribution`` (an upper bound).
+
+    ``neighboring_relation``: the relation of the composition it goes into (dp_accounting's
+    ``NeighboringRelation`` or its name); it must be the round's own (``REPLACE_ONE`` for a shuffled
+    round), else ValueError naming both. Compose the result only with PLDs built for that relation.
+    The returned object carries it as ``.neighboring_relation`` (a string).
 
     ``pmf_remove`` is ``PLD(P||Q)`` and ``pmf_add`` is ``PLD(Q||P)`` (the same for a symmetric pair).
     Only certified rounds are exported.
     """
     if not isinstance(round_pld, RoundPLD):
         raise ValueError(f"round_pld: expected a RoundPLD, got {type(round_pld).__name__}")
+    relation = _relation(neighboring_relation, "neighboring_relation")
+    if relation != round_pld.neighboring_relation:
+        raise ValueError(f"neighboring_relation: {relation} asked, but the round is a {round_pld.neighboring_relation} "
+                         f"guarantee ({round_pld.source}); compose it in a {round_pld.neighboring_relation} accounting")
     if not round_pld.certified:
         raise ValueError(f"round_pld: the pair ({round_pld.source}) is not certified; "
                          "only certified rounds are exported")
     _, privacy_loss_distribution = _require()
     forward = _dense(round_pld.upper_forward)
     backward = forward if round_pld.upper_backward is round_pld.upper_forward else _dense(round_pld.upper_backward)
-    return privacy_loss_distribution.PrivacyLossDistribution(forward, backward)
+    pld = privacy_loss_distribution.PrivacyLossDistribution(forward, backward)
+    pld.neighboring_relation = relation
+    return pld
 
 
 def _import_pmf(pmf, discretization: float, what: str) -> DiscretePLD:
@@ -54,14 +83,24 @@ def _import_pmf(pmf, discretization: float, what: str) -> DiscretePLD:
     if not math.isclose(grid, discretization, rel_tol=1e-12):
         raise ValueError(f"{what}: its discretization {grid:.6g} differs from {discretization:.6g}; "
                          f"build it with value_discretization_interval={discretization!r}")
-    return DiscretePLD(np.asarray(dense._probs, np.float64).copy(), int(dense._lower_loss), discretization,
-                       float(dense._infinity_mass), bool(dense._pessimistic_estimate))
+    probs = np.asarray(dense._probs, np.float64)
+    infinity = float(dense._infinity_mass)
+    if not (np.all(np.isfinite(probs)) and 0.0 <= infinity <= 1.0):
+        raise ValueError(f"{what}: its masses are not finite probabilities (NaN, inf, or an infinity mass outside [0, 1])")
+    # dp_accounting's FFT compositions leave tiny negative masses (about -1e-20); raising them to 0 can
+    # only raise every delta (delta is non-decreasing in each mass): the safe side for an upper bound
+    return DiscretePLD(np.maximum(probs, 0.0), int(dense._lower_loss), discretization, infinity,
+                       bool(dense._pessimistic_estimate))
 
 
-def from_dp_accounting(pessimistic, discretization: float, *, optimistic=None,
+def from_dp_accounting(pessimistic, discretization: float, *, neighboring_relation=_REQUIRED, optimistic=None,
                        source: str = "dp_accounting") -> RoundPLD:
     """A dp_accounting ``PrivacyLossDistribution`` as a round that composes with shuffled rounds.
 
+    ``neighboring_relation``: the relation the PLD was built for (dp_accounting's
+    ``NeighboringRelation`` or its name; required). It composes with shuffled rounds only if it is
+    ``REPLACE_ONE`` (:func:`~jaxshuffle.accountant.compose.compose` refuses a mix, naming both). A PLD
+    exported by :func:`to_dp_accounting` carries its relation, which must match.
     ``pessimistic``: a PLD built with ``pessimistic_estimate=True`` and
     ``value_discretization_interval=discretization`` (the shuffled rounds' grid); it is trusted as an
     upper bound for its mechanism (``certified``). ``optimistic``: optionally the same mechanism with
@@ -70,6 +109,11 @@ def from_dp_accounting(pessimistic, discretization: float, *, optimistic=None,
     for name, pld in (("pessimistic", pessimistic), ("optimistic", optimistic)):
         if pld is not None and not (hasattr(pld, "_pmf_remove") and hasattr(pld, "_pmf_add")):
             raise ValueError(f"{name}: expected a dp_accounting PrivacyLossDistribution, got {type(pld).__name__}")
+    relation = _relation(neighboring_relation, "neighboring_relation")
+    for name, pld in (("pessimistic", pessimistic), ("optimistic", optimistic)):
+        carried = getattr(pld, "neighboring_relation", None)
+        if carried is not None and carried != relation:
+            raise ValueError(f"neighboring_relation: {relation} given, but {name} was exported as a {carried} PLD")
     up_f = _import_pmf(pessimistic._pmf_remove, discretization, "pessimistic")
     up_b = (up_f if pessimistic._pmf_add is pessimistic._pmf_remove
             else _import_pmf(pessimistic._pmf_add, discretization, "pessimistic"))
@@ -82,4 +126,4 @@ def from_dp_accounting(pessimistic, discretization: float, *, optimistic=None,
                 else _import_pmf(optimistic._pmf_add, discretization, "optimistic"))
         if lo_f.pessimistic or lo_b.pessimistic:
             raise ValueError("optimistic: was built with pessimistic_estimate=True")
-    return RoundPLD(up_f, up_b, lo_f, lo_b, certified=True, source=source)
+    return RoundPLD(up_f, up_b, lo_f, lo_b, certified=True, source=source, neighboring_relation=relation)

@@ -100,12 +100,35 @@ class DiscretePLD(NamedTuple):
         return float(np.sum(self.probs[keep] * -np.expm1(eps - ell[keep])) + self.infinity_mass)
 
 
+#: Neighbouring relation of a shuffled round: one user's input replaced by another (the user still
+#: sends one message). The relation of every round this package builds.
+REPLACE_ONE = "replace_one"
+#: One user added or removed. Not a shuffled round's relation; rounds imported from dp_accounting
+#: with it compose only among themselves.
+ADD_OR_REMOVE_ONE = "add_or_remove_one"
+RELATIONS = (REPLACE_ONE, ADD_OR_REMOVE_ONE)
+
+
+def neighboring_relation(value, what: str = "neighboring_relation") -> str:
+    """``value`` as one of :data:`RELATIONS`: a string, or a dp_accounting ``NeighboringRelation``
+    (``REPLACE_ONE``, ``ADD_OR_REMOVE_ONE``; matched by name). ValueError naming ``what`` otherwise."""
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.lower() in RELATIONS:
+        return name.lower()
+    raise ValueError(f"{what}: must be one of {', '.join(RELATIONS)} (or dp_accounting's NeighboringRelation."
+                     f"REPLACE_ONE / ADD_OR_REMOVE_ONE), got {value!r}")
+
+
 class RoundPLD(NamedTuple):
     """Both discretisations of one round's PLD, in both directions of the neighbouring relation.
 
     ``forward`` is ``PLD(P || Q)``, ``backward`` ``PLD(Q || P)`` (the same object for a symmetric
     pair, ``r0 == r1``). ``upper_*`` are pessimistic, ``lower_*`` optimistic. ``certified`` is True
     when the pair dominates the shuffled mechanism (an upper pair with ``w == 0``).
+    ``neighboring_relation`` is what the guarantee is about: :data:`REPLACE_ONE` for every shuffled
+    round (a user's input replaced; docs/math.md section 13.10). Rounds compose only with rounds of
+    the same relation. Under replace-one a Gaussian sum of vectors clipped to norm ``C`` has
+    sensitivity ``2 C``, not the add/remove ``C``.
     """
 
     upper_forward: DiscretePLD
@@ -115,6 +138,7 @@ class RoundPLD(NamedTuple):
     certified: bool
     source: str
     max_loss: float = math.inf  # bound on every finite loss (|log(u/v)| for a pair); used by rdp()
+    neighboring_relation: str = REPLACE_ONE
 
 
 class _CellPlan(NamedTuple):
