@@ -76,7 +76,8 @@ def one_case(n: float, T: int, delta: float, warm: bool = True, emit=None) -> di
     if warm:
         c, rec["comp_warm"] = timed(lambda: compose([(r, T)], delta))
     try:
-        rec["dp_eps"], rec["dp_s"] = timed(lambda: to_dp_accounting(r, neighboring_relation="replace_one").self_compose(T).get_epsilon_for_delta(delta))
+        exported = to_dp_accounting(r, neighboring_relation="replace_one")
+        rec["dp_eps"], rec["dp_s"] = timed(lambda: exported.self_compose(T).get_epsilon_for_delta(delta))
     except ImportError:
         pass
     emit(rec)

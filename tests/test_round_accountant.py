@@ -45,8 +45,8 @@ def test_each_distinct_round_is_built_once(monkeypatch):
 
 
 def test_state_dict_round_trip_through_json_gives_identical_answers():
-    from jaxshuffle.accountant.pld import round_pld
     import jaxshuffle as js
+    from jaxshuffle.accountant.pld import round_pld
 
     other = round_pld(js.two_count_pair(0.7, 0.3, 0.0, 0.2, 0.35), 50, discretization=GRID)  # asymmetric
     acc = RoundAccountant(GRID, blanket_points=0).compose(A, 7).compose(other, 2)
@@ -98,7 +98,8 @@ def test_the_blanket_pair_is_used_for_k_rr_by_default_and_is_tighter():
     (lambda a: a.compose(A, 1.5), "count: must be an integer >= 1"),
     (lambda a: a.compose(ShuffledRound("nope", {}, 10)), "randomizer: unknown name 'nope'"),
     (lambda a: a.compose(ShuffledRound("grr", {"eps0": 1.0}, 10)), "k: required option"),
-    (lambda a: a.compose(ShuffledRound("grr", {"eps0": 1.0, "k": 4}, 1)), r"round.n: must be an integer in \[2, 1e12\]"),
+    (lambda a: a.compose(ShuffledRound("grr", {"eps0": 1.0, "k": 4}, 1)),
+     r"round.n: must be an integer in \[2, 1e12\]"),
     (lambda a: a.compose("grr"), "round: expected a ShuffledRound"),
     (lambda a: a.get_epsilon(2.0), r"delta: must lie in \[0, 1\], got 2.0"),
     (lambda a: a.get_delta(float("nan")), "epsilon: must be a number"),

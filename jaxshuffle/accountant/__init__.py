@@ -50,6 +50,7 @@ from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_fr
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
-           "CompositionBound", "compose", "compose_delta", "epsilon_over_rounds", "RoundAccountant", "ShuffledRound", "ComposedEpsilon", "composed_epsilon",
+           "CompositionBound", "compose", "compose_delta", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
+           "RoundAccountant", "ShuffledRound",
            "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]

@@ -86,7 +86,8 @@ def _import_pmf(pmf, discretization: float, what: str) -> DiscretePLD:
     probs = np.asarray(dense._probs, np.float64)
     infinity = float(dense._infinity_mass)
     if not (np.all(np.isfinite(probs)) and 0.0 <= infinity <= 1.0):
-        raise ValueError(f"{what}: its masses are not finite probabilities (NaN, inf, or an infinity mass outside [0, 1])")
+        raise ValueError(f"{what}: its masses are not finite probabilities "
+                         "(NaN, inf, or an infinity mass outside [0, 1])")
     # dp_accounting's FFT compositions leave tiny negative masses (about -1e-20); raising them to 0 can
     # only raise every delta (delta is non-decreasing in each mass): the safe side for an upper bound
     return DiscretePLD(np.maximum(probs, 0.0), int(dense._lower_loss), discretization, infinity,

@@ -286,7 +286,8 @@ class RoundAccountant:
                 rounds.append({"kind": "shuffled", "randomizer": r.randomizer, "options": dict(r.options),
                                "n": r.n, "count": count})
         return {"format": STATE_FORMAT, "discretization": self._discretization,
-                "expected_rounds": self._expected_rounds, "accuracy": self._accuracy, "blanket_points": self._blanket_points, "rounds": rounds}
+                "expected_rounds": self._expected_rounds, "accuracy": self._accuracy,
+                "blanket_points": self._blanket_points, "rounds": rounds}
 
     def load_state_dict(self, state: Mapping) -> None:
         """Replace this accountant's ledger and settings by ``state`` (from :meth:`state_dict`)."""
