@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
 PAGES = {"jaxshuffle": "jaxshuffle.md", "jaxshuffle.accountant": "accountant.md",
-         "jaxshuffle.randomizers": "randomizers.md"}
+         "jaxshuffle.randomizers": "randomizers.md", "jaxshuffle.interop": "interop.md"}
 
 
 def _public(module_name: str) -> list[str]:
