@@ -128,6 +128,13 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
     """
 
     def __init__(self, value_discretization_interval: float = 1e-4, *, blanket_points: int | None = None):
+        if isinstance(value_discretization_interval, NeighboringRelation):
+            raise ValueError("neighboring_relation: ShufflePLDAccountant is fixed to REPLACE_ONE, the relation of a "
+                             f"shuffled round; got {value_discretization_interval} where value_discretization_interval "
+                             "goes (use dp_accounting's PLDAccountant for other relations, without shuffled rounds)")
+        d = value_discretization_interval
+        if isinstance(d, bool) or not isinstance(d, int | float) or not 1e-9 <= d <= 1.0:
+            raise ValueError(f"value_discretization_interval: must lie in [1e-9, 1], got {d!r}")
         super().__init__(NeighboringRelation.REPLACE_ONE, value_discretization_interval)
         self._shuffled = RoundAccountant(value_discretization_interval, blanket_points=blanket_points)
 

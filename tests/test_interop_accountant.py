@@ -128,6 +128,15 @@ def test_what_is_supported():
     assert not acc.supports(ShuffledDpEvent(dp_event.RandomizedResponseDpEvent(0.5, 4), num_users=1))
 
 
+def test_the_accountant_refuses_another_relation_and_a_bad_grid():
+    with pytest.raises(ValueError, match="neighboring_relation: ShufflePLDAccountant is fixed to REPLACE_ONE"):
+        ShufflePLDAccountant(NeighboringRelation.ADD_OR_REMOVE_ONE)
+    with pytest.raises(ValueError, match=r"value_discretization_interval: must lie in \[1e-9, 1\], got 0"):
+        ShufflePLDAccountant(0)
+    with pytest.raises(ValueError, match="blanket_points"):
+        ShufflePLDAccountant(blanket_points=-1)
+
+
 def test_trivial_and_non_private_local_randomizers():
     acc = ShufflePLDAccountant()
     acc.compose(ShuffledDpEvent(dp_event.RandomizedResponseDpEvent(1.0, 4), num_users=100))
