@@ -184,23 +184,51 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
                            float(r.upper_forward.discretization), CloneProof(int(np.asarray(proof))).name.lower())
 
 
-def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
-                   blanket_points: int | None) -> np.ndarray:
-    """The blanket pair's PLD composition (k-ary RR), on the worst-case pair's loss grid; ``inf`` elsewhere."""
-    blanket = np.full((rounds.size, delta.size), np.inf)
+def _blanket_round(randomizer, n, discretization: float, blanket_points: int | None):
+    """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
+    :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule); None elsewhere."""
     mech = getattr(randomizer, "mechanism", None)
     if blanket_points is None:
         from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
 
         blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N else 0
-    if isinstance(mech, KaryRR) and randomizer.blanket_per_user is None and blanket_points != 0:
-        from jaxshuffle.accountant.blanket_pld import blanket_round
-        from jaxshuffle.accountant.compose import epsilon_over_rounds
+    if not (isinstance(mech, KaryRR) and randomizer.blanket_per_user is None and blanket_points != 0):
+        return None
+    from jaxshuffle.accountant.blanket_pld import blanket_round
 
-        b = blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
-                          discretization=discretization, points=blanket_points)
-        blanket = np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
-    return blanket
+    return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
+                         discretization=discretization, points=blanket_points)
+
+
+def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
+                   blanket_points: int | None) -> np.ndarray:
+    """The blanket pair's PLD composition (k-ary RR), on the worst-case pair's loss grid; ``inf`` elsewhere."""
+    b = _blanket_round(randomizer, n, discretization, blanket_points)
+    if b is None:
+        return np.full((rounds.size, delta.size), np.inf)
+    from jaxshuffle.accountant.compose import epsilon_over_rounds
+
+    return np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
+
+
+def curve_round(randomizer, n, rounds, *, discretization: float | None = None, blanket_points: int | None = None):
+    """The round PLD behind the privacy curve of ``T`` rounds: the pair :func:`composed_epsilon` composes.
+
+    For k-ary RR the blanket pair's PLD (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round`)
+    wherever :func:`composed_epsilon` builds it (the same ``blanket_points`` rule, default included),
+    else the worst-case pair's (:func:`~jaxshuffle.accountant.pld.shuffled_round`); built for
+    ``max(rounds)`` on :func:`composed_epsilon`'s loss grid, so ``compose([(it, T)], delta).upper`` is
+    its ``blanket_pld`` (resp. ``pld``) and :func:`~jaxshuffle.accountant.compose.compose_delta` gives
+    the certified delta at any eps (what ``jaxshuffle compose --curve`` writes). ``.source`` names the
+    pair. Arguments as :func:`composed_epsilon`; bad input raises ValueError naming the parameter.
+    """
+    from jaxshuffle.accountant.pld import shuffled_round
+
+    rounds, _ = _check_rounds_delta(rounds, 0.5)
+    blanket_points = checked_blanket_points(blanket_points)
+    r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+    b = _blanket_round(randomizer, n, float(r.upper_forward.discretization), blanket_points)
+    return r if b is None else b
 
 
 def _smallest(parts: _TwoCountBounds, blanket: np.ndarray, rounds: np.ndarray, delta: np.ndarray) -> ComposedEpsilon:

@@ -105,17 +105,19 @@ def fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.6g}" if abs(x) < 1e-3 and x != 0 else f"{x:.6f}"
 
 
-def check_output_path(param: str, path: str, example: str = "compose.png") -> None:
-    """Refuse an output file that cannot be written, before any computation (and matplotlib present).
+def check_output_path(param: str, path: str, example: str = "compose.png", *, matplotlib: bool = True) -> None:
+    """Refuse an output file that cannot be written, before any computation (and, for a figure, matplotlib
+    missing).
 
     Args:
       param: the option as the messages name it (``plot``, ``-o/--output``).
       path: the output file given.
       example: a file name the message suggests inside ``path`` when ``path`` is a directory.
+      matplotlib: also refuse when matplotlib is missing (the file is a figure).
 
     Raises:
       UsageError: ``path`` is a directory, its folder does not exist or is not writable, or
-        matplotlib is missing.
+        matplotlib is missing (with ``matplotlib``).
     """
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
@@ -125,6 +127,8 @@ def check_output_path(param: str, path: str, example: str = "compose.png") -> No
         raise UsageError(f"{param}: the folder {parent} of {path} does not exist")
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UsageError(f"{param}: {path} is not writable")
+    if not matplotlib:
+        return
     try:
         from jaxshuffle import plot as jplot
 

@@ -4,14 +4,18 @@
 
 Per (T, delta): the smallest certified bound on the T rounds and its source
 (:func:`jaxshuffle.accountant.rounds.composed_epsilon`, docs/math.md section 13.8), next to each
-candidate. ``--json``: one object per (T, delta); ``--plot``: composed eps against T.
+candidate. ``--json``: one object per (T, delta); ``--plot``: composed eps against T; ``--curve``: the
+privacy curve (certified delta at a grid of eps, per T) as CSV, drawn beside it as PNG.
 Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +30,25 @@ from jaxshuffle.cli._common import (
     grid_type,
     num,
 )
+
+#: Columns of the CSV that ``--curve`` writes; its first line is exactly these, comma-separated: a file that
+#: starts with that line is one ``--curve`` wrote, and only such a file is replaced.
+CURVE_COLUMNS = ("n", "rounds", "eps", "delta", "source")
+#: The ``Software`` text of the PNG that ``--curve`` draws: only a PNG carrying it is replaced.
+CURVE_FIGURE_MARK = "jaxshuffle compose --curve"
+#: eps points per (n, T) of ``--curve`` by default (each requested delta's certified eps is added to them).
+DEFAULT_CURVE_POINTS = 64
+
+
+def _curve_points(text: str) -> int:
+    """``--curve-points``: an integer in [2, 10000] (a one-line UsageError otherwise, past argparse)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (2 <= v <= 10_000 and v == int(v)):
+        raise UsageError(f"curve-points: must be an integer in [2, 10000], got {text!r}")
+    return int(v)
 
 
 def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
@@ -53,6 +76,14 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
+    p.add_argument("--curve", default=None, metavar="CSV",
+                   help="also write the privacy curve of each T: the certified delta at eps from 0 to a bit above "
+                        "the largest eps at the smallest delta (and at each delta's certified eps), columns n, "
+                        "rounds, eps, delta, source (the pair composed: for k-RR the blanket pair where its PLD is "
+                        "built, else the worst-case pair), and draw it beside the CSV (its name with .png; log "
+                        "delta; skipped without matplotlib). Replaces only a CSV and PNG that --curve wrote")
+    p.add_argument("--curve-points", type=_curve_points, default=None, metavar="M",
+                   help=f"eps points of --curve per T (an integer in [2, 10000]; default {DEFAULT_CURVE_POINTS})")
     p.set_defaults(func=run_compose)
     return p
 
@@ -86,6 +117,7 @@ def run_compose(args) -> int:
         check_output_path("plot", args.plot)
     if args.blanket_points is not None and args.blanket_points < 0:
         raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
+    curve_paths = _curve_paths(args)
     c = composed_epsilon(params, n, rounds, delta, discretization=args.discretization,
                          blanket_points=args.blanket_points)
     rows = []
@@ -102,6 +134,9 @@ def run_compose(args) -> int:
         from jaxshuffle import plot as jplot
 
         jplot.composition_curve(rows, args.plot)
+    curve_note = None
+    if curve_paths is not None:
+        curve_note = _write_curve(args, params, n, c.rounds, c.delta, *curve_paths)
     if args.json:
         print(json.dumps(rows, indent=1, allow_nan=False))
         return 0
@@ -120,4 +155,97 @@ def run_compose(args) -> int:
         print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {fmt(inf(row['upper'])):>14} {row['upper_source']:>11} "
               f"{fmt(inf(row['pld'])):>10} {fmt(row['lower']):>19} {fmt(inf(row['blanket_pld'])):>11} "
               f"{fmt(inf(row['basic'])):>10} {fmt(inf(row['advanced'])):>10}")
+    if curve_note is not None:
+        print(f"  privacy curve: {curve_note}")
     return 0
+
+
+def _ours(path: Path, start: bytes, mark: bytes) -> bool:
+    """``path`` is a regular file (not a link) whose first bytes begin with ``start`` and hold ``mark``."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(start) and mark in head
+
+
+def _refuse_foreign(table: Path, figure: Path) -> None:
+    """UsageError where the CSV or the PNG beside it exists and ``--curve`` did not write it."""
+    header = (",".join(CURVE_COLUMNS) + "\n").encode()
+    for path, what, start, mark in ((table, "", header, b""),
+                                    (figure, "the figure beside it, ", b"\x89PNG", CURVE_FIGURE_MARK.encode())):
+        if (path.exists() or path.is_symlink()) and not _ours(path, start, mark):
+            raise UsageError(f"curve: {what}{path} exists and jaxshuffle did not write it; give another file name "
+                             "(only files that --curve wrote are replaced)")
+
+
+def _curve_paths(args) -> tuple[Path, Path] | None:
+    """(CSV, PNG beside it) of ``--curve``, checked before any computation; None without ``--curve``.
+    UsageError where a file there exists that ``--curve`` did not write (the package replaces only its own)."""
+    if args.curve is None:
+        if args.curve_points is not None:
+            raise UsageError("curve-points: needs --curve CSV")
+        return None
+    check_output_path("curve", args.curve, example="curve.csv", matplotlib=False)
+    table = Path(args.curve)
+    if table.suffix.lower() == ".png":
+        raise UsageError(f"curve: {args.curve} names a figure; give a CSV file name such as "
+                         f"{table.with_suffix('.csv')} (the figure is drawn beside it, as .png)")
+    figure = table.with_suffix(".png")
+    _refuse_foreign(table, figure)
+    if args.plot is not None and Path(args.plot).resolve() in (table.resolve(), figure.resolve()):
+        raise UsageError(f"plot: {args.plot} is where --curve writes; give another file")
+    return table, figure
+
+
+def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path) -> str:
+    """Write the privacy curve of each T (CSV, atomically) and draw it (PNG beside it, atomically); a line
+    saying what was written. The curve is the one pair's composition that ``composed_epsilon`` reports
+    (:func:`~jaxshuffle.accountant.rounds.curve_round`): ``compose_delta`` at the eps grid, which holds
+    ``compose(...).upper`` at each delta, so the curve's delta there is at most that delta."""
+    from jaxshuffle.accountant.compose import compose, compose_delta
+    from jaxshuffle.accountant.rounds import curve_round
+    from jaxshuffle.sweeps.files import atomic_write
+
+    points = DEFAULT_CURVE_POINTS if args.curve_points is None else args.curve_points
+    pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points)
+    at_delta = {int(T): np.asarray(compose([(pair, int(T))], delta).upper, np.float64) for T in rounds}
+    finite = np.concatenate([e[np.isfinite(e)] for e in at_delta.values()])
+    rows, marks = [], []
+    for T, e in at_delta.items():
+        ok = e[np.isfinite(e)]
+        top = ok.max() if ok.size else finite.max() if finite.size else 0.0
+        top = top if top > 0 else 1.0
+        eps = np.unique(np.concatenate([np.linspace(0.0, 1.25 * top, points), ok]))
+        d = compose_delta([(pair, T)], eps)
+        rows += [{"n": int(n), "rounds": T, "eps": float(x), "delta": float(y), "source": pair.source}
+                 for x, y in zip(eps, d)]
+        marks += [(x, y) for x, y in zip(e, delta)]
+    text = io.StringIO()
+    out = csv.writer(text, lineterminator="\n")
+    out.writerow(CURVE_COLUMNS)
+    out.writerows([r["n"], r["rounds"], repr(r["eps"]), repr(r["delta"]), r["source"]] for r in rows)
+    _refuse_foreign(table, figure)  # again: a file may have appeared there while the curve was computed
+    try:
+        atomic_write(table, text.getvalue().encode())
+    except OSError as exc:
+        raise UsageError(f"curve: cannot write {exc.filename}: {exc.strerror}") from None
+    try:
+        from jaxshuffle import plot as jplot
+
+        ax = jplot.privacy_curve(rows, marks=marks)
+    except ImportError as exc:
+        return f"wrote {table} (pair: {pair.source}; no figure: {exc})"
+    import matplotlib.pyplot as plt
+
+    png = io.BytesIO()
+    ax.figure.savefig(png, format="png", dpi=150, metadata={"Software": CURVE_FIGURE_MARK})
+    plt.close(ax.figure)
+    try:
+        atomic_write(figure, png.getvalue())
+    except OSError as exc:
+        raise UsageError(f"curve: cannot write {exc.filename}: {exc.strerror}") from None
+    return f"wrote {table} (certified delta at {points}+ eps per T; pair: {pair.source}) and {figure}"

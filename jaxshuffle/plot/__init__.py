@@ -18,6 +18,8 @@ takes an ``ax`` (a new figure's axes when ``None``) and returns it.
   legend names its source) next to basic and advanced composition of the one-round bound, one
   colour per delta. :func:`composition_figure` draws one such panel per (randomizer options, n)
   of a sweep with a rounds axis (what ``jaxshuffle sweep --rounds`` and ``jaxshuffle plot`` draw).
+* :func:`privacy_curve` -- the privacy curve of T composed rounds, certified delta against eps
+  (log scale), one line per T (what ``jaxshuffle compose --curve`` draws).
 * :func:`check_results` -- the impossible values in results, one line per problem (NaN bounds,
   eps0 <= 0, a one-round upper above eps0, lower above upper): ``jaxshuffle plot`` refuses to
   draw such results.
@@ -37,7 +39,7 @@ One module per concept:
   eps against ``n`` and the privacy-utility surface panels (colour bar, contour levels, label
   decluttering), the k-RR utility and closed forms they draw, and :func:`summary_figure`.
 * :mod:`jaxshuffle.plot.composition`: drawing composition over rounds (:func:`composition_curve`,
-  :func:`composition_figure`) and budget tuning (:func:`tuning_front`).
+  :func:`composition_figure`, :func:`privacy_curve`) and budget tuning (:func:`tuning_front`).
 * ``jaxshuffle.plot._common``: the lazy matplotlib import, a new figure's axes, the limits
   :data:`MAX_LINES` and :data:`MAX_FACETS`, line colours and legends.
 
@@ -62,9 +64,10 @@ from jaxshuffle.plot.amplification import (
     privacy_utility_surface,
     summary_figure,
 )
-from jaxshuffle.plot.composition import composition_curve, composition_figure, tuning_front
+from jaxshuffle.plot.composition import composition_curve, composition_figure, privacy_curve, tuning_front
 from jaxshuffle.plot.facets import _representative as _representative
 from jaxshuffle.plot.facets import check_results
 
 __all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
-           "composition_figure", "tuning_front", "grr_frequency_std", "closed_form_bounds", "check_results"]
+           "composition_figure", "privacy_curve", "tuning_front", "grr_frequency_std", "closed_form_bounds",
+           "check_results"]

@@ -2,7 +2,8 @@
 
 :func:`composition_curve` (composed eps against the number of rounds T, next to basic and advanced
 composition; what ``jaxshuffle compose --plot`` draws), :func:`composition_figure` (one such panel
-per (randomizer options, n) of a sweep with a rounds axis) and :func:`tuning_front` (budget
+per (randomizer options, n) of a sweep with a rounds axis), :func:`privacy_curve` (certified delta
+against eps of T rounds; what ``jaxshuffle compose --curve`` draws) and :func:`tuning_front` (budget
 tuning's privacy-utility front).
 """
 
@@ -200,6 +201,49 @@ def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, 
     if path is not None:
         fig.savefig(path, dpi=dpi)
     return fig
+
+
+def privacy_curve(rows, path=None, ax=None, *, dpi: int = 150, marks=None):
+    """The privacy curve of T composed rounds: certified delta against eps, one line per (n, T)
+    (what ``jaxshuffle compose --curve`` draws).
+
+    ``rows``: mappings with ``n``, ``rounds``, ``eps`` and ``delta`` (e.g. the rows of the CSV that
+    ``--curve`` writes). One colour per number of rounds (at most :data:`MAX_LINES`, log-spaced, the
+    title says which); delta on a log axis (points with delta 0 are not drawn). ``marks``: optional
+    ``(eps, delta)`` points drawn as dots (the certified eps at the requested deltas). Saves to
+    ``path`` when given; returns the axes. Raises ValueError naming a missing column.
+    """
+    _require_matplotlib()
+    rows = list(rows)
+    for key in ("n", "rounds", "eps", "delta"):
+        if not rows or any(key not in r for r in rows):
+            raise ValueError(f"rows: every row needs {key!r} (columns n, rounds, eps, delta)")
+    n, T, eps, delta = (np.array([float(r[k]) for r in rows]) for k in ("n", "rounds", "eps", "delta"))
+    lines = sorted({(a, b) for a, b in zip(n, T)})
+    shown_T = _representative([b for _, b in lines], MAX_LINES)
+    colors = dict(zip(shown_T.tolist(), _line_colors(shown_T)))
+    if ax is None:
+        ax = _new_ax()
+    drawn = [(a, b) for a, b in lines if b in colors]
+    for a, b in drawn:
+        m = (n == a) & (T == b) & (delta > 0)
+        order = np.argsort(eps[m], kind="stable")
+        label = f"T = {b:g}" + (f", n = {_fmt_num(a)}" if len({x for x, _ in lines}) > 1 else "")
+        ax.plot(eps[m][order], delta[m][order], "-", lw=1.6, color=colors[b], label=label)
+    if marks is not None and len(marks):
+        me, md = np.asarray(marks, np.float64).reshape(-1, 2).T
+        ok = np.isfinite(me) & (md > 0)
+        ax.plot(me[ok], md[ok], "o", ms=3.5, color="black", label="certified eps at the deltas asked")
+    ax.set_yscale("log")
+    ax.set_xlabel("epsilon (nats)")
+    ax.set_ylabel("certified delta")
+    note = _shown_note("T", shown_T, np.unique(T))
+    ax.set_title("privacy curve of T rounds composed" + (f" ({note})" if note else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    _lines_legend(ax, len(drawn) + (marks is not None))
+    if path is not None:
+        ax.figure.savefig(path, dpi=dpi)
+    return ax
 
 
 def tuning_front(front, path=None, ax=None, *, dpi: int = 150):
