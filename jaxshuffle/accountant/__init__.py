@@ -18,6 +18,8 @@ Modules (one concept each):
   (:func:`shuffled_round`, :func:`round_pld`, pessimistic and optimistic), and its RDP (:func:`rdp`);
 * :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
   :func:`compose_delta`, :func:`epsilon_over_rounds`), every error on the safe side;
+* :mod:`~jaxshuffle.accountant.curves`: :func:`amplify_delta`, one round's certified delta at
+  each eps (the best certified source);
 * :mod:`~jaxshuffle.accountant.round_accountant`: :class:`RoundAccountant`, rounds added one
   after another (:class:`ShuffledRound`), each answer certified;
 * :mod:`~jaxshuffle.accountant.rounds`: :func:`composed_epsilon` (T rounds of one randomizer: the
@@ -42,6 +44,7 @@ from jaxshuffle.accountant.amplify import (  # noqa: F401
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n
 from jaxshuffle.accountant.compose import CompositionBound, compose, compose_delta, epsilon_over_rounds
+from jaxshuffle.accountant.curves import DeltaCurve, amplify_delta
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound
@@ -51,6 +54,6 @@ from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_fr
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
            "CompositionBound", "compose", "compose_delta", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
-           "RoundAccountant", "ShuffledRound",
+           "RoundAccountant", "ShuffledRound", "DeltaCurve", "amplify_delta",
            "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]
