@@ -69,11 +69,14 @@ class ShuffledDpEvent(dp_event.DpEvent):
     probability ``1 - noise_parameter`` the true bucket, else a uniform one: k-ary randomized
     response at ``eps0 = log(1 + k (1 - noise_parameter) / noise_parameter)``) or a
     :class:`LocalRandomizerDpEvent`. ``num_users``: the number of users ``n`` (an integer >= 2),
-    keyword only. The guarantee is replace-one: one user's input replaced by another.
+    keyword only. ``sample_rate``: the probability that each user takes part (Poisson client
+    sampling, keyword only, default 1; below 1 certified for k-ary RR only). The guarantee is
+    replace-one: one user's input replaced by another.
     """
 
     event: dp_event.DpEvent
     num_users: int = attr.ib(kw_only=True)
+    sample_rate: float = attr.ib(default=1.0, kw_only=True)
 
     def to_shuffled_round(self) -> ShuffledRound:
         """The round as :class:`~jaxshuffle.accountant.round_accountant.ShuffledRound` (ValueError if
@@ -84,9 +87,9 @@ class ShuffledDpEvent(dp_event.DpEvent):
         inner = self.event
         if isinstance(inner, dp_event.RandomizedResponseDpEvent):
             return ShuffledRound("grr", {"eps0": krr_eps0(inner.noise_parameter, inner.num_buckets),
-                                         "k": float(inner.num_buckets)}, int(n))
+                                         "k": float(inner.num_buckets)}, int(n), self.sample_rate)
         if isinstance(inner, LocalRandomizerDpEvent):
-            return ShuffledRound(inner.randomizer, dict(inner.options), int(n))
+            return ShuffledRound(inner.randomizer, dict(inner.options), int(n), self.sample_rate)
         raise ValueError(f"event: the local randomizer of a ShuffledDpEvent must be a RandomizedResponseDpEvent or a "
                          f"jaxshuffle.interop.LocalRandomizerDpEvent, got {type(inner).__name__}")
 

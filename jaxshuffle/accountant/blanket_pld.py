@@ -136,7 +136,7 @@ def _to_discrete(j: np.ndarray, positive, negative, zero, infinity, discretizati
 
 
 def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: int = 1,
-                  points: int = DEFAULT_POINTS) -> RoundPLD:
+                  points: int = DEFAULT_POINTS, sample_rate: float = 1.0) -> RoundPLD:
     """Certified round PLD of ``n`` users' shuffled k-ary randomized response, from its blanket pair.
 
     Args:
@@ -147,6 +147,10 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
         pairs share one grid.
       points: profile evaluations spread evenly over ``[0, eps_tail]`` (``eps_tail``: the blanket
         epsilon at ``TAIL_DELTA``), and ``points/8`` more up to ``min(eps0, TAIL_REACH eps_tail)``.
+      sample_rate: the probability ``g`` in (0, 1] that a user takes part in the round (Poisson
+        client sampling): the blanket pair is then k-RR's at the real ``k'`` of
+        :func:`~jaxshuffle.accountant.subsampling.subsampled_krr_k` (docs/math.md 13.11), a
+        dominating pair of the subsampled round. ``n`` counts every user, taking part or not.
 
     Returns a symmetric :class:`RoundPLD` (pessimistic only: ``lower_*`` are None). Composing it
     gives certified upper bounds (docs/math.md section 13.9); it never mixes with another pair's
@@ -164,6 +168,12 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     check((n >= 2) & (n == np.floor(n)) & (n <= 1e12), "n", "must be an integer in [2, 1e12]", value=n)
     check((np.float64(points) >= 2) & (np.float64(points) <= 1 << 16), "points", "must lie in [2, 65536]",
           value=np.float64(points))
+    from jaxshuffle.accountant.subsampling import check_sample_rate, subsampled_krr_k
+
+    g = float(check_sample_rate(sample_rate))
+    if np.ndim(sample_rate) != 0:
+        raise ValueError(f"sample_rate: blanket_round takes a scalar, got shape {np.shape(sample_rate)}")
+    k_form = np.float64(subsampled_krr_k(eps0, k, g))  # k itself at g = 1
     if discretization is None:
         vr = grr(float(eps0), float(k))
         pair = vr_pair(vr.p, worst_case_beta(vr.p), vr.q)
@@ -173,8 +183,8 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     delta_ = float(discretization)
     # nearby eps0 and n (a calibration's probes, a sweep's axes) share programs: a program costs
     # tens of seconds to compile, a doubled plan seconds to run
-    plan = shared_plan(plan_blanket(eps0, k, n, TAIL_DELTA), n, power_of_two)
-    tail = blanket_epsilon(eps0, k, n, TAIL_DELTA, plan=plan)
+    plan = shared_plan(plan_blanket(eps0, k_form, n, TAIL_DELTA), n, power_of_two)
+    tail = blanket_epsilon(eps0, k_form, n, TAIL_DELTA, plan=plan, real_k=g < 1)
     eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
     j_end = math.ceil(float(eps0) / delta_)  # h = 0 from here on
     j_tail = max(1, min(j_end, math.ceil(eps_tail / delta_)))
@@ -191,9 +201,10 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     # value is then computed more than once): rounds at other eps0 or n reuse it
     padded = np.full(quarter_octave(j.size), max(float(eps_eval[-1]), 0.0))
     padded[:j.size] = np.maximum(eps_eval, 0.0)
-    upper = _profile_upper(float(eps0), float(k), float(n), padded, plan)[:j.size]
+    upper = _profile_upper(float(eps0), float(k_form), float(n), padded, plan)[:j.size]
     pos, neg, zero, inf = connect_the_dots(jnp.asarray(j, jnp.float64), jnp.float64(delta_), jnp.asarray(upper))
     pld = _to_discrete(j, pos, neg, zero, inf, delta_)
     # max_loss bounds the finite losses for rdp(); with mass at +inf the RDP bound is infinite
     max_loss = float(eps0) if pld.infinity_mass == 0 else math.inf
-    return RoundPLD(pld, pld, None, None, certified=True, source="blanket pair (k-ary RR)", max_loss=max_loss)
+    source = "blanket pair (k-ary RR)" if g == 1 else f"blanket pair (k-ary RR, clients sampled at {g:g})"
+    return RoundPLD(pld, pld, None, None, certified=True, source=source, max_loss=max_loss)

@@ -44,16 +44,22 @@ class ShuffledRound(NamedTuple):
 
     ``ShuffledRound("grr", {"eps0": 2.0, "k": 50}, 1_000_000)`` is a round of 50-ary randomized
     response at eps0 = 2 among a million users (the catalog: ``jaxshuffle list-randomizers``).
+    ``sample_rate``: the probability that each user takes part (Poisson client sampling; ``n``
+    counts every user). Below 1 it is certified for k-ary RR (``"grr"``) only, through the blanket
+    pair (docs/math.md 13.11).
     """
 
     randomizer: str
     options: Mapping[str, float]
     n: int
+    sample_rate: float = 1.0
 
     def key(self) -> str:
         """A canonical JSON text of the round (equal rounds, equal keys)."""
-        return json.dumps({"randomizer": self.randomizer, "options": {k: float(v) for k, v in self.options.items()},
-                           "n": int(self.n)}, sort_keys=True)
+        d = {"randomizer": self.randomizer, "options": {k: float(v) for k, v in self.options.items()}, "n": int(self.n)}
+        if self.sample_rate != 1.0:
+            d["sample_rate"] = float(self.sample_rate)
+        return json.dumps(d, sort_keys=True)
 
 
 def _checked_round(round_) -> ShuffledRound:
@@ -70,7 +76,10 @@ def _checked_round(round_) -> ShuffledRound:
     n = float(round_.n) if isinstance(round_.n, int | float | np.integer | np.floating) else math.nan
     if not (math.isfinite(n) and n >= 2 and n == math.floor(n) and n <= 1e12):
         raise ValueError(f"round.n: must be an integer in [2, 1e12], got {round_.n!r}")
-    return ShuffledRound(round_.randomizer, {k: float(v) for k, v in round_.options.items()}, int(n))
+    from jaxshuffle.accountant.subsampling import check_sample_rate
+
+    g = float(check_sample_rate(round_.sample_rate, "round.sample_rate"))
+    return ShuffledRound(round_.randomizer, {k: float(v) for k, v in round_.options.items()}, int(n), g)
 
 
 def _count(count) -> int:
@@ -202,11 +211,16 @@ class RoundAccountant:
 
             points = DEFAULT_POINTS if spec.n <= BLANKET_PLD_MAX_N else 0
         mech = vr.mechanism
-        if isinstance(mech, KaryRR) and vr.blanket_per_user is None and points:
+        krr = isinstance(mech, KaryRR) and vr.blanket_per_user is None
+        if spec.sample_rate < 1.0 and not (krr and points):
+            raise ValueError("round.sample_rate: clients sampled per round are certified for k-ary RR (\"grr\") "
+                             "through its blanket pair only so far" + ("" if krr else f", not {spec.randomizer!r}")
+                             + ("" if points or not krr else "; blanket_points=0 turns that pair off"))
+        if krr and points:
             from jaxshuffle.accountant.blanket_pld import blanket_round
 
             return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), spec.n,
-                                 discretization=self._discretization, points=points)
+                                 discretization=self._discretization, points=points, sample_rate=spec.sample_rate)
         return shuffled_round(vr, spec.n, discretization=self._discretization)
 
     # --- the verbs -----------------------------------------------------------------------------
@@ -284,7 +298,7 @@ class RoundAccountant:
                 rounds.append({"kind": "pld", "pld": _round_pld_state(r), "count": count})
             else:
                 rounds.append({"kind": "shuffled", "randomizer": r.randomizer, "options": dict(r.options),
-                               "n": r.n, "count": count})
+                               "n": r.n, "sample_rate": r.sample_rate, "count": count})
         return {"format": STATE_FORMAT, "discretization": self._discretization,
                 "expected_rounds": self._expected_rounds, "accuracy": self._accuracy,
                 "blanket_points": self._blanket_points, "rounds": rounds}
@@ -300,7 +314,8 @@ class RoundAccountant:
             if item.get("kind") == "pld":
                 fresh.compose(_round_pld_from_state(item["pld"]), item["count"])
             elif item.get("kind") == "shuffled":
-                fresh.compose(ShuffledRound(item["randomizer"], item["options"], item["n"]), item["count"])
+                spec = ShuffledRound(item["randomizer"], item["options"], item["n"], item.get("sample_rate", 1.0))
+                fresh.compose(spec, item["count"])
             else:
                 raise ValueError(f"state.rounds[{i}].kind: expected 'shuffled' or 'pld', got {item.get('kind')!r}")
         self.__dict__.update(fresh.__dict__)

@@ -182,7 +182,7 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
     blanket lane alone 4.2e6 cells, the four merged 9.7e6 per lane, because all_x0's window is twice
     the blanket's and all_z's max step is 28007).
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
+    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
     return _cells(*_point_shapes(eps0, k, n, delta, block, kinds))
 
 
@@ -229,7 +229,7 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     index arrays into ``ravel()``, each in ascending order (a batch that stays one group is planned
     on the same arrays as here, so the planner's memo serves it).
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket")
+    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
     window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
     own = _cells(window, lines, step)
     groups, current, top, total = [], [], None, 0.0
@@ -265,21 +265,24 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     a wider band (the c-mass outside the tracked lines is charged) or no claim (a line moving
     more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, kind)
+    eps0, k, n, delta = _check(eps0, k, n, delta, kind, integer_k=kind != "blanket")  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
     window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
     return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
                                   chunk=int(max(1, min(chunk, window // (2 * b))))), n)
 
 
-def _check(eps0, k, n, delta, kind):
+def _check(eps0, k, n, delta, kind, integer_k: bool = True):
     require_x64()
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     eps0, k, n, delta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
     check(np.isfinite(eps0) & (eps0 >= 0) & (eps0 <= 50), "eps0", "must be finite, >= 0 and <= 50", value=eps0)
     kmin = 3 if kind == "all_z" else 2
-    check((k >= kmin) & (k == np.floor(k)) & (k < 1e12), "k", f"must be an integer >= {kmin}", value=k)
+    if integer_k:
+        check((k >= kmin) & (k == np.floor(k)) & (k < 1e12), "k", f"must be an integer >= {kmin}", value=k)
+    else:
+        check((k >= kmin) & (k < 1e12), "k", f"must be a real number in [{kmin}, 1e12)", value=k)
     check((n >= 1) & (n == np.floor(n)) & (n <= 1e12), "n", "must be an integer in [1, 1e12]", value=n)
     check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
     return eps0, k, n, delta

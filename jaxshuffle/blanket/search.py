@@ -48,7 +48,10 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     from bands and tangents."""
     from jaxshuffle.search import Status, lane_constant
     kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
-    valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & (k == jnp.floor(k)) & (n >= 1)
+    # (B1) is defined for a real k >= 2 (the subsampled k-RR's, docs/math.md 13.11); the exact
+    # datasets' forms need an integer k
+    integral = (k == jnp.floor(k)) | (code == KINDS.index("blanket"))
+    valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & integral & (n >= 1)
              & (n == jnp.floor(n)) & (delta > 0) & (delta < 1))
     eps0 = jnp.where(valid, eps0, 1.0)
     k, n, delta = jnp.where(valid, k, 3.0), jnp.where(valid, n, 2.0), jnp.where(valid, delta, 0.5)
@@ -194,13 +197,15 @@ _RECENT: dict = {}
 
 def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
                     rtol: float = 1e-6, plan: BlanketPlan | None = None,
-                    max_iter: int = 40):
+                    max_iter: int = 40, real_k: bool = False):
     """Certified epsilon bracket of the k-RR sum form ``kind`` for ``n`` users at ``delta``.
 
     Returns :class:`jaxshuffle.search.EpsilonBracket` (broadcast shape of the inputs).
     ``kind="blanket"`` (default): ``upper`` is a certified upper bound on the epsilon of the
     shuffled k-ary randomized response (every dataset of the others), ``lower`` certifies that
     the blanket bound itself cannot go lower. Bad input raises ValueError naming the parameter.
+    ``real_k=True`` (``kind="blanket"`` only) accepts a real ``k >= 2``: (B1) at a real k is the
+    blanket bound of k-RR with clients sampled per round (:mod:`jaxshuffle.accountant.subsampling`).
 
     Example::
 
@@ -208,7 +213,9 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    points = _check(eps0, k, n, delta, kind)
+    if real_k and kind != "blanket":
+        raise ValueError(f"real_k: only the blanket form takes a real k, not kind={kind!r}")
+    points = _check(eps0, k, n, delta, kind, integer_k=not real_k)
     res = _grouped_lanes(points, (kind,), plan, lambda *p: plan_blanket(*p, kind=kind), rtol, max_iter)
     return type(res)(*(jnp.asarray(x[0].reshape(points[0].shape)) for x in res))
 
