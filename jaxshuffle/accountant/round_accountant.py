@@ -130,7 +130,8 @@ class RoundAccountant:
         about 1e-4 relative of the 1e-3 grid's (docs/benchmarks.md).
       blanket_points: profile evaluations of the blanket pair's PLD for k-ary RR rounds (0: use the
         worst-case pair). Default: the blanket pair up to ``n = 1e5`` users, the worst-case pair
-        above (:func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s rule).
+        above (:func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s rule), and the blanket pair
+        for a round with clients sampled (the only pair certified for it).
 
     A round is a :class:`ShuffledRound`, a certified :class:`~jaxshuffle.accountant.pld.RoundPLD`
     on the accountant's grid (say another mechanism's, from
@@ -209,7 +210,8 @@ class RoundAccountant:
         if points is None:
             from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
 
-            points = DEFAULT_POINTS if spec.n <= BLANKET_PLD_MAX_N else 0
+            # above the cap the worst-case pair is the cheaper certified pair; a sampled round has no other
+            points = DEFAULT_POINTS if spec.n <= BLANKET_PLD_MAX_N or spec.sample_rate < 1.0 else 0
         mech = vr.mechanism
         krr = isinstance(mech, KaryRR) and vr.blanket_per_user is None
         if spec.sample_rate < 1.0 and not (krr and points):
