@@ -110,6 +110,12 @@ def test_k_prime_formula_and_its_rounding():
     (lambda: check_sample_rate([0.5, 1.5]), r"sample_rate: .* got 1.5"),
     (lambda: check_sample_rate(float("nan")), "sample_rate"),
     (lambda: subsampled_epsilon(R.general(1.0), 100, 1e-6, sample_rate=0.5), "k-ary randomized response"),
+    # a real k only on request, and only for the blanket form: the exact datasets need an integer k
+    (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6), "k: must be an integer"),
+    (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6, kind="all_z", real_k=True),
+     "real_k: only the blanket form"),
+    (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 1.5, 100, 1e-6, real_k=True),
+     r"k: must be a real number in \[2, 1e12\)"),
 ])
 def test_bad_input_names_the_parameter(call, pattern):
     with pytest.raises(ValueError, match=pattern):
