@@ -104,6 +104,8 @@ def test_the_blanket_pair_is_used_for_k_rr_by_default_and_is_tighter():
     (lambda a: a.get_epsilon(2.0), r"delta: must lie in \[0, 1\], got 2.0"),
     (lambda a: a.get_delta(float("nan")), "epsilon: must be a number"),
     (lambda a: a.would_exceed(A, 1.0, 0.0), r"delta: must lie in \(0, 1\)"),
+    (lambda a: a.would_exceed(A, float("nan"), 1e-6), "max_epsilon: must be a number >= 0"),
+    (lambda a: a.load_state_dict({"format": ra.STATE_FORMAT, "rounds": []}), "state: missing discretization"),
     (lambda a: RoundAccountant(0.0), r"discretization: must lie in \[1e-9, 1\]"),
     (lambda a: RoundAccountant(accuracy=1.0), r"accuracy: must lie in \(0, 0.1\]"),
     (lambda a: RoundAccountant(blanket_points=1), "blanket_points"),
@@ -118,6 +120,9 @@ def test_a_round_on_another_grid_or_relation_is_refused():
     with pytest.raises(ValueError, match="discretization 0.001 differs from the accountant's 0.0001"):
         acc.compose(shuffled_round(R.grr(1.0, 4), 100, discretization=1e-3))
     other = shuffled_round(R.grr(1.0, 4), 100, discretization=GRID)._replace(neighboring_relation=ADD_OR_REMOVE_ONE)
+    first = RoundAccountant(GRID, blanket_points=0).compose(other)
+    with pytest.raises(ValueError, match="neighbouring relation is replace_one, the accountant's is add_or_remove_one"):
+        first.compose(A)  # a shuffled round after an add/remove one
     with pytest.raises(ValueError, match="neighbouring relation is add_or_remove_one, the accountant's is replace_one"):
         acc.compose(other)
     assert acc.rounds == [(A._replace(options={"eps0": 1.0, "k": 10.0}), 1)]

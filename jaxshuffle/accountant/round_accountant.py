@@ -183,15 +183,15 @@ class RoundAccountant:
             elif not math.isclose(grid, self._discretization, rel_tol=1e-12):
                 raise ValueError(f"round: its discretization {grid:.6g} differs from the accountant's "
                                  f"{self._discretization:.6g}; build it on that grid")
-            if self._plds:
-                relation = next(iter(self._plds.values())).neighboring_relation
-                if round_.neighboring_relation != relation:
-                    raise ValueError(f"round: its neighbouring relation is {round_.neighboring_relation}, the "
-                                     f"accountant's is {relation}; a composition holds for one relation (import "
-                                     "other mechanisms' PLDs built for replace-one, as shuffled rounds are)")
             built = round_
         else:
             built = self._shuffled_pld(round_)
+        if self._plds:
+            relation = next(iter(self._plds.values())).neighboring_relation
+            if built.neighboring_relation != relation:
+                raise ValueError(f"round: its neighbouring relation is {built.neighboring_relation}, the "
+                                 f"accountant's is {relation}; a composition holds for one relation (import "
+                                 "other mechanisms' PLDs built for replace-one, as shuffled rounds are)")
         # only the upper side is answered: the optimistic PLDs would double every composition
         built = built._replace(lower_forward=None, lower_backward=None)
         self._plds[key] = built
@@ -279,11 +279,17 @@ class RoundAccountant:
         delta = _probability(delta, "delta")
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
+        try:
+            limit = float(max_epsilon)
+        except (TypeError, ValueError):
+            limit = math.nan
+        if not limit >= 0.0:
+            raise ValueError(f"max_epsilon: must be a number >= 0, got {max_epsilon!r}")
         key, spec = self._key_and_round(round_)
         pending = dict(self._ledger)
         pending[key] = pending.get(key, 0) + count
         plds = [(self._pld(k, self._rounds.get(k, spec)), c) for k, c in pending.items()]
-        return bool(float(compose(plds, delta).upper) > float(max_epsilon))
+        return bool(float(compose(plds, delta).upper) > limit)
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -310,6 +316,10 @@ class RoundAccountant:
         if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
             got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"state: expected a dict with format {STATE_FORMAT!r}, got {got!r}")
+        missing = [k for k in ("discretization", "expected_rounds", "accuracy", "blanket_points", "rounds")
+                   if k not in state]
+        if missing:
+            raise ValueError(f"state: missing {', '.join(missing)} (not a state_dict() of this version)")
         fresh = RoundAccountant(state["discretization"], expected_rounds=state["expected_rounds"],
                                 accuracy=state["accuracy"], blanket_points=state["blanket_points"])
         for i, item in enumerate(state["rounds"]):
