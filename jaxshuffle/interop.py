@@ -34,7 +34,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 from jaxshuffle.accountant.compose import compose, compose_delta
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
-from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound
+from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound, checked_round
 
 __all__ = ["LocalRandomizerDpEvent", "ShuffledDpEvent", "ShufflePLDAccountant", "from_dp_accounting",
            "krr_eps0", "to_dp_accounting"]
@@ -147,7 +147,10 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
         trivial = _trivial(event.event)
         if trivial is None:
             try:
-                shuffled = event.to_shuffled_round()
+                shuffled = checked_round(event.to_shuffled_round())  # catalog options and n, checked
+                if shuffled.sample_rate < 1.0 and shuffled.randomizer != "grr":
+                    raise ValueError("sample_rate: clients sampled per round are certified for k-ary RR only so far, "
+                                     f"not {shuffled.randomizer!r}")
             except ValueError as e:
                 return self.CompositionErrorDetails(invalid_event=event, error_message=str(e))
         if do_compose and count > 0:

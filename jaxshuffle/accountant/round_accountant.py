@@ -62,7 +62,9 @@ class ShuffledRound(NamedTuple):
         return json.dumps(d, sort_keys=True)
 
 
-def _checked_round(round_) -> ShuffledRound:
+def checked_round(round_) -> ShuffledRound:
+    """``round_`` (a :class:`ShuffledRound`, or an object with ``to_shuffled_round()``) with its catalog
+    options, ``n`` and ``sample_rate`` checked; ValueError naming the field otherwise."""
     from jaxshuffle.randomizers.catalog import check_options
 
     if hasattr(round_, "to_shuffled_round"):  # jaxshuffle.interop.ShuffledDpEvent
@@ -170,7 +172,7 @@ class RoundAccountant:
             if not round_.certified:
                 raise ValueError(f"round: the pair ({round_.source}) is not certified; only certified rounds compose")
             return "pld:" + str(id(round_)), round_
-        spec = _checked_round(round_)
+        spec = checked_round(round_)
         return spec.key(), spec
 
     def _pld(self, key: str, round_: ShuffledRound | RoundPLD) -> RoundPLD:
