@@ -172,3 +172,35 @@ def test_round_accountant_and_the_shuffle_event_take_a_sample_rate():
     event = ShuffledDpEvent(dp_event.RandomizedResponseDpEvent(0.5, 4), num_users=500, sample_rate=0.2)
     assert dp_event.DpEvent.from_named_tuple(event.to_named_tuple()) == event
     assert event.to_shuffled_round().sample_rate == 0.2
+
+
+@pytest.mark.slow
+def test_composed_epsilon_and_the_compose_command_take_a_sample_rate(capsys):
+    """rounds = T with clients sampled: the rule is the sampled blanket pair's PLD against basic and
+    advanced composition of the sampled round's bound (no worst-case pair), and the command says so."""
+    import json
+
+    from jaxshuffle import cli
+    from jaxshuffle.accountant.blanket_pld import blanket_round
+    from jaxshuffle.accountant.compose import compose
+    from jaxshuffle.accountant.rounds import composed_epsilon
+
+    c = composed_epsilon(R.grr(1.0, 4), 500, [1, 4], 1e-6, sample_rate=0.2, blanket_points=64)
+    assert np.all(np.isinf(c.pld)) and np.all(np.isnan(c.lower))
+    r = blanket_round(1.0, 4, 500, discretization=c.discretization, points=64, sample_rate=0.2)
+    assert float(c.blanket_pld[1, 0]) == float(compose([(r, 4)], 1e-6).upper)
+    one = subsampled_epsilon(R.grr(1.0, 4), 500, 1e-6, sample_rate=0.2).upper
+    assert float(c.basic[0, 0]) == float(one)  # T = 1: the sampled round's own bound
+    assert np.all(c.upper <= np.minimum(c.basic, c.blanket_pld))
+    with pytest.raises(ValueError, match="sample_rate: clients sampled per round are certified for k-ary"):
+        composed_epsilon(R.general(1.0), 500, 4, 1e-6, sample_rate=0.2)
+    capsys.readouterr()
+    assert cli.main(["compose", "--randomizer", "grr", "--eps0", "1", "--k", "4", "--n", "500", "--rounds", "1,4",
+                     "--delta", "1e-6", "--blanket-points", "64", "--sample-rate", "0.2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["upper"] for row in rows] == [float(x) for x in c.upper[:, 0]]
+    assert {row["sample_rate"] for row in rows} == {0.2}
+    code = cli.main(["compose", "--randomizer", "general", "--eps0", "1", "--n", "500", "--rounds", "4",
+                     "--delta", "1e-6", "--sample-rate", "0.2"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--sample-rate: clients sampled per round" in err and len(err.strip().splitlines()) == 1

@@ -104,7 +104,7 @@ def checked_blanket_points(blanket_points) -> int | None:
 
 
 def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | None = None,
-                     blanket_points: int | None = None) -> ComposedEpsilon:
+                     blanket_points: int | None = None, sample_rate: float = 1.0) -> ComposedEpsilon:
     """Certified epsilon of ``T`` rounds of ``n`` users' shuffled ``randomizer``, for each ``T`` and ``delta``.
 
     This is THE rule for the certified epsilon of ``T`` rounds:
@@ -123,19 +123,38 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         Default: :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS` up to
         ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
         grows with ``n``: pass a count to build it there too.
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
+        client sampling; ``n`` counts every user). Below 1, k-ary RR only: the worst-case pair does
+        not hold (``pld`` is ``inf``, ``lower`` NaN), the blanket pair is k-RR's at a real k (built
+        at every ``n`` unless ``blanket_points=0``), and basic and advanced composition use the sampled round's
+        bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`; docs/math.md 13.11).
 
     Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of the certified
     bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
     """
     rounds, delta = _check_rounds_delta(rounds, delta)
     blanket_points = checked_blanket_points(blanket_points)
-    parts = _two_count_bounds(randomizer, n, rounds, delta, discretization)
-    blanket = _blanket_bound(randomizer, n, rounds, delta, parts.discretization, blanket_points)
+    g = _checked_rate(randomizer, sample_rate)
+    parts = _two_count_bounds(randomizer, n, rounds, delta, discretization, g)
+    blanket = _blanket_bound(randomizer, n, rounds, delta, parts.discretization, blanket_points, g)
     return _smallest(parts, blanket, rounds, delta)
 
 
+def _checked_rate(randomizer, sample_rate) -> float:
+    from jaxshuffle.accountant.subsampling import check_sample_rate
+
+    if np.ndim(sample_rate) != 0:
+        raise ValueError(f"sample_rate: must be a scalar here, got shape {np.shape(sample_rate)}")
+    g = float(check_sample_rate(sample_rate))
+    mech = getattr(randomizer, "mechanism", None)
+    if g < 1.0 and not (isinstance(mech, KaryRR) and randomizer.blanket_per_user is None):
+        raise ValueError("sample_rate: clients sampled per round are certified for k-ary randomized response "
+                         "(R.grr) only so far")
+    return g
+
+
 def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: float | None = None,
-                   blanket_points: int | None = None, below: float | None = None) -> float:
+                   blanket_points: int | None = None, below: float | None = None, sample_rate: float = 1.0) -> float:
     """``composed_epsilon(randomizer, n, rounds, delta).upper`` at one ``(T, delta)``; less work with ``below``.
 
     With ``below``: where the worst-case pair's bounds (``pld``, ``basic``, ``advanced``) already
@@ -148,11 +167,12 @@ def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: 
     rounds_a, delta_a = _check_rounds_delta(rounds, delta)
     check((rounds_a.size == 1) & (delta_a.size == 1), "rounds, delta", "must be scalars here")
     blanket_points = checked_blanket_points(blanket_points)
-    parts = _two_count_bounds(randomizer, n, rounds_a, delta_a, discretization)
+    g = _checked_rate(randomizer, sample_rate)
+    parts = _two_count_bounds(randomizer, n, rounds_a, delta_a, discretization, g)
     cheap = float(np.min(np.stack([parts.basic, parts.advanced, parts.pld])))
     if below is not None and cheap <= below:
         return cheap
-    blanket = _blanket_bound(randomizer, n, rounds_a, delta_a, parts.discretization, blanket_points)
+    blanket = _blanket_bound(randomizer, n, rounds_a, delta_a, parts.discretization, blanket_points, g)
     return float(_smallest(parts, blanket, rounds_a, delta_a).upper[0, 0])
 
 
@@ -167,43 +187,70 @@ class _TwoCountBounds(NamedTuple):
     clone_proof: str
 
 
-def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization) -> _TwoCountBounds:
+def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization,
+                      sample_rate: float = 1.0) -> _TwoCountBounds:
+    """The worst-case pair's PLD composition and basic and advanced composition of the certified
+    one-round bound. With clients sampled (``sample_rate < 1``, k-RR) the worst-case pair does not
+    hold: ``pld`` is ``inf`` (``lower`` NaN) and the one-round bound is the sampled round's."""
     from jaxshuffle.accountant.amplify import amplify
     from jaxshuffle.accountant.compose import epsilon_over_rounds
     from jaxshuffle.accountant.pld import shuffled_round
 
-    r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
     _, proof = certified_worst_case_pair(randomizer)
-    comp = epsilon_over_rounds(r, rounds, delta)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
-    one = np.asarray(amplify(randomizer, n, np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])).upper)
+    targets = np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])
+    if sample_rate < 1.0:
+        from jaxshuffle.accountant.subsampling import subsampled_epsilon
+
+        discretization = _full_round_grid(randomizer, n, int(rounds.max()), discretization)
+        pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
+        one = np.asarray(subsampled_epsilon(randomizer, n, targets, sample_rate=sample_rate).upper)
+    else:
+        r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+        discretization = r.upper_forward.discretization
+        comp = epsilon_over_rounds(r, rounds, delta)
+        pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
+        one = np.asarray(amplify(randomizer, n, targets).upper)
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
-    return _TwoCountBounds(np.asarray(comp.upper), np.asarray(comp.lower), basic, advanced,
-                           float(r.upper_forward.discretization), CloneProof(int(np.asarray(proof))).name.lower())
+    return _TwoCountBounds(pld, lower, basic, advanced, float(discretization),
+                           CloneProof(int(np.asarray(proof))).name.lower())
 
 
-def _blanket_round(randomizer, n, discretization: float, blanket_points: int | None):
+def _full_round_grid(randomizer, n, rounds: int, discretization: float | None) -> float:
+    """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds (what the full
+    round composes on; a sampled round's losses are smaller, so the grid suits it too)."""
+    if discretization is not None:
+        return float(discretization)
+    from jaxshuffle.accountant.pld import default_discretization
+
+    pair, _ = certified_worst_case_pair(randomizer)
+    n_engine = float(np.asarray(randomizer.n_blanket(n))) + 1.0
+    return float(default_discretization(pair, n_engine, rounds))
+
+
+def _blanket_round(randomizer, n, discretization: float, blanket_points: int | None, sample_rate: float = 1.0):
     """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
-    :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule); None elsewhere."""
+    :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule: up to the n cap,
+    and at every n for a sampled round, which has no other PLD); None elsewhere."""
     mech = getattr(randomizer, "mechanism", None)
     if blanket_points is None:
         from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
 
-        blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N else 0
+        blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
     if not (isinstance(mech, KaryRR) and randomizer.blanket_per_user is None and blanket_points != 0):
         return None
     from jaxshuffle.accountant.blanket_pld import blanket_round
 
     return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
-                         discretization=discretization, points=blanket_points)
+                         discretization=discretization, points=blanket_points, sample_rate=sample_rate)
 
 
 def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
-                   blanket_points: int | None) -> np.ndarray:
+                   blanket_points: int | None, sample_rate: float = 1.0) -> np.ndarray:
     """The blanket pair's PLD composition (k-ary RR), on the worst-case pair's loss grid; ``inf`` elsewhere."""
-    b = _blanket_round(randomizer, n, discretization, blanket_points)
+    b = _blanket_round(randomizer, n, discretization, blanket_points, sample_rate)
     if b is None:
         return np.full((rounds.size, delta.size), np.inf)
     from jaxshuffle.accountant.compose import epsilon_over_rounds
@@ -211,7 +258,8 @@ def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discret
     return np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
 
 
-def curve_round(randomizer, n, rounds, *, discretization: float | None = None, blanket_points: int | None = None):
+def curve_round(randomizer, n, rounds, *, discretization: float | None = None, blanket_points: int | None = None,
+                sample_rate: float = 1.0):
     """The round PLD behind the privacy curve of ``T`` rounds: the pair :func:`composed_epsilon` composes.
 
     For k-ary RR the blanket pair's PLD (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round`)
@@ -226,6 +274,14 @@ def curve_round(randomizer, n, rounds, *, discretization: float | None = None, b
 
     rounds, _ = _check_rounds_delta(rounds, 0.5)
     blanket_points = checked_blanket_points(blanket_points)
+    g = _checked_rate(randomizer, sample_rate)
+    if g < 1.0:  # the sampled round's only PLD is the blanket pair's, on the full round's grid
+        grid = _full_round_grid(randomizer, n, int(rounds.max()), discretization)
+        b = _blanket_round(randomizer, n, grid, blanket_points, g)
+        if b is None:
+            raise ValueError("blanket_points: 0 leaves a round with clients sampled no PLD (its only certified pair "
+                             "is the blanket pair)")
+        return b
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
     b = _blanket_round(randomizer, n, float(r.upper_forward.discretization), blanket_points)
     return r if b is None else b

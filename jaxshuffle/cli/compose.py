@@ -73,6 +73,9 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
                    help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
                         "0 above, where each profile point costs more)")
+    p.add_argument("--sample-rate", type=float, default=1.0, metavar="G",
+                   help="probability in (0, 1] that each user takes part in a round (Poisson client sampling; "
+                        "--n counts every user). Below 1: k-ary RR (grr) only, through its blanket pair")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
@@ -119,12 +122,12 @@ def run_compose(args) -> int:
         raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
     curve_paths = _curve_paths(args)
     c = composed_epsilon(params, n, rounds, delta, discretization=args.discretization,
-                         blanket_points=args.blanket_points)
+                         blanket_points=args.blanket_points, sample_rate=args.sample_rate)
     rows = []
     for i, T in enumerate(c.rounds):
         for j, d in enumerate(c.delta):
             rows.append({"randomizer": args.randomizer, "options": {k: float(v[0]) for k, v in opts.items()},
-                         "n": float(n), "rounds": int(T), "delta": float(d),
+                         "n": float(n), "sample_rate": float(args.sample_rate), "rounds": int(T), "delta": float(d),
                          "upper": num(c.upper[i, j]), "upper_source": str(c.upper_source[i, j]),
                          "pld": num(c.pld[i, j]), "blanket_pld": num(c.blanket_pld[i, j]),
                          "lower": num(c.lower[i, j]),
@@ -211,7 +214,8 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path) -> s
     from jaxshuffle.sweeps.files import atomic_write
 
     points = DEFAULT_CURVE_POINTS if args.curve_points is None else args.curve_points
-    pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points)
+    pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points,
+                       sample_rate=args.sample_rate)
     at_delta = {int(T): np.asarray(compose([(pair, int(T))], delta).upper, np.float64) for T in rounds}
     finite = np.concatenate([e[np.isfinite(e)] for e in at_delta.values()])
     rows, marks = [], []
