@@ -119,7 +119,8 @@ def test_curve_round_picks_the_pair_composed_epsilon_composes(monkeypatch):
 
     built = []
 
-    def stub(eps0, k, n, *, discretization, points):
+    def stub(eps0, k, n, *, discretization, points, sample_rate=1.0):
+        assert sample_rate == 1.0
         built.append((eps0, k, n, discretization, points))
         return "blanket"
 
