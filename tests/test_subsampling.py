@@ -110,6 +110,8 @@ def test_k_prime_formula_and_its_rounding():
     (lambda: check_sample_rate([0.5, 1.5]), r"sample_rate: .* got 1.5"),
     (lambda: check_sample_rate(float("nan")), "sample_rate"),
     (lambda: subsampled_epsilon(R.general(1.0), 100, 1e-6, sample_rate=0.5), "k-ary randomized response"),
+    (lambda: __import__("jaxshuffle.accountant.blanket_pld").accountant.blanket_pld.blanket_round(
+        1.0, 4, 100, sample_rate=[0.5, 0.5]), r"sample_rate: blanket_round takes a scalar, got shape \(2,\)"),
     # a real k only on request, and only for the blanket form: the exact datasets need an integer k
     (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6), "k: must be an integer"),
     (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6, kind="all_z", real_k=True),

@@ -170,9 +170,9 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
           value=np.float64(points))
     from jaxshuffle.accountant.subsampling import check_sample_rate, subsampled_krr_k
 
-    g = float(check_sample_rate(sample_rate))
     if np.ndim(sample_rate) != 0:
         raise ValueError(f"sample_rate: blanket_round takes a scalar, got shape {np.shape(sample_rate)}")
+    g = float(check_sample_rate(sample_rate))
     k_form = np.float64(subsampled_krr_k(eps0, k, g))  # k itself at g = 1
     if discretization is None:
         vr = grr(float(eps0), float(k))
