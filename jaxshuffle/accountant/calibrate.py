@@ -25,7 +25,7 @@ from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
 from jaxshuffle.randomizers.clone import certified_clone
-from jaxshuffle.randomizers.params import KaryRR, MatrixMechanism, RowMatrix
+from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
 
@@ -257,8 +257,8 @@ def _probed_source(params: VRParams, upper_from: str) -> str:
 def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
     """Whether amplify's upper for these points comes with the k-RR blanket pair (its coverage:
     :func:`~jaxshuffle.accountant.amplify.with_mechanism_bounds`) at every eps0 up to ``eps0_max``."""
-    mech = params.mechanism
-    if not isinstance(mech, KaryRR) or params.blanket_per_user is not None:
+    mech = params.krr()
+    if mech is None:
         return False
     return eps0_max <= 50.0 and bool(np.all(n <= 1e12)) and bool(np.all(np.asarray(mech.k) < 1e12))
 

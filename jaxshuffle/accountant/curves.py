@@ -49,7 +49,7 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     """
     from jaxshuffle.divergence import hockey_stick_bounds
     from jaxshuffle.randomizers.clone import certified_worst_case_pair
-    from jaxshuffle.randomizers.params import KaryRR, VRParams
+    from jaxshuffle.randomizers.params import VRParams
 
     if not isinstance(randomizer, VRParams) or np.shape(randomizer.p) != ():
         raise ValueError(f"randomizer: expected one scalar VRParams (jaxshuffle.randomizers), got "
@@ -64,8 +64,8 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     n_engine = float(np.asarray(randomizer.n_blanket(n))) + 1.0
     worst = np.asarray(hockey_stick_bounds(pair, n_engine, flat).upper, np.float64)
     blanket = np.full_like(worst, np.inf)
-    mech = randomizer.mechanism
-    if isinstance(mech, KaryRR) and randomizer.blanket_per_user is None:
+    mech = randomizer.krr()
+    if mech is not None:
         blanket = _blanket_profile(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), float(n), flat)
     use_blanket = blanket < worst
     upper = np.minimum(np.where(use_blanket, blanket, worst), 1.0)

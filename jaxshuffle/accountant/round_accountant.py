@@ -201,7 +201,6 @@ class RoundAccountant:
 
     def _shuffled_pld(self, spec: ShuffledRound) -> RoundPLD:
         from jaxshuffle.randomizers.catalog import build
-        from jaxshuffle.randomizers.params import KaryRR
 
         vr = build(spec.randomizer, **spec.options)
         if self._discretization is None:  # the worst-case pair's default grid, as composed_epsilon's
@@ -214,8 +213,8 @@ class RoundAccountant:
 
             # above the cap the worst-case pair is the cheaper certified pair; a sampled round has no other
             points = DEFAULT_POINTS if spec.n <= BLANKET_PLD_MAX_N or spec.sample_rate < 1.0 else 0
-        mech = vr.mechanism
-        krr = isinstance(mech, KaryRR) and vr.blanket_per_user is None
+        mech = vr.krr()
+        krr = mech is not None
         if spec.sample_rate < 1.0 and not (krr and points):
             raise ValueError("round.sample_rate: clients sampled per round are certified for k-ary RR (\"grr\") "
                              "through its blanket pair only so far" + ("" if krr else f", not {spec.randomizer!r}")

@@ -26,7 +26,6 @@ import numpy as np
 
 from jaxshuffle._config import check
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
-from jaxshuffle.randomizers.params import KaryRR
 
 #: largest n at which :func:`composed_epsilon` builds the blanket pair's PLD by default (cost grows with n)
 BLANKET_PLD_MAX_N = 1e5
@@ -146,8 +145,7 @@ def _checked_rate(randomizer, sample_rate) -> float:
     if np.ndim(sample_rate) != 0:
         raise ValueError(f"sample_rate: must be a scalar here, got shape {np.shape(sample_rate)}")
     g = float(check_sample_rate(sample_rate))
-    mech = getattr(randomizer, "mechanism", None)
-    if g < 1.0 and not (isinstance(mech, KaryRR) and randomizer.blanket_per_user is None):
+    if g < 1.0 and randomizer.krr() is None:
         raise ValueError("sample_rate: clients sampled per round are certified for k-ary randomized response "
                          "(R.grr) only so far")
     return g
@@ -234,12 +232,12 @@ def _blanket_round(randomizer, n, discretization: float, blanket_points: int | N
     """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
     :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule: up to the n cap,
     and at every n for a sampled round, which has no other PLD); None elsewhere."""
-    mech = getattr(randomizer, "mechanism", None)
+    mech = randomizer.krr()
     if blanket_points is None:
         from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
 
         blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
-    if not (isinstance(mech, KaryRR) and randomizer.blanket_per_user is None and blanket_points != 0):
+    if mech is None or blanket_points == 0:
         return None
     from jaxshuffle.accountant.blanket_pld import blanket_round
 

@@ -84,12 +84,12 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
     ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly.
     """
     from jaxshuffle.blanket import blanket_epsilon
-    from jaxshuffle.randomizers.params import KaryRR, VRParams
+    from jaxshuffle.randomizers.params import VRParams
 
     if not isinstance(randomizer, VRParams):
         raise ValueError(f"randomizer: expected VRParams (jaxshuffle.randomizers), got {type(randomizer).__name__}")
-    mech = randomizer.mechanism
-    if not isinstance(mech, KaryRR) or randomizer.blanket_per_user is not None:
+    mech = randomizer.krr()
+    if mech is None:
         raise ValueError("randomizer: clients sampled per round are certified for k-ary randomized response "
                          "(R.grr) only so far; other randomizers have no certified subsampled bound here yet")
     g = check_sample_rate(sample_rate)

@@ -227,6 +227,11 @@ class VRParams:
     blanket_per_user: jax.Array | None = None
     mechanism: KaryRR | MatrixMechanism | RowMatrix | None = None
 
+    def krr(self) -> KaryRR | None:
+        """The k-ary RR this randomizer is, where k-RR's blanket engine covers it (a single-message
+        randomizer whose ``mechanism`` is :class:`KaryRR`); None otherwise."""
+        return self.mechanism if isinstance(self.mechanism, KaryRR) and self.blanket_per_user is None else None
+
     def n_blanket(self, n) -> jax.Array:
         """Number of blanket messages ("other users" of the two-count pair) among ``n`` users.
 
