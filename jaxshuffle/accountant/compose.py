@@ -261,6 +261,15 @@ def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
     return out
 
 
+def _directions(rounds: list[tuple[RoundPLD, int]]):
+    """``(upper_of, lower_of)`` accessors of each direction to compose: ``P||Q`` and ``Q||P``, or the
+    first alone when every round is symmetric (its two directions are one object)."""
+    both = ((lambda r: r.upper_forward, lambda r: r.lower_forward),
+            (lambda r: r.upper_backward, lambda r: r.lower_backward))
+    symmetric = all(r.upper_forward is r.upper_backward for r, _ in rounds)
+    return both[:1] if symmetric else both
+
+
 def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP_TAIL) -> CompositionBound:
     """Epsilon bracket at ``delta`` of the composition of shuffled rounds.
 
@@ -280,11 +289,9 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
     delta = np.asarray(delta, np.float64)
     check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
     check((np.float64(tail) > 0) & (np.float64(tail) < 1e-3), "tail", "must lie in (0, 1e-3)", value=np.float64(tail))
-    symmetric = all(r.upper_forward is r.upper_backward for r, _ in rounds)
     has_lower = all(r.lower_forward is not None for r, _ in rounds)
     ups, los = [], []
-    for upper_of, lower_of in ((lambda r: r.upper_forward, lambda r: r.lower_forward),
-                               (lambda r: r.upper_backward, lambda r: r.lower_backward))[:1 if symmetric else 2]:
+    for upper_of, lower_of in _directions(rounds):
         ups.append(compose_discrete([(upper_of(r), T) for r, T in rounds], tail=tail).epsilon(delta))
         if has_lower:
             los.append(compose_discrete([(lower_of(r), T) for r, T in rounds], tail=tail).epsilon(delta))
@@ -309,9 +316,8 @@ def compose_delta(rounds: Sequence[tuple[RoundPLD, int]], eps, *, tail: float = 
     eps = np.asarray(eps, np.float64)
     check(np.isfinite(eps), "eps", "must be finite", value=eps)
     check((np.float64(tail) > 0) & (np.float64(tail) < 1e-3), "tail", "must lie in (0, 1e-3)", value=np.float64(tail))
-    symmetric = all(r.upper_forward is r.upper_backward for r, _ in rounds)
-    sides = (lambda r: r.upper_forward, lambda r: r.upper_backward)[:1 if symmetric else 2]
-    deltas = [compose_discrete([(side(r), T) for r, T in rounds], tail=tail).delta(eps) for side in sides]
+    deltas = [compose_discrete([(upper_of(r), T) for r, T in rounds], tail=tail).delta(eps)
+              for upper_of, _ in _directions(rounds)]
     return np.maximum.reduce(deltas)
 
 
