@@ -28,12 +28,10 @@ from jaxshuffle.accountant.compose import compose, compose_delta
 from jaxshuffle.accountant.pld import (
     DiscretePLD,
     RoundPLD,
-    default_discretization,
     neighboring_relation,
     shuffled_round,
 )
-from jaxshuffle.accountant.rounds import BLANKET_PLD_MAX_N, checked_blanket_points
-from jaxshuffle.randomizers.clone import certified_worst_case_pair
+from jaxshuffle.accountant.rounds import blanket_round_where_built, checked_blanket_points, round_grid
 
 #: ``state_dict()["format"]``: what :meth:`RoundAccountant.load_state_dict` accepts.
 STATE_FORMAT = "jaxshuffle.RoundAccountant/1"
@@ -203,28 +201,16 @@ class RoundAccountant:
         from jaxshuffle.randomizers.catalog import build
 
         vr = build(spec.randomizer, **spec.options)
-        if self._discretization is None:  # the worst-case pair's default grid, as composed_epsilon's
-            pair, _ = certified_worst_case_pair(vr)
-            n_engine = float(np.asarray(vr.n_blanket(spec.n))) + 1.0
-            self._discretization = default_discretization(pair, n_engine, self._expected_rounds, self._accuracy)
-        points = self._blanket_points
-        if points is None:
-            from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
-
-            # above the cap the worst-case pair is the cheaper certified pair; a sampled round has no other
-            points = DEFAULT_POINTS if spec.n <= BLANKET_PLD_MAX_N or spec.sample_rate < 1.0 else 0
-        mech = vr.krr()
-        krr = mech is not None
-        if spec.sample_rate < 1.0 and not (krr and points):
+        # the worst-case pair's default grid, as composed_epsilon's
+        self._discretization = round_grid(vr, spec.n, self._expected_rounds, self._discretization, self._accuracy)
+        krr = vr.krr() is not None
+        if spec.sample_rate < 1.0 and not (krr and self._blanket_points != 0):
             raise ValueError("round.sample_rate: clients sampled per round are certified for k-ary RR (\"grr\") "
                              "through its blanket pair only so far" + ("" if krr else f", not {spec.randomizer!r}")
-                             + ("" if points or not krr else "; blanket_points=0 turns that pair off"))
-        if krr and points:
-            from jaxshuffle.accountant.blanket_pld import blanket_round
-
-            return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), spec.n,
-                                 discretization=self._discretization, points=points, sample_rate=spec.sample_rate)
-        return shuffled_round(vr, spec.n, discretization=self._discretization)
+                             + ("" if not krr else "; blanket_points=0 turns that pair off"))
+        # the pair composed_epsilon composes: the blanket pair's where its rule builds it
+        blanket = blanket_round_where_built(vr, spec.n, self._discretization, self._blanket_points, spec.sample_rate)
+        return blanket if blanket is not None else shuffled_round(vr, spec.n, discretization=self._discretization)
 
     # --- the verbs -----------------------------------------------------------------------------
 

@@ -200,7 +200,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     if sample_rate < 1.0:
         from jaxshuffle.accountant.subsampling import subsampled_epsilon
 
-        discretization = _full_round_grid(randomizer, n, int(rounds.max()), discretization)
+        discretization = round_grid(randomizer, n, int(rounds.max()), discretization)
         pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         one = np.asarray(subsampled_epsilon(randomizer, n, targets, sample_rate=sample_rate).upper)
     else:
@@ -216,19 +216,21 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
                            CloneProof(int(np.asarray(proof))).name.lower())
 
 
-def _full_round_grid(randomizer, n, rounds: int, discretization: float | None) -> float:
-    """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds (what the full
-    round composes on; a sampled round's losses are smaller, so the grid suits it too)."""
+def round_grid(randomizer, n, rounds: int, discretization: float | None, accuracy: float = 1e-3) -> float:
+    """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds at ``accuracy``
+    (:func:`~jaxshuffle.accountant.pld.default_discretization`: what the full round composes on; a
+    sampled round's losses are smaller, so the grid suits it too)."""
     if discretization is not None:
         return float(discretization)
     from jaxshuffle.accountant.pld import default_discretization
 
     pair, _ = certified_worst_case_pair(randomizer)
     n_engine = float(np.asarray(randomizer.n_blanket(n))) + 1.0
-    return float(default_discretization(pair, n_engine, rounds))
+    return float(default_discretization(pair, n_engine, rounds, accuracy))
 
 
-def _blanket_round(randomizer, n, discretization: float, blanket_points: int | None, sample_rate: float = 1.0):
+def blanket_round_where_built(randomizer, n, discretization: float, blanket_points: int | None,
+                              sample_rate: float = 1.0):
     """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
     :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule: up to the n cap,
     and at every n for a sampled round, which has no other PLD); None elsewhere."""
@@ -248,7 +250,7 @@ def _blanket_round(randomizer, n, discretization: float, blanket_points: int | N
 def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
                    blanket_points: int | None, sample_rate: float = 1.0) -> np.ndarray:
     """The blanket pair's PLD composition (k-ary RR), on the worst-case pair's loss grid; ``inf`` elsewhere."""
-    b = _blanket_round(randomizer, n, discretization, blanket_points, sample_rate)
+    b = blanket_round_where_built(randomizer, n, discretization, blanket_points, sample_rate)
     if b is None:
         return np.full((rounds.size, delta.size), np.inf)
     from jaxshuffle.accountant.compose import epsilon_over_rounds
@@ -274,14 +276,14 @@ def curve_round(randomizer, n, rounds, *, discretization: float | None = None, b
     blanket_points = checked_blanket_points(blanket_points)
     g = _checked_rate(randomizer, sample_rate)
     if g < 1.0:  # the sampled round's only PLD is the blanket pair's, on the full round's grid
-        grid = _full_round_grid(randomizer, n, int(rounds.max()), discretization)
-        b = _blanket_round(randomizer, n, grid, blanket_points, g)
+        grid = round_grid(randomizer, n, int(rounds.max()), discretization)
+        b = blanket_round_where_built(randomizer, n, grid, blanket_points, g)
         if b is None:
             raise ValueError("blanket_points: 0 leaves a round with clients sampled no PLD (its only certified pair "
                              "is the blanket pair)")
         return b
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
-    b = _blanket_round(randomizer, n, float(r.upper_forward.discretization), blanket_points)
+    b = blanket_round_where_built(randomizer, n, float(r.upper_forward.discretization), blanket_points)
     return r if b is None else b
 
 
