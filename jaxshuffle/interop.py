@@ -35,6 +35,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from jaxshuffle.accountant.compose import compose, compose_delta
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound, checked_round
+from jaxshuffle.randomizers.catalog import build
 
 __all__ = ["LocalRandomizerDpEvent", "ShuffledDpEvent", "ShufflePLDAccountant", "from_dp_accounting",
            "krr_eps0", "to_dp_accounting"]
@@ -148,7 +149,7 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
         if trivial is None:
             try:
                 shuffled = checked_round(event.to_shuffled_round())  # catalog options and n, checked
-                if shuffled.sample_rate < 1.0 and shuffled.randomizer != "grr":
+                if shuffled.sample_rate < 1.0 and build(shuffled.randomizer, **shuffled.options).krr() is None:
                     raise ValueError("sample_rate: clients sampled per round are certified for k-ary RR only so far, "
                                      f"not {shuffled.randomizer!r}")
             except ValueError as e:
