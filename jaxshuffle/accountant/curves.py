@@ -48,7 +48,7 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     engine's certified profile). The smaller is reported, with its source.
     """
     from jaxshuffle.divergence import hockey_stick_bounds
-    from jaxshuffle.randomizers.clone import certified_worst_case_pair
+    from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
     from jaxshuffle.randomizers.params import VRParams
 
     if not isinstance(randomizer, VRParams) or np.shape(randomizer.p) != ():
@@ -70,10 +70,7 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     use_blanket = blanket < worst
     upper = np.minimum(np.where(use_blanket, blanket, worst), 1.0)
     source = np.where(use_blanket, BLANKET, WORST_CASE)
-    from jaxshuffle.randomizers.clone import CloneProof
-
-    codes = np.unique(np.asarray(proof))
-    proof_name = CloneProof(int(codes[0])).name.lower() if codes.size == 1 else "per-point"
+    proof_name = CloneProof(int(np.asarray(proof))).name.lower()  # one scalar randomizer, one proof
     return DeltaCurve(eps, upper.reshape(eps.shape), source.reshape(eps.shape), proof_name)
 
 
