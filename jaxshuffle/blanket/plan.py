@@ -265,7 +265,7 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     a wider band (the c-mass outside the tracked lines is charged) or no claim (a line moving
     more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, kind, integer_k=kind != "blanket")  # a plan only sets cost
+    eps0, k, n, delta = _check(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
     window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
     return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,

@@ -17,7 +17,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_jax
-from jaxshuffle._config import array_digest, remember
+from jaxshuffle._config import array_digest, check, remember
 from jaxshuffle._numerics import newton_margin
 from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.blanket.plan import (
@@ -48,10 +48,9 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     from bands and tangents."""
     from jaxshuffle.search import Status, lane_constant
     kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
-    # (B1) is defined for a real k >= 2 (the subsampled k-RR's, docs/math.md 13.11); the exact
-    # datasets' forms need an integer k
-    integral = (k == jnp.floor(k)) | (code == KINDS.index("blanket"))
-    valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & integral & (n >= 1)
+    # every form is defined for a real k >= kmin: at a real k' it is the form of k-RR with clients
+    # sampled per round (docs/math.md 13.11), so the integer check of k stays with the eager callers
+    valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & (n >= 1)
              & (n == jnp.floor(n)) & (delta > 0) & (delta < 1))
     eps0 = jnp.where(valid, eps0, 1.0)
     k, n, delta = jnp.where(valid, k, 3.0), jnp.where(valid, n, 2.0), jnp.where(valid, delta, 0.5)
@@ -204,8 +203,9 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
     ``kind="blanket"`` (default): ``upper`` is a certified upper bound on the epsilon of the
     shuffled k-ary randomized response (every dataset of the others), ``lower`` certifies that
     the blanket bound itself cannot go lower. Bad input raises ValueError naming the parameter.
-    ``real_k=True`` (``kind="blanket"`` only) accepts a real ``k >= 2``: (B1) at a real k is the
-    blanket bound of k-RR with clients sampled per round (:mod:`jaxshuffle.accountant.subsampling`).
+    ``real_k=True`` accepts a real ``k`` (``>= 2``; ``>= 3`` for ``all_z``): every form at a real
+    ``k'`` is the same form of k-RR with clients sampled per round (docs/math.md 13.11,
+    :mod:`jaxshuffle.accountant.subsampling`).
 
     Example::
 
@@ -213,8 +213,6 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    if real_k and kind != "blanket":
-        raise ValueError(f"real_k: only the blanket form takes a real k, not kind={kind!r}")
     points = _check(eps0, k, n, delta, kind, integer_k=not real_k)
     res = _grouped_lanes(points, (kind,), plan, lambda *p: plan_blanket(*p, kind=kind), rtol, max_iter)
     return type(res)(*(jnp.asarray(x[0].reshape(points[0].shape)) for x in res))
@@ -235,9 +233,9 @@ class KaryRRBounds(NamedTuple):
     status_lower: jax.Array
 
 
-def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> BlanketPlan:
-    """One plan covering the sum forms ``kinds`` of every point (all_z only where k >= 3)."""
-    has_z = kk >= 3
+def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8, has_z=None) -> BlanketPlan:
+    """One plan covering the sum forms ``kinds`` of every point (all_z only where ``has_z``, default k >= 3)."""
+    has_z = kk >= 3 if has_z is None else has_z
     plans = [plan_blanket(e[sel], kk[sel], nn[sel], d[sel], kind=kind, block=block, chunk=chunk)
              for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
     # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
@@ -248,13 +246,14 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8) -> Blanke
                                   chunk=min(p.chunk for p in plans)), nn)
 
 
-def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
+def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int, has_z=None):
     """Brackets of every point (``points``: validated numpy ``eps0, k, n, delta`` of one shape) for each
     sum form of ``kinds``, as one batch: arrays (len(kinds), P).
 
-    all_z needs k >= 3: for k = 2 its lane repeats all_x0 (same value, so never the larger one)."""
+    all_z needs a third input (``has_z``, default k >= 3): elsewhere its lane repeats all_x0 (same value,
+    so never the larger one)."""
     P = points[1].size
-    has_z = points[1].ravel() >= 3
+    has_z = points[1].ravel() >= 3 if has_z is None else np.ravel(has_z)
     codes = np.concatenate([np.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
                             else np.full(P, KINDS.index(kind)) for kind in kinds])
     res = eager_brackets(*(np.tile(x.ravel(), len(kinds)) for x in points), codes, plan=plan, rtol=rtol,
@@ -262,10 +261,11 @@ def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int):
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 
-def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: float, max_iter: int):
+def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: float, max_iter: int, has_z=None):
     """:func:`_kind_lanes` (numpy arrays ``(len(kinds), P)``), the points split by
     :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``),
-    or as one group under ``plan`` when given. A plan never affects soundness, only cost."""
+    or as one group under ``plan`` when given (``make_plan(*group points, has_z)`` where ``has_z`` is given).
+    A plan never affects soundness, only cost."""
     from jaxshuffle.search import EpsilonBracket
     P = points[0].size
     out = EpsilonBracket(*(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32)))
@@ -277,7 +277,11 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     groups = [np.arange(P)] if plan is not None else plan_groups(*flat, kinds=kinds)
     for ix in groups:
         sub = tuple(x[ix] for x in flat)
-        res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
+        if has_z is None:
+            res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
+        else:
+            z = np.ravel(has_z)[ix]
+            res = _kind_lanes(sub, kinds, plan or make_plan(*sub, z), rtol, max_iter, z)
         for o, r in zip(out, res):
             o[:, ix] = np.asarray(r)
     return out
@@ -291,17 +295,29 @@ def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> Bl
 
 
 def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, rtol: float = 1e-6,
-               plan: BlanketPlan | None = None, max_iter: int = 40) -> KaryRRBounds:
+               plan: BlanketPlan | None = None, max_iter: int = 40, k_forms: ArrayLike | None = None) -> KaryRRBounds:
     """Certified upper (blanket pair) and lower (exact datasets) bounds for shuffled k-ary RR.
 
     One compiled program evaluates the four sum forms of every point as lanes of one batch
     (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
     certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
+
+    ``k_forms``: a real ``k' >= k`` at which every sum form is evaluated instead of ``k`` (clients
+    sampled per round: :func:`jaxshuffle.accountant.subsampling.subsampled_krr_k`, docs/math.md
+    13.11); the all-z dataset is still used only where the integer ``k >= 3`` (a third input exists).
     """
     points = _check(eps0, k, n, delta, "blanket")
-    shape = points[0].shape
     kinds = ("blanket",) + LOWER_KINDS
-    res = _grouped_lanes(points, kinds, plan, lambda *p: _merged_plan(*p, kinds), rtol, max_iter)
+    has_z = None
+    if k_forms is not None:
+        has_z = points[1] >= 3
+        k_real = np.broadcast_to(np.asarray(k_forms, np.float64), points[1].shape)
+        check(np.isfinite(k_real) & (k_real >= points[1]) & (k_real < 1e12), "k_forms",
+              "must be a real number in [k, 1e12)", value=k_real)
+        points = (points[0], k_real, points[2], points[3])
+    shape = points[0].shape
+    res = _grouped_lanes(points, kinds, plan, lambda e, kk, nn, d, z=None: _merged_plan(e, kk, nn, d, kinds, has_z=z),
+                         rtol, max_iter, has_z)
     lows, st_lows = res.lower[1:], res.status[1:]
     best = np.argmax(lows, axis=0)
     status_lower = np.take_along_axis(st_lows, best[None], axis=0)[0]
