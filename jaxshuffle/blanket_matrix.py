@@ -641,6 +641,16 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
                         int(up_status[i]), status_lower)
 
 
+def search_forms(forms: PairForms, n, delta) -> MatrixBounds:
+    """Certified upper epsilon of the largest of the given blanket forms (18.1) at ``(n, delta)``, each a
+    dominating bound built elsewhere (the three-count pair of a round with clients sampled,
+    :func:`jaxshuffle.accountant.subsampling.three_count_forms`): planned and searched as
+    :func:`search_matrix` does a matrix's blanket forms; no lower bound (``lower = 0``)."""
+    n, delta = float(n), float(delta)
+    plan, eps_top = plan_forms(forms, n, delta)
+    return search_matrix(MatrixPlan(forms, _no_forms(forms), n, delta, plan, eps_top))
+
+
 def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:
     """Certified ``[lower, upper]`` on the epsilon of the shuffled mechanism ``matrix`` (docs/math.md 18).
 

@@ -45,6 +45,7 @@ class CloneProof(enum.IntEnum):
     STRONGER = 1  #: r = 1/(p+1): the pointwise clone condition of k-ary RR / binary RR on two options
     GENERAL = 2  #: r = r* from the mechanism's matrix (capped at 1/(p+1))
     MULTI_MESSAGE = 3  #: p = inf multi-message rows: u = 1, v = 0, r = 1/q
+    NONE = 4  #: no two-count pair is an upper bound: clients sampled per round (docs/math.md 13.11)
 
     @property
     def description(self) -> str:
@@ -56,6 +57,7 @@ _DESCRIPTIONS = {
     CloneProof.STRONGER: "stronger clone, r = 1/(p+1) (pointwise clone condition of k-ary RR)",
     CloneProof.GENERAL: "general clone, r = r* of the matrix",
     CloneProof.MULTI_MESSAGE: "multi-message pair, r = 1/q",
+    CloneProof.NONE: "none: with clients sampled no two-count pair is an upper bound",
 }
 
 
