@@ -109,13 +109,15 @@ def test_k_prime_formula_and_its_rounding():
      r"sample_rate: the probability that a user takes part in a round must lie in \(0, 1\], got 0.0"),
     (lambda: check_sample_rate([0.5, 1.5]), r"sample_rate: .* got 1.5"),
     (lambda: check_sample_rate(float("nan")), "sample_rate"),
-    (lambda: subsampled_epsilon(R.general(1.0), 100, 1e-6, sample_rate=0.5), "k-ary randomized response"),
+    (lambda: subsampled_epsilon(R.balcer_cheu(0.5, 3), 100, 1e-6, sample_rate=0.5), "^randomizer: clients sampled"),
     (lambda: __import__("jaxshuffle.accountant.blanket_pld").accountant.blanket_pld.blanket_round(
         1.0, 4, 100, sample_rate=[0.5, 0.5]), r"sample_rate: blanket_round takes a scalar, got shape \(2,\)"),
-    # a real k only on request, and only for the blanket form: the exact datasets need an integer k
+    # a real k only on request (k-RR's own k is an integer)
     (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6), "k: must be an integer"),
-    (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 10.5, 100, 1e-6, kind="all_z", real_k=True),
-     "real_k: only the blanket form"),
+    (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 2.5, 100, 1e-6, kind="all_z", real_k=True),
+     r"k: must be a real number in \[3, 1e12\)"),
+    (lambda: __import__("jaxshuffle.blanket").blanket.krr_bounds(1.0, 3, 100, 1e-6, k_forms=2.5),
+     r"k_forms: must be a real number in \[k, 1e12\)"),
     (lambda: __import__("jaxshuffle.blanket").blanket.blanket_epsilon(1.0, 1.5, 100, 1e-6, real_k=True),
      r"k: must be a real number in \[2, 1e12\)"),
 ])
@@ -194,15 +196,154 @@ def test_composed_epsilon_and_the_compose_command_take_a_sample_rate(capsys):
     one = subsampled_epsilon(R.grr(1.0, 4), 500, 1e-6, sample_rate=0.2).upper
     assert float(c.basic[0, 0]) == float(one)  # T = 1: the sampled round's own bound
     assert np.all(c.upper <= np.minimum(c.basic, c.blanket_pld))
-    with pytest.raises(ValueError, match="sample_rate: clients sampled per round are certified for k-ary"):
-        composed_epsilon(R.general(1.0), 500, 4, 1e-6, sample_rate=0.2)
+    with pytest.raises(ValueError, match="sample_rate: clients sampled per round are certified for single-message"):
+        composed_epsilon(R.balcer_cheu(0.5, 3), 500, 4, 1e-6, sample_rate=0.2)
     capsys.readouterr()
     assert cli.main(["compose", "--randomizer", "grr", "--eps0", "1", "--k", "4", "--n", "500", "--rounds", "1,4",
                      "--delta", "1e-6", "--blanket-points", "64", "--sample-rate", "0.2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["upper"] for row in rows] == [float(x) for x in c.upper[:, 0]]
     assert {row["sample_rate"] for row in rows} == {0.2}
-    code = cli.main(["compose", "--randomizer", "general", "--eps0", "1", "--n", "500", "--rounds", "4",
-                     "--delta", "1e-6", "--sample-rate", "0.2"])
+    code = cli.main(["compose", "--randomizer", "balcer-cheu", "--coin", "0.5", "--blanket_per_user", "3", "--n", "500",
+                     "--rounds", "4", "--delta", "1e-6", "--sample-rate", "0.2"])
     err = capsys.readouterr().err
     assert code != 0 and "--sample-rate: clients sampled per round" in err and len(err.strip().splitlines()) == 1
+
+
+def test_shuffled_round_with_clients_sampled_is_the_sampled_blanket_round():
+    """shuffled_round(sample_rate=g) is k-RR's blanket round at the real k' (no two-count pair applies); other
+    randomizers and pairs are refused, g = 1 is the worst-case pair's round as before."""
+    from jaxshuffle.accountant.blanket_pld import blanket_round
+
+    got = js.shuffled_round(R.grr(1.0, 4), 500, discretization=1e-3, sample_rate=0.2)
+    ref = blanket_round(1.0, 4, 500, discretization=1e-3, sample_rate=0.2)
+    assert got.source == ref.source and "clients sampled at 0.2" in got.source
+    assert np.array_equal(got.upper_forward.probs, ref.upper_forward.probs)
+    full = js.shuffled_round(R.grr(1.0, 4), 500, discretization=1e-3, sample_rate=1.0)
+    assert "clients sampled" not in full.source
+    with pytest.raises(ValueError, match="^sample_rate: a round with clients sampled has a certified PLD for k-ary RR"):
+        js.shuffled_round(R.general(1.0), 500, sample_rate=0.2)
+    with pytest.raises(ValueError, match=r"^sample_rate: shuffled_round takes a scalar"):
+        js.shuffled_round(R.grr(1.0, 4), 500, sample_rate=[0.2])
+
+
+@pytest.mark.slow
+def test_calibrations_and_their_commands_take_a_sample_rate(capsys):
+    """calibrate_eps0 / calibrate_n with clients sampled: the answer is certified by amplify(sample_rate=g)
+    from scratch (<= target), the next probe is not, sampling buys a larger eps0 than full participation, and
+    the clone proof says no two-count pair was used. The commands pass --sample-rate through."""
+    import json
+
+    from jaxshuffle import cli
+    from jaxshuffle.accountant.calibrate import calibrate_eps0, calibrate_n
+    from jaxshuffle.randomizers.clone import CloneProof
+
+    n, target, delta, g, k = 2000, 0.5, 1e-6, 0.2, 4
+    c = calibrate_eps0("grr", target, n, delta, k=k, sample_rate=g, rtol=1e-4)
+    value = float(c.value)
+    up = float(js.amplify(R.grr(value, k), n, delta, sample_rate=g).upper)
+    assert up <= target and float(c.upper) == up
+    assert float(c.over) - value <= 1e-4 * float(c.over)
+    assert int(c.clone_proof) == CloneProof.NONE
+    assert float(js.amplify(R.grr(value, k), n, delta).upper) > target  # full participation would not meet it
+
+    m = calibrate_n("grr", target, delta, eps0=2.0, k=k, sample_rate=g)
+    ups = [float(js.amplify(R.grr(2.0, k), x, delta, sample_rate=g).upper) for x in (m.value, m.over)]
+    assert ups[0] <= target < ups[1] and float(m.over) == float(m.value) - 1
+
+    capsys.readouterr()
+    assert cli.main(["calibrate", "--randomizer", "grr", "--k", str(k), "--n", str(n), "--target", str(target),
+                     "--delta", str(delta), "--rtol", "1e-4", "--sample-rate", str(g), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["value"] == value and row["upper"] == up and row["sample_rate"] == g
+    assert cli.main(["epsilon", "--randomizer", "grr", "--eps0", "2", "--k", str(k), "--n", str(float(m.value)),
+                     "--delta", str(delta), "--sample-rate", str(g)]) == 0
+    out = capsys.readouterr().out
+    assert "sample rate=0.2" in out and "no two-count pair is an upper bound" in out and "paper" not in out
+    assert f"eps <= {ups[0]:.6g}"[:12] in out
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda: js.amplify(R.grr(1.0, 4), 100, 1e-6, sample_rate=0.5, upper_from="worst-case"),
+     "^upper_from: 'worst-case' has no bound with clients sampled"),
+    (lambda: js.amplify(R.balcer_cheu(0.5, 3), 100, 1e-6, sample_rate=0.5), "^randomizer: clients sampled per round"),
+    (lambda: __import__("jaxshuffle.accountant.calibrate").accountant.calibrate.calibrate_eps0(
+        "grr", 0.5, 100, 1e-6, k=4, sample_rate=[0.5, 0.2]), r"^sample_rate: a calibration takes a scalar"),
+    (lambda: __import__("jaxshuffle.accountant.calibrate").accountant.calibrate.calibrate_n(
+        "grr", 0.5, 1e-6, eps0=1.0, k=4, sample_rate=0.5, upper_from="worst-case"), "^upper_from: 'worst-case'"),
+])
+def test_sampled_entry_points_name_what_is_wrong(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def test_cli_sample_rate_errors_are_one_line(capsys):
+    from jaxshuffle import cli
+
+    for argv, needle in [(["epsilon", "--randomizer", "grr", "--eps0", "1", "--k", "4", "--n", "100", "--delta", "1e-6",
+                           "--sample-rate", "0"], "--sample-rate: the probability that a user takes part"),
+                         (["epsilon", "--randomizer", "balcer-cheu", "--coin", "0.5", "--blanket_per_user", "3", "--n",
+                           "100", "--delta", "1e-6", "--sample-rate", "0.5"], "randomizer: clients sampled per round"),
+                         (["calibrate", "--randomizer", "grr", "--k", "4", "--n", "100", "--target", "0.5",
+                           "--delta", "1e-6", "--sample-rate", "0.5", "--upper-from", "worst-case"],
+                          "--upper-from: 'worst-case' has no bound with clients sampled")]:
+        capsys.readouterr()
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def _three_count_divergence(p, r, g, n, t):
+    """(1/n) E[(c_A A + c_B B + (1 - t) V)_+] by direct summation over the multinomial (docs/math.md 13.11)."""
+    cA, cB, cV = (p - t) / ((p + 1) * r), (1 - t * p) / ((p + 1) * r), 1 - t
+    probs = (g * r, g * r, 1 - g, g * (1 - 2 * r))
+    total = 0.0
+    for a in range(n + 1):
+        for b in range(n + 1 - a):
+            for v in range(n + 1 - a - b):
+                o = n - a - b - v
+                ways = math.comb(n, a) * math.comb(n - a, b) * math.comb(n - a - b, v)
+                mass = ways * probs[0] ** a * probs[1] ** b * probs[2] ** v * probs[3] ** o
+                total += mass * max(0.0, cA * a + cB * b + cV * v)
+    return total / n
+
+
+@pytest.mark.parametrize("eps0,g,n,delta,r_of_p", [
+    (1.0, 0.5, 4, 1e-3, "stronger"), (2.0, 0.3, 8, 1e-6, "stronger"), (1.0, 0.5, 2, 1e-2, "stronger"),
+    (1.0, 0.3, 5, 1e-3, "standard"), (0.5, 0.9, 6, 1e-6, "standard")])
+def test_three_count_pair_is_evaluated_on_the_safe_side(eps0, g, n, delta, r_of_p):
+    """The matrix engine's search of the three-count form holds its epsilon from above: the pair's own
+    divergence (direct multinomial sum) is <= delta at the certified eps, and within 1e-5 relative of it."""
+    from jaxshuffle.accountant.subsampling import three_count_forms
+    from jaxshuffle.blanket_matrix import search_forms
+
+    p = math.exp(eps0)
+    r = (1 / (p + 1) if r_of_p == "stronger" else 1 / (2 * p)) * (1 - 4e-16)
+    up = search_forms(three_count_forms(p, r, g), n, delta).upper
+    assert _three_count_divergence(p, r, g, n, math.exp(up)) <= delta
+    assert _three_count_divergence(p, r, g, n, math.exp(up * (1 - 1e-5))) > delta
+
+
+def _random_ldp_matrix(rng, eps0, K=3):
+    """A random K x K matrix whose column ratios are at most e^eps0 (entries in [1, e^eps0], rows normalised)."""
+    M = np.exp(eps0 * rng.uniform(size=(K, K)))
+    return M / M.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_three_count_pair_bounds_random_ldp_matrices_sampled():
+    """A randomizer known only by its eps0 (``R.general``) gets the three-count pair with the standard clone
+    r = 1/(2p); it bounds the sampled round of every eps0-LDP matrix (random 3 x 3 ones here, every dataset
+    of the others enumerated exactly), and it is reported as such."""
+    from jaxshuffle.accountant.amplify import UpperSource
+
+    rng = np.random.default_rng(40)
+    for eps0, g, n, delta in [(1.0, 0.3, 3, 1e-3), (2.0, 0.5, 4, 1e-2), (0.5, 0.9, 5, 1e-6)]:
+        rep = js.amplify(R.general(eps0), n, delta, sample_rate=g)
+        assert int(rep.upper_source) == UpperSource.THREE_COUNT and np.isinf(rep.worst_case)
+        for _ in range(2):
+            M = _random_ldp_matrix(rng, eps0)
+            Mg = subsampled(M, g)
+            worst = max(exact.epsilon(Mg, a, b, list(o), delta) for a, b in itertools.combinations(range(3), 2)
+                        for o in itertools.combinations_with_replacement(range(3), n - 1))
+            assert worst <= float(rep.upper) + 1e-9, (eps0, g, n, delta, M, worst, rep.upper)

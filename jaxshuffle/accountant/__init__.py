@@ -21,7 +21,7 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.accountant.curves`: :func:`amplify_delta`, one round's certified delta at
   each eps (the best certified source);
 * :mod:`~jaxshuffle.accountant.subsampling`: clients sampled per round (Poisson), certified for
-  k-ary RR (:func:`subsampled_epsilon`);
+  k-ary RR and randomizers that carry their matrix (:func:`subsampled_bounds`, :func:`subsampled_epsilon`);
 * :mod:`~jaxshuffle.accountant.round_accountant`: :class:`RoundAccountant`, rounds added one
   after another (:class:`ShuffledRound`), each answer certified;
 * :mod:`~jaxshuffle.accountant.rounds`: :func:`composed_epsilon` (T rounds of one randomizer: the
@@ -51,13 +51,13 @@ from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound
 from jaxshuffle.accountant.rounds import ComposedEpsilon, composed_epsilon
-from jaxshuffle.accountant.subsampling import SubsampledEpsilon, subsampled_epsilon
+from jaxshuffle.accountant.subsampling import SubsampledBounds, SubsampledEpsilon, subsampled_bounds, subsampled_epsilon
 from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_front, query, tune
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",
            "CompositionBound", "compose", "compose_delta", "epsilon_over_rounds", "ComposedEpsilon", "composed_epsilon",
            "RoundAccountant", "ShuffledRound", "DeltaCurve", "amplify_delta",
-           "SubsampledEpsilon", "subsampled_epsilon",
+           "SubsampledEpsilon", "subsampled_epsilon", "SubsampledBounds", "subsampled_bounds",
            "DiscretePLD", "RoundPLD", "rdp", "round_pld", "shuffled_round", "from_dp_accounting", "to_dp_accounting",
            "ParetoFront", "Query", "TuneResult", "pareto_front", "query", "tune"]

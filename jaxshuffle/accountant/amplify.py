@@ -78,9 +78,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
+from jaxshuffle.accountant.subsampling import check_sample_rate
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair
 from jaxshuffle.randomizers import LowerParams, VRParams
-from jaxshuffle.randomizers.clone import certified_worst_case_pair, scaled_pair_proven
+from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair, scaled_pair_proven
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 from jaxshuffle.search import Status, epsilon
 
@@ -95,10 +96,12 @@ class UpperSource:
     SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
     TV = 2  #: delta >= beta: eps = 0
     BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 7)
+    THREE_COUNT = 4  #: three-count pair of a round with clients sampled, from the clone constant (docs/math.md 13.11)
 
     #: short names by code (sweep files), and the descriptions the CLI prints
-    NAMES = ("worst-case", "scaled", "tv", "blanket")
-    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta", "blanket pair")
+    NAMES = ("worst-case", "scaled", "tv", "blanket", "three-count")
+    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta", "blanket pair",
+                    "three-count pair (clients sampled)")
 
 
 #: values of ``amplify(upper_from=...)``: every sound source and the smallest value, or one source
@@ -169,7 +172,7 @@ def _as_lower_list(lower_params) -> list[LowerParams]:
 def amplify(randomizer: VRParams, n, delta, *,
             lower_params: LowerParams | Sequence[LowerParams] | None = None,
             rtol: float = 1e-6, scaled_variant: bool = False, with_paper: bool = True,
-            upper_from: str = "best") -> AmplificationReport:
+            upper_from: str = "best", sample_rate=1.0) -> AmplificationReport:
     """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
 
     Args:
@@ -191,6 +194,15 @@ def amplify(randomizer: VRParams, n, delta, *,
         ``"worst-case"``: the two-count rules only (worst-case pair, scaled pair if asked,
         delta >= beta), the bound for any randomizer with this ``p``, ``q``; ``"blanket"``: the
         blanket pair only (and delta >= beta), for randomizers that carry their mechanism.
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part (Poisson client
+        sampling; ``n`` counts every user, taking part or not), broadcast with the rest. Points with
+        ``g = 1`` are today's, bit for bit. At ``g < 1`` no two-count pair is an upper bound (the number of
+        messages is visible; docs/math.md 13.11): ``upper`` and ``blanket`` are the sampled round's
+        certified bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_bounds`: k-ary RR's
+        blanket pair, a matrix's engine, or the three-count pair of any single-message randomizer;
+        multi-message rows ValueError), ``lower`` its exact datasets' lower bound (k-RR and matrices),
+        ``worst_case`` ``inf`` (no claim), ``paper`` NaN, ``upper_source`` BLANKET or THREE_COUNT,
+        ``clone_proof`` NONE. ``upper_from="worst-case"`` is refused there.
 
     Returns:
       :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, blanket
@@ -208,10 +220,50 @@ def amplify(randomizer: VRParams, n, delta, *,
     if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
         randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)
     check_upper_from(upper_from)
-    rep = _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
+    g = check_sample_rate(sample_rate)
+    if np.all(g == 1.0):
+        rep = _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
+        if upper_from == "worst-case":
+            return rep
+        return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket")
     if upper_from == "worst-case":
-        return rep
-    return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket")
+        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
+                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
+    return _sampled(randomizer, n, delta, g, rtol, lambda: amplify(
+        randomizer, n, delta, lower_params=lower_params, rtol=rtol, scaled_variant=scaled_variant,
+        with_paper=with_paper, upper_from=upper_from))
+
+
+def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, full_participation) -> AmplificationReport:
+    """amplify's report where some points have clients sampled (``g < 1``): those points from the sampled
+    round's bounds, the others (if any) from ``full_participation()``, amplify's own rule at ``g = 1``."""
+    from jaxshuffle.accountant.subsampling import PAIR_SOURCE, subsampled_bounds
+
+    _check_randomizer(randomizer)
+    if not 0 < rtol < 1:
+        raise ValueError("rtol: must lie in (0, 1)")
+    shape = broadcast_shapes_or_raise(randomizer=np.empty(np.shape(randomizer.p)), n=np.empty(np.shape(n)),
+                                      delta=np.empty(np.shape(delta)), sample_rate=g)
+    sampled = np.broadcast_to(g < 1.0, shape)
+    b = subsampled_bounds(randomizer, n, delta, sample_rate=np.where(sampled, g, 0.5), rtol=rtol)
+    cols = {"upper": b.upper, "worst_case": np.inf, "blanket": b.upper, "lower": b.lower, "paper": np.nan,
+            "certified": True, "paper_certified": False, "has_lower": b.has_lower,
+            "upper_source": np.where(b.source == PAIR_SOURCE, UpperSource.THREE_COUNT, UpperSource.BLANKET),
+            "status": b.status, "status_lower": b.status_lower,
+            "status_paper": Status.INVALID, "clone_proof": CloneProof.NONE}
+    full = full_participation()._asdict() if not sampled.all() else None
+    out = {}
+    for name, value in cols.items():
+        value = np.broadcast_to(np.asarray(value), shape)
+        out[name] = value if full is None else np.where(sampled, value, np.broadcast_to(np.asarray(full[name]), shape))
+    return AmplificationReport(**{name: jnp.asarray(v, dtype=_REPORT_DTYPES[name]) for name, v in out.items()})
+
+
+#: dtypes of the report's columns (as the g = 1 path builds them)
+_REPORT_DTYPES = {"upper": jnp.float64, "worst_case": jnp.float64, "blanket": jnp.float64, "lower": jnp.float64,
+                  "paper": jnp.float64, "certified": jnp.bool_, "paper_certified": jnp.bool_, "has_lower": jnp.bool_,
+                  "upper_source": jnp.int8, "status": jnp.int8, "status_lower": jnp.int8, "status_paper": jnp.int8,
+                  "clone_proof": jnp.int8}
 
 
 def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,

@@ -24,7 +24,7 @@ from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
-from jaxshuffle.randomizers.clone import certified_clone
+from jaxshuffle.randomizers.clone import CloneProof, certified_clone
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 
 __all__ = ["Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n"]
@@ -105,7 +105,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
                    rtol: float = 1e-6, eps0_max: float = 30.0, scaled_variant: bool = False,
                    engine_rtol: float = 1e-6, max_probes: int = 200, upper_from: str = "best",
                    rounds: int = 1, discretization: float | None = None, blanket_points: int | None = None,
-                   **options) -> Calibration:
+                   sample_rate: float = 1.0, **options) -> Calibration:
     """Largest local eps0 whose *certified* amplified epsilon is ``<= target_eps`` at ``(n, delta)``.
 
     With ``rounds = T > 1``: the largest common eps0 whose **T-fold composition** is certified
@@ -133,6 +133,11 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         and probe, ``"best"`` calibrates the two-count bound: ``value`` is then feasible for
         ``amplify``'s ``upper`` too (which is never larger), but not the largest eps0 its blanket
         bound allows; ``"blanket"`` is for k-ary RR only (ValueError otherwise).
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part (a scalar; Poisson
+        client sampling, docs/math.md 13.11): every probe and the final certificate are then
+        ``amplify(..., sample_rate=g)``'s upper (one round; k-ary RR or a randomizer carrying its
+        matrix, whose engine runs at every probe) or, with ``rounds``, ``composed_epsilon(...,
+        sample_rate=g)``'s (k-ary RR). ``clone_proof`` is then ``CloneProof.NONE``.
 
     Returns :class:`Calibration`: ``value`` is a probed eps0 with certified
     ``amplify(...).upper <= target_eps`` (never overshoots), ``over`` a probed eps0 with
@@ -151,7 +156,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     _check_target(target)
     shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
     probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
-    upper_from = _probed_source(probe0, upper_from)
+    g = _checked_rate(sample_rate)
+    upper_from = _probed_source(probe0, upper_from) if g == 1.0 else _sampled_source(upper_from)
     _check_scaled_variant(probe0, scaled_variant)
     shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
@@ -173,7 +179,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
 
     def amplified_upper(x, source=upper_from):
         return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
-                                  with_paper=False, upper_from=source).upper)
+                                  with_paper=False, upper_from=source, sample_rate=g).upper)
 
     x0 = np.minimum(target_np, eps0_max)
     probes = 0
@@ -182,7 +188,9 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     if rounds > 1:
         def upper_at(x, target=target_np):
             return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization,
-                                   blanket_points, target)
+                                   blanket_points, target, g)
+    elif blanket and g < 1.0:
+        pass  # clients sampled: the blanket pair at the real k' is the only bound, probed from the start
     elif blanket:
         # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
@@ -194,7 +202,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
                                               and _blanket_affordable(family, np.minimum(2 * x0, eps0_max), n_b, d_b))
     if blanket:
         upper_at = _krr_upper(family, n_b, d_b, x0, eps0_max, only=upper_from == "blanket", rtol=engine_rtol,
-                              scaled_variant=scaled_variant)
+                              scaled_variant=scaled_variant, sample_rate=g)
     elif rounds == 1:
         upper_at = amplified_upper
 
@@ -205,6 +213,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
     # rule's full value (a probe may have stopped at the cheaper bounds)
     recertify = amplified_upper if blanket else (lambda x: upper_at(x, None)) if rounds > 1 else None
+    # a sampled matrix's probes are amplify's own values (one batch); amplify re-certifies the answer
+    recertify = amplified_upper if rounds == 1 and g < 1.0 else recertify
     if recertify is not None:
         lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
         probes += more
@@ -212,6 +222,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     _, proof = certified_clone(family(jnp.asarray(np.where(lo > 0, lo, 1.0))))
+    proof = CloneProof.NONE if g < 1.0 else proof
     return Calibration(jnp.asarray(lo), jnp.asarray(np.where(capped, np.inf, hi)), jnp.asarray(up_lo),
                        jnp.asarray(status), probes, jnp.broadcast_to(jnp.asarray(proof, jnp.int8), np.shape(lo)))
 
@@ -254,6 +265,24 @@ def _probed_source(params: VRParams, upper_from: str) -> str:
     return "worst-case"
 
 
+def _checked_rate(sample_rate) -> float:
+    """The calibrations' ``sample_rate``: a scalar in (0, 1] (ValueError naming it otherwise)."""
+    from jaxshuffle.accountant.subsampling import check_sample_rate
+
+    if np.ndim(sample_rate) != 0:
+        raise ValueError(f"sample_rate: a calibration takes a scalar, got shape {np.shape(sample_rate)}")
+    return float(check_sample_rate(sample_rate))
+
+
+def _sampled_source(upper_from: str) -> str:
+    """With clients sampled the only certified bound is the sampled round's (amplify's blanket column)."""
+    check_upper_from(upper_from)
+    if upper_from == "worst-case":
+        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
+                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
+    return upper_from
+
+
 def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
     """Whether amplify's upper for these points comes with the k-RR blanket pair (its coverage:
     :func:`~jaxshuffle.accountant.amplify.with_mechanism_bounds`) at every eps0 up to ``eps0_max``."""
@@ -274,7 +303,8 @@ def _blanket_affordable(family, eps0, n, delta) -> bool:
     return bool(np.all(point_cells(*args) <= AUTO_MAX_CELLS))
 
 
-def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scaled_variant: bool):
+def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scaled_variant: bool,
+               sample_rate: float = 1.0):
     """Probe function of a k-RR calibration: amplify's certified ``upper`` rule with the blanket
     pair evaluated under **one** plan for every probe.
 
@@ -286,8 +316,11 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
     leaves it.
     A plan never affects soundness (:func:`jaxshuffle.blanket.plan_blanket`): every value is a
     certified upper bound; sharing one plan means every probe runs one compiled program.
+    With clients sampled (``sample_rate < 1``) the blanket pair at the real ``k'`` is the only bound
+    (docs/math.md 13.11), planned and evaluated at ``k'``.
     """
     from jaxshuffle.accountant.amplify import UpperSource
+    from jaxshuffle.accountant.subsampling import subsampled_krr_k
 
     span = [np.asarray(x0, np.float64), np.minimum(1.1 * np.asarray(x0, np.float64), eps0_max)]
     plan = []
@@ -296,13 +329,16 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
         params = family(jnp.asarray(x))
         if not plan or (x < span[0]).any() or (x > span[1]).any():
             span[0], span[1] = np.minimum(span[0], x), np.maximum(span[1], x)
-            plan[:] = [_span_plan(family, span[0], span[1], n, delta)]
-        rep = amplify(params, n, delta, rtol=rtol, scaled_variant=scaled_variant, with_paper=False,
-                      upper_from="worst-case")
-        shape = np.shape(rep.upper)
+            plan[:] = [_span_plan(family, span[0], span[1], n, delta, sample_rate)]
+        shape = np.broadcast_shapes(np.shape(params.p), np.shape(n), np.shape(delta))
         eps0, k = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (params.mechanism.eps0,
                                                                                  params.mechanism.k))
-        blanket = _blanket_upper(eps0, k, np.asarray(n), np.asarray(delta), plan[0], rtol)
+        blanket = _blanket_upper(eps0, subsampled_krr_k(eps0, k, sample_rate), np.asarray(n), np.asarray(delta),
+                                 plan[0], rtol)
+        if sample_rate < 1.0:
+            return blanket
+        rep = amplify(params, n, delta, rtol=rtol, scaled_variant=scaled_variant, with_paper=False,
+                      upper_from="worst-case")
         two_count = np.asarray(rep.upper)
         trivial = np.asarray(rep.upper_source) == UpperSource.TV
         return np.where(trivial, two_count, blanket if only else np.minimum(two_count, blanket))
@@ -321,21 +357,24 @@ def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     return np.asarray(eager_brackets(*arrays, code, plan=plan, rtol=rtol).upper).reshape(shape)
 
 
-def _span_plan(family, lo, hi, n, delta, points: int = 5):
+def _span_plan(family, lo, hi, n, delta, sample_rate: float = 1.0, points: int = 5):
     """One blanket plan for eps0 on a geometric grid of ``points`` values over each ``[lo, hi]``,
-    with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it)."""
+    with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it);
+    at the real ``k'`` of clients sampled at ``sample_rate``."""
+    from jaxshuffle.accountant.subsampling import subsampled_krr_k
     from jaxshuffle.blanket import plan_blanket, shared_plan
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))
     mech = family(jnp.asarray(grid)).mechanism
     shape = np.shape(grid)
-    args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
-    p = plan_blanket(*args)
+    eps0, k, n_, delta_ = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
+    p = plan_blanket(eps0, subsampled_krr_k(eps0, k, sample_rate), n_, delta_)
     return shared_plan(p, n)
 
 
-def _composed_upper(params: VRParams, n, delta, rounds: int, discretization, blanket_points, target) -> np.ndarray:
+def _composed_upper(params: VRParams, n, delta, rounds: int, discretization, blanket_points, target,
+                    sample_rate: float = 1.0) -> np.ndarray:
     """Certified epsilon of ``rounds`` rounds at each point by THE T-round rule
     (:func:`~jaxshuffle.accountant.rounds.composed_upper`, the smallest of the certified bounds of
     :func:`~jaxshuffle.accountant.rounds.composed_epsilon`; upper side).
@@ -351,7 +390,7 @@ def _composed_upper(params: VRParams, n, delta, rounds: int, discretization, bla
         if float(np.asarray(point.n_blanket(n[idx]))) < 1:
             continue  # one user and no blanket: no shuffle, no round PLD; inf is an upper bound
         out[idx] = composed_upper(point, float(n[idx]), rounds, float(delta[idx]), discretization=discretization,
-                                  blanket_points=blanket_points,
+                                  blanket_points=blanket_points, sample_rate=sample_rate,
                                   below=None if target is None else float(np.broadcast_to(target, out.shape)[idx]))
     return out
 
@@ -365,7 +404,8 @@ def _check_rounds(rounds) -> int:
 def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float = 1e12,
                 max_window: int = 1 << 18, scaled_variant: bool = False, engine_rtol: float = 1e-6,
                 max_probes: int = 200, upper_from: str = "best", rounds: int = 1,
-                discretization: float | None = None, blanket_points: int | None = None, **options) -> Calibration:
+                discretization: float | None = None, blanket_points: int | None = None, sample_rate: float = 1.0,
+                **options) -> Calibration:
     """Smallest number of users ``n`` whose *certified* amplified epsilon is ``<= target_eps``.
 
     With ``rounds = T > 1``: the smallest ``n`` whose **T-fold composition** is certified
@@ -385,6 +425,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         unattainable below that limit, ``over`` reports the limit probed.
       upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
         finite-matrix rows as in :func:`calibrate_eps0`: ``"best"`` calibrates the two-count bound).
+      sample_rate: as in :func:`calibrate_eps0` (``n`` counts every user, taking part or not).
 
     Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
     and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
@@ -411,7 +452,8 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     target_np = np.broadcast_to(np.asarray(target), shape)
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
-    upper_from = _probed_source(params, upper_from)
+    g = _checked_rate(sample_rate)
+    upper_from = _probed_source(params, upper_from) if g == 1.0 else _sampled_source(upper_from)
     _check_scaled_variant(params, scaled_variant)
 
     blanket_points = checked_blanket_points(blanket_points)
@@ -421,10 +463,10 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         which may stop at its cheaper bounds where they meet ``target``: ``None`` asks for its value)."""
         if rounds > 1:
             return lambda x: _composed_upper(params, np.asarray(x, np.float64), np.asarray(delta), rounds,
-                                             discretization, blanket_points, target)
+                                             discretization, blanket_points, target, g)
         return lambda x: np.asarray(amplify(params, jnp.asarray(x), delta, rtol=engine_rtol,
                                             scaled_variant=scaled_variant, with_paper=False,
-                                            upper_from=upper_from).upper)
+                                            upper_from=upper_from, sample_rate=g).upper)
 
     upper_at = upper_of(params, d_b, target_np)
 
@@ -475,6 +517,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     out = (np.where(unattainable, np.inf, hi), lo, up_hi)
     _, proof = certified_clone(params)
+    proof = CloneProof.NONE if g < 1.0 else proof
     return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes,
                        jnp.broadcast_to(jnp.asarray(proof, jnp.int8), shape))
 

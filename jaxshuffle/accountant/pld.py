@@ -360,16 +360,33 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
 
 
 def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds: int = 1,
-                   tail: float = CELL_TAIL) -> RoundPLD:
+                   tail: float = CELL_TAIL, sample_rate: float = 1.0) -> RoundPLD:
     """The certified round PLD of ``n`` users running ``randomizer`` through a shuffler.
 
     ``randomizer``: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``;
     its certified pair is the worst-case variation-ratio pair ``vr_pair(p, (p-1)/(p+1), q)``
     with ``n_blanket(n) + 1`` users, as in :func:`~jaxshuffle.amplify`), or a
     :class:`~jaxshuffle.pair.TwoCountPair` used as is. Other arguments as :func:`round_pld`.
+
+    ``sample_rate``: the probability ``g`` in (0, 1] that each user takes part (Poisson client
+    sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
+    (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
+    (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``; k-RR only,
+    ``tail`` does not apply); other randomizers and a ``TwoCountPair`` are refused.
     """
+    from jaxshuffle.accountant.subsampling import check_sample_rate
     from jaxshuffle.randomizers.params import VRParams
 
+    if np.ndim(sample_rate) != 0:
+        raise ValueError(f"sample_rate: shuffled_round takes a scalar, got shape {np.shape(sample_rate)}")
+    g = float(check_sample_rate(sample_rate))
+    if g < 1.0:
+        mech = randomizer.krr() if isinstance(randomizer, VRParams) else None
+        if mech is None:
+            raise ValueError("sample_rate: a round with clients sampled has a certified PLD for k-ary RR (R.grr) "
+                             "only so far; no two-count pair is an upper bound there (docs/math.md 13.11)")
+        from jaxshuffle.accountant.blanket_pld import blanket_round
+        return blanket_round(mech.eps0, mech.k, n, discretization=discretization, rounds=rounds, sample_rate=g)
     if isinstance(randomizer, TwoCountPair):
         return round_pld(randomizer, n, discretization=discretization, rounds=rounds, tail=tail)
     if not isinstance(randomizer, VRParams):

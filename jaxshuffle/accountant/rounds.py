@@ -123,10 +123,11 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
         grows with ``n``: pass a count to build it there too.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
-        client sampling; ``n`` counts every user). Below 1, k-ary RR only: the worst-case pair does
-        not hold (``pld`` is ``inf``, ``lower`` NaN), the blanket pair is k-RR's at a real k (built
-        at every ``n`` unless ``blanket_points=0``), and basic and advanced composition use the sampled round's
-        bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`; docs/math.md 13.11).
+        client sampling; ``n`` counts every user). Below 1 the worst-case pair does not hold (``pld``
+        is ``inf``, ``lower`` NaN, ``clone_proof`` ``"none"``); for k-ary RR the blanket pair is k-RR's
+        at a real k (built at every ``n`` unless ``blanket_points=0``); basic and advanced composition
+        use the sampled round's bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`:
+        k-ary RR, or the matrix engine for a randomizer carrying its matrix; docs/math.md 13.11).
 
     Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of the certified
     bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
@@ -144,10 +145,11 @@ def _checked_rate(randomizer, sample_rate) -> float:
 
     if np.ndim(sample_rate) != 0:
         raise ValueError(f"sample_rate: must be a scalar here, got shape {np.shape(sample_rate)}")
+    from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
+
     g = float(check_sample_rate(sample_rate))
-    if g < 1.0 and randomizer.krr() is None:
-        raise ValueError("sample_rate: clients sampled per round are certified for k-ary randomized response "
-                         "(R.grr) only so far")
+    if g < 1.0 and sampled_route(randomizer) is None:
+        raise ValueError(f"sample_rate: {SAMPLED_SCOPE}")
     return g
 
 
@@ -212,8 +214,8 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
-    return _TwoCountBounds(pld, lower, basic, advanced, float(discretization),
-                           CloneProof(int(np.asarray(proof))).name.lower())
+    proof = CloneProof.NONE if sample_rate < 1.0 else CloneProof(int(np.asarray(proof)))
+    return _TwoCountBounds(pld, lower, basic, advanced, float(discretization), proof.name.lower())
 
 
 def round_grid(randomizer, n, rounds: int, discretization: float | None, accuracy: float = 1e-3) -> float:
@@ -276,6 +278,9 @@ def curve_round(randomizer, n, rounds, *, discretization: float | None = None, b
     blanket_points = checked_blanket_points(blanket_points)
     g = _checked_rate(randomizer, sample_rate)
     if g < 1.0:  # the sampled round's only PLD is the blanket pair's, on the full round's grid
+        if randomizer.krr() is None:
+            raise ValueError("sample_rate: a round with clients sampled has a certified PLD for k-ary RR (R.grr) "
+                             "only so far, and the privacy curve is that PLD's")
         grid = round_grid(randomizer, n, int(rounds.max()), discretization)
         b = blanket_round_where_built(randomizer, n, grid, blanket_points, g)
         if b is None:

@@ -45,6 +45,7 @@ from jaxshuffle.accountant.amplify import UPPER_FROM
 from jaxshuffle.cli._common import (
     UsageError,
     add_entry_options,
+    add_sample_rate,
     assumptions,
     catalog_entry,
     entry_options,
@@ -92,6 +93,11 @@ def _add_upper_from(p: argparse.ArgumentParser) -> None:
                         "binary-rr rows' matrices, where they build one)")
 
 
+#: which randomizers take --sample-rate below 1 in one round (epsilon, calibrate)
+SAMPLED_SCOPE = ("single-message randomizers: k-ary RR's blanket pair, a row's matrix (subset selection, Hadamard "
+                 "response, binary RR), or the three-count pair; no two-count pair applies")
+
+
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     takes_options = argv and argv[0] in ("epsilon", "calibrate", "compare", "compose")
     entry = catalog_entry(_randomizer_name(argv)) if takes_options else None
@@ -113,6 +119,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                     help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
                          "inputs has total variation exactly beta, e.g. k-ary RR)")
     _add_upper_from(pe)
+    add_sample_rate(pe, SAMPLED_SCOPE)
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
     add_compose_parser(sub, entry)
@@ -131,6 +138,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
     _add_upper_from(pc)
+    add_sample_rate(pc, SAMPLED_SCOPE)
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
     add_sweep_parser(sub)
@@ -219,7 +227,8 @@ def _cmd_epsilon(args) -> int:
     opts = {k: cols[k] for k in names if k not in ("n", "delta")}
     params = entry.fn(**opts)
     rep = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
-                  rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from)
+                  rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from, sample_rate=args.sample_rate)
+    sampled = args.sample_rate < 1.0
     rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
     p, beta, q = (np.broadcast_to(np.asarray(x), cols["n"].shape) for x in (params.p, params.beta, params.q))
     rows = []
@@ -228,6 +237,7 @@ def _cmd_epsilon(args) -> int:
             "randomizer": args.randomizer,
             "options": {k: float(opts[k][i]) for k in opts},
             "n": float(cols["n"][i]),
+            "sample_rate": float(args.sample_rate),
             "delta": float(cols["delta"][i]),
             "messages": "multi" if entry.multi_message else "single",
             "p": num(p[i]), "beta": num(beta[i]), "q": num(q[i]),
@@ -248,7 +258,8 @@ def _cmd_epsilon(args) -> int:
         return 0
     print(assumptions(entry, args.randomizer))
     for r in rows:
-        head = ", ".join([f"{k}={v:g}" for k, v in r["options"].items()] + [f"n={r['n']:g}", f"delta={r['delta']:g}"])
+        head = ", ".join([f"{k}={v:g}" for k, v in r["options"].items()] + [f"n={r['n']:g}", f"delta={r['delta']:g}"]
+                         + ([f"sample rate={args.sample_rate:g}"] if sampled else []))
         up = r["upper"]
         print(f"  {head}:")
         if up is None:
@@ -256,8 +267,11 @@ def _cmd_epsilon(args) -> int:
         else:
             print(f"    certified upper bound: eps <= {fmt(up)}  -- the shuffled messages are "
                   f"({fmt(up)}, {r['delta']:g})-DP [{r['upper_source']}]")
-            print(f"    worst-case pair:       eps <= {fmt(r['worst_case'])}  [{r['clone_proof']}]"
-                  if r["worst_case"] is not None else "    worst-case pair:       none finite")
+            if sampled:
+                print("    worst-case pair:       none (clients sampled: no two-count pair is an upper bound)")
+            else:
+                print(f"    worst-case pair:       eps <= {fmt(r['worst_case'])}  [{r['clone_proof']}]"
+                      if r["worst_case"] is not None else "    worst-case pair:       none finite")
         if r["has_lower"]:
             lo = r["lower"]
             print(f"    lower bound:           eps >= {fmt(lo if lo is not None else math.inf)}  "
@@ -267,7 +281,7 @@ def _cmd_epsilon(args) -> int:
         pap = r["paper"]
         pap_f = math.inf if pap is None else pap
         differs = up is None or abs(pap_f - up) > 2 * args.rtol * max(abs(up), 1e-300)
-        if differs:
+        if differs and not sampled:  # the paper's pair has no version with clients sampled
             label = "certified" if r["paper_certified"] else \
                 "NOT certified: Theorem 4.7 is not a valid upper bound when w = 1-(p+1)alpha > 0"
             print(f"    paper (Thm 4.7):       eps = {fmt(pap_f)}  -- {label}")
@@ -295,12 +309,13 @@ def _cmd_calibrate(args) -> int:
     opts = {k: cols[k] for k in names if k not in fixed}
     if solve_eps0:
         cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol,
-                             upper_from=args.upper_from, **opts)
+                             upper_from=args.upper_from, sample_rate=args.sample_rate, **opts)
         eps0 = np.asarray(cal.value)
         full = dict(opts, eps0=eps0)
         n = cols["n"]
     else:
-        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], upper_from=args.upper_from, **opts)
+        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], upper_from=args.upper_from,
+                          sample_rate=args.sample_rate, **opts)
         full = opts
         n = np.asarray(cal.value)
     status = np.asarray(cal.status)
@@ -309,12 +324,13 @@ def _cmd_calibrate(args) -> int:
     if ok.any():
         sel = {k: v[ok] for k, v in full.items()}
         rep = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel),
-                      upper_from=args.upper_from)
+                      upper_from=args.upper_from, sample_rate=args.sample_rate)
         rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
     rows, j = [], 0
     for i in range(cols["target"].size):
         row = {"randomizer": args.randomizer, "options": {k: float(full[k][i]) for k in full},
-               "target": float(cols["target"][i]), "n": num(n[i]), "delta": float(cols["delta"][i]),
+               "target": float(cols["target"][i]), "n": num(n[i]), "sample_rate": float(args.sample_rate),
+               "delta": float(cols["delta"][i]),
                "solved_for": "eps0" if solve_eps0 else "n",
                "value": num(np.asarray(cal.value)[i]), "over": num(np.asarray(cal.over)[i]),
                "calibration_status": CalibrationStatus(int(status[i])).label}
@@ -331,7 +347,8 @@ def _cmd_calibrate(args) -> int:
         return 0
     print(assumptions(entry, args.randomizer))
     for r in rows:
-        others = ", ".join(f"{k}={v:g}" for k, v in r["options"].items() if k != "eps0" or not solve_eps0)
+        others = ", ".join([f"{k}={v:g}" for k, v in r["options"].items() if k != "eps0" or not solve_eps0]
+                           + ([f"sample rate={args.sample_rate:g}"] if args.sample_rate < 1.0 else []))
         if solve_eps0:
             where = f"n={r['n']:g}, delta={r['delta']:g}" + (f", {others}" if others else "")
             if r["calibration_status"] == "capped":

@@ -94,6 +94,13 @@ def assumptions(entry, name: str) -> str:
             f"randomized by {name!r}: {entry.description}.")
 
 
+def add_sample_rate(p: argparse.ArgumentParser, scope: str) -> None:
+    """``--sample-rate G``: the probability that each user takes part (Poisson client sampling)."""
+    p.add_argument("--sample-rate", type=float, default=1.0, metavar="G",
+                   help="probability in (0, 1] that each user takes part in a round (Poisson client sampling; "
+                        f"--n counts every user). Below 1: {scope}")
+
+
 def num(x) -> float | None:
     """``x`` as a float, None where it is not finite (JSON has no inf or NaN)."""
     x = float(x)

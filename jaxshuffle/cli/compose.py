@@ -22,6 +22,7 @@ import numpy as np
 from jaxshuffle.cli._common import (
     UsageError,
     add_entry_options,
+    add_sample_rate,
     assumptions,
     catalog_entry,
     check_output_path,
@@ -73,9 +74,8 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
                    help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
                         "0 above, where each profile point costs more)")
-    p.add_argument("--sample-rate", type=float, default=1.0, metavar="G",
-                   help="probability in (0, 1] that each user takes part in a round (Poisson client sampling; "
-                        "--n counts every user). Below 1: k-ary RR (grr) only, through its blanket pair")
+    add_sample_rate(p, "single-message randomizers: k-ary RR (grr) through its blanket pair's PLD, the others "
+                       "through basic and advanced composition of the sampled round's bound")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
