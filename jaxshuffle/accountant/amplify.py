@@ -172,7 +172,7 @@ def _as_lower_list(lower_params) -> list[LowerParams]:
 def amplify(randomizer: VRParams, n, delta, *,
             lower_params: LowerParams | Sequence[LowerParams] | None = None,
             rtol: float = 1e-6, scaled_variant: bool = False, with_paper: bool = True,
-            upper_from: str = "best", sample_rate=1.0) -> AmplificationReport:
+            upper_from: str = "best", sample_rate=1.0, with_lower: bool = True) -> AmplificationReport:
     """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
 
     Args:
@@ -190,6 +190,10 @@ def amplify(randomizer: VRParams, n, delta, *,
         ``upper`` for another randomizer; see the module docstring).
       with_paper: also compute the paper's Theorem 4.7 value (one more search per point);
         ``False`` leaves ``paper`` NaN with status ``INVALID``.
+      with_lower: also run the concrete mechanism's exact datasets (its lower bound) beside its blanket
+        bound; ``False`` runs the blanket lanes alone, cheaper where only ``upper`` is read (``lower``
+        then comes from ``lower_params`` alone, ``has_lower`` where it does). ``upper`` stays certified
+        either way (its plan, and so its last digits, may differ).
       upper_from: ``"best"`` (default): the smallest certified value over every sound source;
         ``"worst-case"``: the two-count rules only (worst-case pair, scaled pair if asked,
         delta >= beta), the bound for any randomizer with this ``p``, ``q``; ``"blanket"``: the
@@ -225,16 +229,18 @@ def amplify(randomizer: VRParams, n, delta, *,
         rep = _amplify(randomizer, n, delta, _as_lower_list(lower_params), rtol, scaled_variant, with_paper)
         if upper_from == "worst-case":
             return rep
-        return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket")
+        return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket",
+                                     lower=with_lower)
     if upper_from == "worst-case":
         raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
                          "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
-    return _sampled(randomizer, n, delta, g, rtol, lambda: amplify(
+    return _sampled(randomizer, n, delta, g, rtol, with_lower, lambda: amplify(
         randomizer, n, delta, lower_params=lower_params, rtol=rtol, scaled_variant=scaled_variant,
-        with_paper=with_paper, upper_from=upper_from))
+        with_paper=with_paper, upper_from=upper_from, with_lower=with_lower))
 
 
-def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, full_participation) -> AmplificationReport:
+def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, with_lower: bool,
+             full_participation) -> AmplificationReport:
     """amplify's report where some points have clients sampled (``g < 1``): those points from the sampled
     round's bounds, the others (if any) from ``full_participation()``, amplify's own rule at ``g = 1``."""
     from jaxshuffle.accountant.subsampling import PAIR_SOURCE, subsampled_bounds
@@ -245,7 +251,7 @@ def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, full_pa
     shape = broadcast_shapes_or_raise(randomizer=np.empty(np.shape(randomizer.p)), n=np.empty(np.shape(n)),
                                       delta=np.empty(np.shape(delta)), sample_rate=g)
     sampled = np.broadcast_to(g < 1.0, shape)
-    b = subsampled_bounds(randomizer, n, delta, sample_rate=np.where(sampled, g, 0.5), rtol=rtol)
+    b = subsampled_bounds(randomizer, n, delta, sample_rate=np.where(sampled, g, 0.5), rtol=rtol, lower=with_lower)
     cols = {"upper": b.upper, "worst_case": np.inf, "blanket": b.upper, "lower": b.lower, "paper": np.nan,
             "certified": True, "paper_certified": False, "has_lower": b.has_lower,
             "upper_source": np.where(b.source == PAIR_SOURCE, UpperSource.THREE_COUNT, UpperSource.BLANKET),
@@ -267,7 +273,7 @@ _REPORT_DTYPES = {"upper": jnp.float64, "worst_case": jnp.float64, "blanket": jn
 
 
 def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,
-                          only: bool = False) -> AmplificationReport:
+                          only: bool = False, lower: bool = True) -> AmplificationReport:
     """``rep`` with the concrete mechanism's tight bounds folded in (k-ary RR: docs/math.md section 7).
 
     ``upper`` becomes ``min(rep.upper, blanket)`` (both certified upper bounds, so their minimum
@@ -283,7 +289,8 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     :func:`~jaxshuffle.blanket.point_cells` with every kind; a matrix: ``matrix_cells``); elsewhere the
     blanket lanes run alone and ``lower`` keeps ``rep``'s. Catalog rows carry their matrix point by
     point (:class:`~jaxshuffle.randomizers.params.RowMatrix`: subset selection, Hadamard response, binary RR);
-    points whose matrix the row does not build keep ``rep``'s values. Eager: concrete values only.
+    points whose matrix the row does not build keep ``rep``'s values. ``lower=False``: the blanket lanes
+    alone everywhere (``lower`` keeps ``rep``'s). Eager: concrete values only.
     """
     mech = randomizer.mechanism
     if mech is None or randomizer.blanket_per_user is not None:
@@ -294,7 +301,7 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         return rep
     shape = np.shape(rep.upper)
     if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 18), by point
-        return _fold(rep, *_matrix_columns(mech, shape, n, delta, only), only)
+        return _fold(rep, *_matrix_columns(mech, shape, n, delta, only, lower), only)
     from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))
@@ -305,12 +312,13 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     # where their merged plan costs at most AUTO_MAX_CELLS per lane; elsewhere the blanket lane runs
     # alone and ``lower`` keeps rep's. The automatic source also skips points whose blanket lane
     # alone is above the cap (minutes each): they keep the worst-case pair's bound.
-    both = covered.copy()
+    both = covered.copy() if lower else np.zeros_like(covered)
     sized = covered & (eps0 >= 0) & (nn >= 1) & (nn == np.floor(nn)) & (k >= 2) & (k == np.floor(k)) \
         & (dd > 0) & (dd < 1)
     if sized.any():
         pts = (eps0[sized], k[sized], nn[sized], dd[sized])
-        both[sized] = point_cells(*pts, kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
+        if lower:
+            both[sized] = point_cells(*pts, kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
         if not only:
             covered[sized] = point_cells(*pts) <= AUTO_MAX_CELLS
     both &= covered
@@ -337,33 +345,34 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
 _MATRIX_POINTS: dict = {}
 
 
-def _matrix_point(M: np.ndarray, n: float, delta: float, only: bool):
+def _matrix_point(M: np.ndarray, n: float, delta: float, only: bool, lower: bool = True):
     """``(bounds, with the exact datasets' lower bound)`` of matrix ``M`` at one point, or None: the
     exact datasets' forms run beside the blanket forms where both together cost at most
     :data:`~jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS`, else the blanket forms alone where they
     do; above that (or over the memory budget) None (``only``: the blanket forms alone at any cost
-    within memory; over memory the BlanketMemoryError propagates). Remembered per process."""
+    within memory; over memory the BlanketMemoryError propagates). ``lower=False``: the blanket forms
+    alone. Remembered per process."""
     from jaxshuffle import blanket_matrix as bm
     from jaxshuffle._config import array_digest, remember
     from jaxshuffle.blanket import BlanketMemoryError
 
     def compute():
-        for lower in (True, False):
+        for with_datasets in ((True, False) if lower else (False,)):
             try:
-                planned = bm.plan_matrix(M, n, delta, lower=lower)
+                planned = bm.plan_matrix(M, n, delta, lower=with_datasets)
             except BlanketMemoryError:
-                if only and not lower:
+                if only and not with_datasets:
                     raise
                 continue
-            if planned.cells <= bm.MATRIX_AUTO_MAX_CELLS or (only and not lower):
-                return bm.search_matrix(planned), lower
+            if planned.cells <= bm.MATRIX_AUTO_MAX_CELLS or (only and not with_datasets):
+                return bm.search_matrix(planned), with_datasets
         return None
 
-    key = array_digest((only, float(n), float(delta), bm.MATRIX_AUTO_MAX_CELLS), [M])  # the cap: tests move it
+    key = array_digest((only, lower, float(n), float(delta), bm.MATRIX_AUTO_MAX_CELLS), [M])  # the cap: tests move it
     return remember(_MATRIX_POINTS, key, compute, 256)
 
 
-def _matrix_columns(mech, shape, n, delta, only: bool):
+def _matrix_columns(mech, shape, n, delta, only: bool, lower: bool = True):
     """Blanket and exact-dataset columns (for :func:`_fold`) of a finite mechanism, point by point: one
     matrix for a :class:`MatrixMechanism`, each point's own for a catalog row's :class:`RowMatrix`
     (points its builder does not cover keep the two-count values; ``only``: ValueError)."""
@@ -372,14 +381,14 @@ def _matrix_columns(mech, shape, n, delta, only: bool):
     nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
     if isinstance(mech, MatrixMechanism):
         M = np.asarray(mech.matrix)
-        res = [_matrix_point(M, a, b, only) for a, b in zip(nn, dd)]
+        res = [_matrix_point(M, a, b, only, lower) for a, b in zip(nn, dd)]
     else:
         points = mech.points(shape)
         if only and not all(row_covers(mech.builder, *o) for o in points):
             raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
                              f"builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
         # one matrix at a time: a large batch never holds all its points' matrices
-        res = [None if (M := row_matrix(mech.builder, *o)) is None else _matrix_point(M, a, b, only)
+        res = [None if (M := row_matrix(mech.builder, *o)) is None else _matrix_point(M, a, b, only, lower)
                for o, a, b in zip(points, nn, dd)]
     covered = np.array([r is not None for r in res], bool).reshape(shape)
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)

@@ -210,7 +210,8 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
         discretization = r.upper_forward.discretization
         comp = epsilon_over_rounds(r, rounds, delta)
         pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
-        one = np.asarray(amplify(randomizer, n, targets).upper)
+        # the round's certified upper alone: no paper value, no exact-dataset lanes beside the blanket's
+        one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False).upper)
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)

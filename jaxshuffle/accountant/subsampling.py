@@ -107,7 +107,7 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
         raise ValueError(f"randomizer: expected VRParams (jaxshuffle.randomizers), got {type(randomizer).__name__}")
     mech = randomizer.krr()
     if mech is None:  # a matrix: the matrix engine's bounds (its lower lanes where affordable)
-        b = subsampled_bounds(randomizer, n, delta, sample_rate=sample_rate)
+        b = subsampled_bounds(randomizer, n, delta, sample_rate=sample_rate, lower=False)
         return SubsampledEpsilon(b.upper, b.status, np.full(np.shape(b.upper), np.nan), b.source)
     g = check_sample_rate(sample_rate)
     eps0, k = np.asarray(mech.eps0, np.float64), np.asarray(mech.k, np.float64)
@@ -177,7 +177,7 @@ SAMPLED_SCOPE = ("clients sampled per round are certified for single-message ran
                  "here yet")
 
 
-def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6) -> SubsampledBounds:
+def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, lower: bool = True) -> SubsampledBounds:
     """Certified ``[lower, upper]`` of a round of ``n`` users, each taking part with probability ``sample_rate``.
 
     Args:
@@ -187,6 +187,7 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6) 
       n: the number of users (each may or may not take part), integers in [2, 1e12].
       delta: target delta(s) in (0, 1).
       sample_rate: ``g`` in (0, 1].
+      lower: also run the exact datasets (the lower bound); ``False``: the upper bound alone, cheaper.
 
     Arrays broadcast. k-RR: :func:`jaxshuffle.blanket.krr_bounds` at ``k' =``
     :func:`subsampled_krr_k` (upper: the blanket pair; lower: the exact datasets, where the merged plan
@@ -205,20 +206,20 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6) 
     g = check_sample_rate(sample_rate)
     route = sampled_route(randomizer)
     if route == "krr":
-        return _krr_bounds(randomizer.mechanism, n, delta, g, rtol)
+        return _krr_bounds(randomizer.mechanism, n, delta, g, rtol, lower)
     if route is None:
         raise ValueError(f"randomizer: {SAMPLED_SCOPE}")
     pair = _pair_bounds(randomizer, n, delta, g)
     if route == "pair":
         return pair
-    matrix = _matrix_bounds(randomizer.mechanism, np.shape(randomizer.p), n, delta, g)
+    matrix = _matrix_bounds(randomizer.mechanism, np.shape(randomizer.p), n, delta, g, lower)
     use = pair.upper < matrix.upper  # both certified: the smaller wins, and says so
     return matrix._replace(upper=np.where(use, pair.upper, matrix.upper),
                            status=np.where(use, pair.status, matrix.status).astype(np.int8),
                            source=np.where(use, pair.source, matrix.source))
 
 
-def _krr_bounds(mech, n, delta, g, rtol: float) -> SubsampledBounds:
+def _krr_bounds(mech, n, delta, g, rtol: float, lower: bool = True) -> SubsampledBounds:
     from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
 
     eps0, k, n, delta, g = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mech.eps0, mech.k, n, delta, g)))
@@ -230,7 +231,7 @@ def _krr_bounds(mech, n, delta, g, rtol: float) -> SubsampledBounds:
         sized = (eps0 >= 0) & (eps0 <= 50) & (n >= 1) & (n == np.floor(n)) & (n <= 1e12) & (delta > 0) & (delta < 1) \
             & (k_forms >= 2) & (k_forms < 1e12)
     both = np.zeros(shape, bool)
-    if sized.any():
+    if lower and sized.any():
         both[sized] = point_cells(eps0[sized], k_forms[sized], n[sized], delta[sized],
                                   kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
     if both.any():
@@ -244,7 +245,7 @@ def _krr_bounds(mech, n, delta, g, rtol: float) -> SubsampledBounds:
     return SubsampledBounds(upper, lower, status, status_lower, both, np.full(shape, KRR_SOURCE))
 
 
-def _matrix_bounds(mech, shape, n, delta, g) -> SubsampledBounds:
+def _matrix_bounds(mech, shape, n, delta, g, lower: bool = True) -> SubsampledBounds:
     from jaxshuffle.accountant.amplify import _matrix_point
     from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
     from jaxshuffle.randomizers.params import MatrixMechanism
@@ -259,7 +260,7 @@ def _matrix_bounds(mech, shape, n, delta, g) -> SubsampledBounds:
             raise ValueError(f"randomizer: clients sampled per round need the mechanism's matrix at every point; "
                              f"{mech.builder} builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
     # only=True: the blanket forms at any cost within memory (there is no cheaper certified bound to fall back on)
-    res = [_matrix_point(sampled_matrix(M, c), a, b, True) for M, a, b, c in zip(matrices, nn, dd, gg)]
+    res = [_matrix_point(sampled_matrix(M, c), a, b, True, lower) for M, a, b, c in zip(matrices, nn, dd, gg)]
     upper = np.array([r[0].upper for r in res], np.float64).reshape(shape)
     has_lower = np.array([r[1] for r in res], bool).reshape(shape)
     lower = np.where(has_lower, np.array([r[0].lower for r in res], np.float64).reshape(shape), 0.0)
