@@ -219,7 +219,7 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, 
                            source=np.where(use, pair.source, matrix.source))
 
 
-def _krr_bounds(mech, n, delta, g, rtol: float, lower: bool = True) -> SubsampledBounds:
+def _krr_bounds(mech, n, delta, g, rtol: float, with_datasets: bool = True) -> SubsampledBounds:
     from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
 
     eps0, k, n, delta, g = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mech.eps0, mech.k, n, delta, g)))
@@ -231,7 +231,7 @@ def _krr_bounds(mech, n, delta, g, rtol: float, lower: bool = True) -> Subsample
         sized = (eps0 >= 0) & (eps0 <= 50) & (n >= 1) & (n == np.floor(n)) & (n <= 1e12) & (delta > 0) & (delta < 1) \
             & (k_forms >= 2) & (k_forms < 1e12)
     both = np.zeros(shape, bool)
-    if lower and sized.any():
+    if with_datasets and sized.any():
         both[sized] = point_cells(eps0[sized], k_forms[sized], n[sized], delta[sized],
                                   kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
     if both.any():
@@ -245,7 +245,7 @@ def _krr_bounds(mech, n, delta, g, rtol: float, lower: bool = True) -> Subsample
     return SubsampledBounds(upper, lower, status, status_lower, both, np.full(shape, KRR_SOURCE))
 
 
-def _matrix_bounds(mech, shape, n, delta, g, lower: bool = True) -> SubsampledBounds:
+def _matrix_bounds(mech, shape, n, delta, g, with_datasets: bool = True) -> SubsampledBounds:
     from jaxshuffle.accountant.amplify import _matrix_point
     from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
     from jaxshuffle.randomizers.params import MatrixMechanism
@@ -260,7 +260,7 @@ def _matrix_bounds(mech, shape, n, delta, g, lower: bool = True) -> SubsampledBo
             raise ValueError(f"randomizer: clients sampled per round need the mechanism's matrix at every point; "
                              f"{mech.builder} builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
     # only=True: the blanket forms at any cost within memory (there is no cheaper certified bound to fall back on)
-    res = [_matrix_point(sampled_matrix(M, c), a, b, True, lower) for M, a, b, c in zip(matrices, nn, dd, gg)]
+    res = [_matrix_point(sampled_matrix(M, c), a, b, True, with_datasets) for M, a, b, c in zip(matrices, nn, dd, gg)]
     upper = np.array([r[0].upper for r in res], np.float64).reshape(shape)
     has_lower = np.array([r[1] for r in res], bool).reshape(shape)
     lower = np.where(has_lower, np.array([r[0].lower for r in res], np.float64).reshape(shape), 0.0)
