@@ -78,7 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
-from jaxshuffle.accountant.subsampling import check_sample_rate
+from jaxshuffle.accountant.subsampling import PAIR_SOURCE, check_sample_rate, subsampled_bounds
 from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair
 from jaxshuffle.randomizers import LowerParams, VRParams
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair, scaled_pair_proven
@@ -108,10 +108,15 @@ class UpperSource:
 UPPER_FROM = ("best", "worst-case", "blanket")
 
 
-def check_upper_from(upper_from) -> None:
-    """ValueError naming ``upper_from`` unless it is one of :data:`UPPER_FROM`."""
+def check_upper_from(upper_from, *, sampled: bool = False) -> str:
+    """``upper_from``, or ValueError naming it unless it is one of :data:`UPPER_FROM` (``sampled``: clients
+    sampled per round, where ``"worst-case"`` has no bound either)."""
     if upper_from not in UPPER_FROM:
         raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
+    if sampled and upper_from == "worst-case":
+        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
+                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
+    return upper_from
 
 
 class AmplificationReport(NamedTuple):
@@ -231,9 +236,7 @@ def amplify(randomizer: VRParams, n, delta, *,
             return rep
         return with_mechanism_bounds(rep, randomizer, n, delta, rtol=rtol, only=upper_from == "blanket",
                                      lower=with_lower)
-    if upper_from == "worst-case":
-        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
-                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
+    check_upper_from(upper_from, sampled=True)
     return _sampled(randomizer, n, delta, g, rtol, with_lower, lambda: amplify(
         randomizer, n, delta, lower_params=lower_params, rtol=rtol, scaled_variant=scaled_variant,
         with_paper=with_paper, upper_from=upper_from, with_lower=with_lower))
@@ -243,15 +246,13 @@ def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, with_lo
              full_participation) -> AmplificationReport:
     """amplify's report where some points have clients sampled (``g < 1``): those points from the sampled
     round's bounds, the others (if any) from ``full_participation()``, amplify's own rule at ``g = 1``."""
-    from jaxshuffle.accountant.subsampling import PAIR_SOURCE, subsampled_bounds
-
     _check_randomizer(randomizer)
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
     shape = broadcast_shapes_or_raise(randomizer=np.empty(np.shape(randomizer.p)), n=np.empty(np.shape(n)),
                                       delta=np.empty(np.shape(delta)), sample_rate=g)
     sampled = np.broadcast_to(g < 1.0, shape)
-    b = subsampled_bounds(randomizer, n, delta, sample_rate=np.where(sampled, g, 0.5), rtol=rtol, lower=with_lower)
+    b = subsampled_bounds(randomizer, n, delta, sample_rate=g, rtol=rtol, lower=with_lower)  # g = 1 points: unread
     cols = {"upper": b.upper, "worst_case": np.inf, "blanket": b.upper, "lower": b.lower, "paper": np.nan,
             "certified": True, "paper_certified": False, "has_lower": b.has_lower,
             "upper_source": np.where(b.source == PAIR_SOURCE, UpperSource.THREE_COUNT, UpperSource.BLANKET),

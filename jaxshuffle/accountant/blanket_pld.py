@@ -168,11 +168,9 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     check((n >= 2) & (n == np.floor(n)) & (n <= 1e12), "n", "must be an integer in [2, 1e12]", value=n)
     check((np.float64(points) >= 2) & (np.float64(points) <= 1 << 16), "points", "must lie in [2, 65536]",
           value=np.float64(points))
-    from jaxshuffle.accountant.subsampling import check_sample_rate, subsampled_krr_k
+    from jaxshuffle.accountant.subsampling import scalar_sample_rate, subsampled_krr_k
 
-    if np.ndim(sample_rate) != 0:
-        raise ValueError(f"sample_rate: blanket_round takes a scalar, got shape {np.shape(sample_rate)}")
-    g = float(check_sample_rate(sample_rate))
+    g = scalar_sample_rate(sample_rate, "blanket_round")
     k_form = np.float64(subsampled_krr_k(eps0, k, g))  # k itself at g = 1
     if discretization is None:
         vr = grr(float(eps0), float(k))

@@ -21,6 +21,7 @@ from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
 from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
+from jaxshuffle.accountant.subsampling import scalar_sample_rate
 from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
@@ -156,8 +157,8 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     _check_target(target)
     shape0 = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta)
     probe0 = family(jnp.ones(shape0))  # validates the options (ValueError naming them)
-    g = _checked_rate(sample_rate)
-    upper_from = _probed_source(probe0, upper_from) if g == 1.0 else _sampled_source(upper_from)
+    g = scalar_sample_rate(sample_rate, "a calibration")
+    upper_from = _probed_source(probe0, upper_from) if g == 1.0 else check_upper_from(upper_from, sampled=True)
     _check_scaled_variant(probe0, scaled_variant)
     shape = broadcast_shapes_or_raise(target_eps=target, n=n, delta=delta, options=np.empty(np.shape(probe0.p)))
     target_np = np.broadcast_to(np.asarray(target), shape)
@@ -189,9 +190,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         def upper_at(x, target=target_np):
             return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization,
                                    blanket_points, target, g)
-    elif blanket and g < 1.0:
-        pass  # clients sampled: the blanket pair at the real k' is the only bound, probed from the start
-    elif blanket:
+    elif blanket and g == 1.0:  # with clients sampled the blanket pair at k' is the only bound: one stage
         # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
         # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
         lo_wc, *_, probes = search(lambda x: amplified_upper(x, "worst-case"), x0, max(max_probes // 2, 1))
@@ -212,9 +211,9 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     probes += more
     # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
     # rule's full value (a probe may have stopped at the cheaper bounds)
-    recertify = amplified_upper if blanket else (lambda x: upper_at(x, None)) if rounds > 1 else None
-    # a sampled matrix's probes are amplify's own values (one batch); amplify re-certifies the answer
-    recertify = amplified_upper if rounds == 1 and g < 1.0 else recertify
+    # (a sampled round's probes are amplify's own batch, or a shared plan's: amplify re-certifies it too)
+    recertify = amplified_upper if blanket or (rounds == 1 and g < 1.0) else \
+        (lambda x: upper_at(x, None)) if rounds > 1 else None
     if recertify is not None:
         lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
         probes += more
@@ -263,24 +262,6 @@ def _probed_source(params: VRParams, upper_from: str) -> str:
                          "row's engine costs seconds per probe: use 'best' (calibrates the two-count bound) "
                          "or 'worst-case'")
     return "worst-case"
-
-
-def _checked_rate(sample_rate) -> float:
-    """The calibrations' ``sample_rate``: a scalar in (0, 1] (ValueError naming it otherwise)."""
-    from jaxshuffle.accountant.subsampling import check_sample_rate
-
-    if np.ndim(sample_rate) != 0:
-        raise ValueError(f"sample_rate: a calibration takes a scalar, got shape {np.shape(sample_rate)}")
-    return float(check_sample_rate(sample_rate))
-
-
-def _sampled_source(upper_from: str) -> str:
-    """With clients sampled the only certified bound is the sampled round's (amplify's blanket column)."""
-    check_upper_from(upper_from)
-    if upper_from == "worst-case":
-        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
-                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
-    return upper_from
 
 
 def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
@@ -452,8 +433,8 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     target_np = np.broadcast_to(np.asarray(target), shape)
     d_b = jnp.broadcast_to(delta, shape)
     params = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, shape), params)
-    g = _checked_rate(sample_rate)
-    upper_from = _probed_source(params, upper_from) if g == 1.0 else _sampled_source(upper_from)
+    g = scalar_sample_rate(sample_rate, "a calibration")
+    upper_from = _probed_source(params, upper_from) if g == 1.0 else check_upper_from(upper_from, sampled=True)
     _check_scaled_variant(params, scaled_variant)
 
     blanket_points = checked_blanket_points(blanket_points)

@@ -374,12 +374,10 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
     (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``; k-RR only,
     ``tail`` does not apply); other randomizers and a ``TwoCountPair`` are refused.
     """
-    from jaxshuffle.accountant.subsampling import check_sample_rate
+    from jaxshuffle.accountant.subsampling import scalar_sample_rate
     from jaxshuffle.randomizers.params import VRParams
 
-    if np.ndim(sample_rate) != 0:
-        raise ValueError(f"sample_rate: shuffled_round takes a scalar, got shape {np.shape(sample_rate)}")
-    g = float(check_sample_rate(sample_rate))
+    g = scalar_sample_rate(sample_rate, "shuffled_round")
     if g < 1.0:
         mech = randomizer.krr() if isinstance(randomizer, VRParams) else None
         if mech is None:

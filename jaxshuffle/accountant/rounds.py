@@ -141,13 +141,9 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
 
 
 def _checked_rate(randomizer, sample_rate) -> float:
-    from jaxshuffle.accountant.subsampling import check_sample_rate
+    from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route, scalar_sample_rate
 
-    if np.ndim(sample_rate) != 0:
-        raise ValueError(f"sample_rate: must be a scalar here, got shape {np.shape(sample_rate)}")
-    from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
-
-    g = float(check_sample_rate(sample_rate))
+    g = scalar_sample_rate(sample_rate, "the T-round rule")
     if g < 1.0 and sampled_route(randomizer) is None:
         raise ValueError(f"sample_rate: {SAMPLED_SCOPE}")
     return g

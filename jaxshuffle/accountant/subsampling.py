@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import jax
 import numpy as np
 
 from jaxshuffle._config import check
@@ -51,6 +50,14 @@ def check_sample_rate(sample_rate, name: str = "sample_rate") -> np.ndarray:
         got = float(g[bad].flat[0]) if g.ndim else float(g)
         raise ValueError(f"{name}: the probability that a user takes part in a round must lie in (0, 1], got {got!r}")
     return g
+
+
+def scalar_sample_rate(sample_rate, taker: str) -> float:
+    """``sample_rate`` as a float in (0, 1] for an entry point that takes one rate (``taker`` names it in
+    the error: ``"sample_rate: <taker> takes a scalar"``); ValueError naming the parameter otherwise."""
+    if np.ndim(sample_rate) != 0:
+        raise ValueError(f"sample_rate: {taker} takes a scalar, got shape {np.shape(sample_rate)}")
+    return float(check_sample_rate(sample_rate))
 
 
 def subsampled_krr_k(eps0, k, sample_rate) -> np.ndarray:
@@ -75,8 +82,9 @@ class SubsampledEpsilon(NamedTuple):
 
     upper: certified upper bound on the round's epsilon at ``delta``. status: the blanket search's
     status (:class:`jaxshuffle.Status`). k_blanket: the real ``k'`` the blanket form was evaluated at
-    (NaN for a matrix).
-    source: the proof behind ``upper``.
+    (NaN for other randomizers).
+    source: the proof behind ``upper`` (k-RR: :data:`KRR_SOURCE`; others: one per point, as
+    :attr:`SubsampledBounds.source`).
     """
 
     upper: np.ndarray
@@ -90,8 +98,9 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
 
     Args:
       randomizer: a :class:`~jaxshuffle.randomizers.VRParams` of k-ary randomized response
-        (``R.grr(eps0, k)``), or one that carries its matrix (:func:`subsampled_bounds`'s upper;
-        ``k_blanket`` NaN); others are refused.
+        (``R.grr(eps0, k)``), or any other single-message randomizer (:func:`subsampled_bounds`'s
+        upper without its lower lanes; ``k_blanket`` NaN, ``source`` then per point); multi-message
+        rows are refused.
       n: the number of users (each may or may not take part), integers in [2, 1e12].
       delta: target delta(s) in (0, 1).
       sample_rate: ``g``, the probability that a user takes part in the round, in (0, 1].
@@ -106,15 +115,14 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
     if not isinstance(randomizer, VRParams):
         raise ValueError(f"randomizer: expected VRParams (jaxshuffle.randomizers), got {type(randomizer).__name__}")
     mech = randomizer.krr()
-    if mech is None:  # a matrix: the matrix engine's bounds (its lower lanes where affordable)
+    if mech is None:  # a matrix or the three-count pair: the upper side of subsampled_bounds
         b = subsampled_bounds(randomizer, n, delta, sample_rate=sample_rate, lower=False)
         return SubsampledEpsilon(b.upper, b.status, np.full(np.shape(b.upper), np.nan), b.source)
     g = check_sample_rate(sample_rate)
     eps0, k = np.asarray(mech.eps0, np.float64), np.asarray(mech.k, np.float64)
     k_blanket = subsampled_krr_k(eps0, k, g)
     res = blanket_epsilon(eps0, k_blanket, n, delta, real_k=True)
-    return SubsampledEpsilon(np.asarray(res.upper), np.asarray(res.status), np.asarray(k_blanket),
-                             "blanket pair of k-ary RR, clients sampled (real k)")
+    return SubsampledEpsilon(np.asarray(res.upper), np.asarray(res.status), np.asarray(k_blanket), KRR_SOURCE)
 
 
 
@@ -164,11 +172,7 @@ def sampled_route(randomizer) -> str | None:
         return "krr"
     if isinstance(randomizer.mechanism, (MatrixMechanism, RowMatrix)):
         return "matrix"
-    try:
-        finite = bool(np.all(np.isfinite(np.asarray(randomizer.p, np.float64))))
-    except (TypeError, jax.errors.ConcretizationTypeError):  # traced parameters: checked when evaluated
-        finite = True
-    return "pair" if finite else None
+    return "pair" if np.all(np.isfinite(np.asarray(randomizer.p, np.float64))) else None
 
 
 #: what a refused randomizer is told (sample_rate < 1)
@@ -305,12 +309,11 @@ def _pair_bounds(randomizer, n, delta, g) -> SubsampledBounds:
     shape = np.broadcast_shapes(np.shape(r), np.shape(n), np.shape(delta), np.shape(g))
     p, r, nn, dd, gg = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                         for x in (randomizer.p, r, n, delta, g))
+    check(np.isfinite(p) & (p >= 1), "randomizer", "needs a finite ratio p >= 1", value=p)
+    check((nn >= 1) & (nn == np.floor(nn)) & (nn <= 1e12), "n", "must be an integer in [1, 1e12]", value=nn)
+    check((dd > 0) & (dd < 1), "delta", "must lie in (0, 1)", value=dd)
     upper, status = np.empty(nn.size), np.empty(nn.size, np.int8)
     for i in range(nn.size):
-        check(np.isfinite(p[i]) & (p[i] >= 1), "randomizer", "needs a finite ratio p >= 1", value=p[i])
-        check((nn[i] >= 1) & (nn[i] == np.floor(nn[i])) & (nn[i] <= 1e12), "n", "must be an integer in [1, 1e12]",
-              value=nn[i])
-        check((dd[i] > 0) & (dd[i] < 1), "delta", "must lie in (0, 1)", value=dd[i])
         res = bm.search_forms(three_count_forms(float(p[i]), float(r[i]), float(gg[i])), nn[i], dd[i])
         upper[i], status[i] = res.upper, res.status
     zeros = np.zeros(shape)
