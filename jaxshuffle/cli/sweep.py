@@ -16,6 +16,7 @@ from jaxshuffle.sweeps.grid import (
     option_kinds,
     parse_option,
     parse_rounds,
+    parse_sample_rate,
 )
 from jaxshuffle.sweeps.merge import merge
 from jaxshuffle.sweeps.run import SweepLocked, parse_shard, sweep
@@ -105,6 +106,10 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
                    help="numbers of rounds T on the same users (integers >= 1; a grid such as 1..1000:20 is rounded): "
                         "each point is then the certified eps of its T rounds at total delta (as jaxshuffle compose), "
                         "with its source and basic/advanced composition")
+    p.add_argument("--sample-rate", default=None, metavar="GRID",
+                   help="probabilities g in (0, 1] that each user takes part in a round (Poisson client sampling), "
+                        "a grid such as 0.01,0.1,1: each point is then the sampled round's certified bound (as "
+                        "jaxshuffle epsilon --sample-rate; with --rounds, as jaxshuffle compose --sample-rate)")
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
                    help="with --rounds: profile points of the k-RR blanket pair's PLD (0 skips it; default as "
                         "jaxshuffle compose)")
@@ -153,18 +158,19 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
 
 def _cmd_sweep(args) -> int:
     rounds = args.rounds
-    if rounds is not None:
-        try:
-            parse_rounds(rounds)
-        except ValueError as exc:  # name the flag
-            raise ValueError(f"--{exc}") from None
+    for value, parse in ((rounds, parse_rounds), (args.sample_rate, parse_sample_rate)):
+        if value is not None:
+            try:
+                parse(value)
+            except ValueError as exc:  # name the flag
+                raise ValueError(f"--{exc}".replace("--sample_rate", "--sample-rate", 1)) from None
     for flag, value in (("--blanket-points", args.blanket_points), ("--discretization", args.discretization)):
         if value is not None and rounds is None:
             raise ValueError(f"{flag}: applies with --rounds only (composition over rounds)")
     kinds = option_kinds()
     opts = {k: getattr(args, f"opt_{k}") for k in kinds if getattr(args, f"opt_{k}", None) is not None}
     default = args.randomizer is None and not opts and args.n is None and args.delta is None \
-        and args.rounds is None
+        and args.rounds is None and args.sample_rate is None
     if default:
         g = default_grid()
         name, n, delta = g.pop("randomizer"), g.pop("n"), g.pop("delta")
@@ -184,6 +190,7 @@ def _cmd_sweep(args) -> int:
                         merge_buckets=not args.no_merge_buckets, shard=args.shard,
                         devices=args.devices, chunk_size=args.chunk_size, memory=args.memory, quiet=args.quiet,
                         overwrite=args.overwrite, wait=args.wait, executor=client, rounds=rounds,
+                        sample_rate=args.sample_rate,
                         blanket_points=args.blanket_points, discretization=args.discretization, **opts)
         except SweepLocked as exc:
             raise ValueError(f"--out {exc.out}: another sweep is writing there (lock file {exc.lock_path}); "

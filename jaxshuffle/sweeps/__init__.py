@@ -119,6 +119,17 @@ sharded and merged like the other chunks (their files carry an ``extra`` array; 
 to it. ``jaxshuffle plot`` draws such a sweep as composed eps against T, one panel per
 ``(randomizer options, n)`` (:func:`jaxshuffle.plot.composition_figure`).
 
+Sample-rate axis (clients sampled per round)
+--------------------------------------------
+``sweep(..., sample_rate="0.01,0.1,1")`` (CLI ``--sample-rate``) adds the probability ``g`` that each
+user takes part in a round (Poisson client sampling; ``n`` counts every user) as an axis, between
+``n`` and ``delta``. Each point is then :func:`~jaxshuffle.accountant.amplify`'s report at
+``sample_rate=g`` (:mod:`jaxshuffle.sweeps.sampled`: a few points per amplify call, bucketed so that
+``g = 1`` and ``g < 1`` are never batched together): where ``g < 1`` the sampled round's certified
+bound (docs/math.md 13.11), ``worst_case`` inf and ``paper`` NaN, since no two-count pair bounds a
+sampled round. With a ``rounds`` axis too, each point is ``composed_epsilon(..., sample_rate=g)``'s.
+Multi-message randomizers take ``g = 1`` only; ``upper_from="worst-case"`` is refused where ``g < 1``.
+
 Progress: a one-line summary on stderr, then a tqdm bar when stderr is a terminal (a compile phase
 shown as such, rate and ETA from evaluation time); ``quiet=True`` silences both. Ctrl-C or SIGTERM
 keeps every finished chunk and its CSV rows (:class:`~jaxshuffle.sweeps.run.SweepInterrupted`);

@@ -44,6 +44,9 @@ COLUMNS = {
     "p": "variation-ratio parameter p (largest probability ratio)",
     "beta": "variation-ratio parameter beta (largest total variation)",
     "q": "variation-ratio blanket ratio q",
+    "sample_rate": "probability g that each user takes part in a round (sample_rate axis: the point is amplify's, "
+                   "or with a rounds axis composed_epsilon's, at that rate; g < 1 has no two-count pair, worst_case "
+                   "inf, paper NaN; docs/math.md 13.11)",
     # a sweep with a rounds axis (jaxshuffle.accountant.rounds.composed_epsilon per point)
     "rounds": "number of rounds T on the same users (rounds axis: upper is then the certified eps of the T rounds "
               "at total delta)",

@@ -358,6 +358,25 @@ def parse_rounds(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     return values.astype(np.int64)
 
 
+def parse_sample_rate(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+    """Values of a ``sample_rate`` axis (the probability ``g`` that each user takes part in a round):
+    grid syntax, duplicates dropped. Raises ValueError naming ``sample_rate`` and its range (0, 1] for
+    bad syntax, no value, or a value outside it."""
+    what = "sample_rate: must lie in (0, 1] (the probability that a user takes part; grid syntax: 0.01,0.1,1)"
+    if isinstance(text, str) and not text.strip():
+        raise ValueError(f"{what}; got an empty value")
+    try:
+        values = parse_grid(text, max_values=max_values)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what}; got {text!r} ({exc})") from None
+    if values.size == 0:
+        raise ValueError(f"{what}; got no value")
+    bad = ~((values > 0) & (values <= 1))
+    if bad.any():
+        raise ValueError(f"{what}; got {values[bad][0]!r}")
+    return values
+
+
 # ----------------------------------------------------------------------------------------
 # The grid
 
@@ -395,11 +414,13 @@ def _delta_label(rule) -> str:
     return repr(float(rule))
 
 
-def build_spec(randomizer, n, delta, axes: Mapping, rounds=None) -> dict:
+def build_spec(randomizer, n, delta, axes: Mapping, rounds=None, sample_rate=None) -> dict:
     """A JSON-serializable description of the grid (what the fingerprint covers).
 
     ``rounds`` (None: no rounds axis, and no ``"rounds"`` key in the spec, so a sweep without one
-    keeps its fingerprint) adds the numbers of rounds ``T`` as an axis (:func:`parse_rounds`).
+    keeps its fingerprint) adds the numbers of rounds ``T`` as an axis (:func:`parse_rounds`);
+    ``sample_rate`` (None: no such axis and no key) the clients' sampling rates ``g``
+    (:func:`parse_sample_rate`).
     """
     catalog = catalog_rows()
     names = [randomizer] if isinstance(randomizer, str) else list(randomizer)
@@ -441,6 +462,8 @@ def build_spec(randomizer, n, delta, axes: Mapping, rounds=None) -> dict:
         else:
             rules.append(item)
     spec = {"randomizers": names, "options": grids, "n": n_vals.tolist(), "delta": rules}
+    if sample_rate is not None:
+        spec["sample_rate"] = parse_sample_rate(sample_rate).tolist()
     if rounds is not None:
         spec["rounds"] = parse_rounds(rounds).tolist()
         if not np.all(n_vals >= 2):
@@ -479,10 +502,13 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
         for a in catalog[name].args:
             if a.name not in option_names:
                 option_names.append(a.name)
-    rounds = spec.get("rounds")
+    rounds, rates = spec.get("rounds"), spec.get("sample_rate")
     r_vals = np.asarray(rounds if rounds is not None else [0], dtype=np.float64)  # [0]: no rounds axis
+    g_vals = np.asarray(rates if rates is not None else [1], dtype=np.float64)  # [1]: no sample_rate axis
     axis_t = ("rounds",) if rounds is not None else ()
-    cols: dict[str, list] = {k: [] for k in ("randomizer", *option_names, "n", *axis_t, "delta_rule", "delta")}
+    axis_g = ("sample_rate",) if rates is not None else ()
+    cols: dict[str, list] = {k: [] for k in ("randomizer", *option_names, "n", *axis_g, *axis_t, "delta_rule",
+                                             "delta")}
     groups: list[Group] = []
     start = 0
     for name in spec["randomizers"]:
@@ -500,13 +526,14 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
                 free.append(a.name)
             else:
                 raise ValueError(f"{a.name}: required option of randomizer {name!r} ({a.help}; {a.range_text()})")
-        total = math.prod(len(a) for a in axes) * len(n_vals) * len(r_vals) * len(rules)
+        total = math.prod(len(a) for a in axes) * len(n_vals) * len(g_vals) * len(r_vals) * len(rules)
         if total > MAX_GRID_POINTS:
             raise ValueError(f"grid: {total} points for randomizer {name!r} exceed the limit of {MAX_GRID_POINTS} "
                              "(set JAXSHUFFLE_MAX_GRID to lift it)")
-        # the rounds axis (one value, ignored, without one) varies between n and delta (row order unchanged
-        # without it)
-        combos = list(itertools.product(*axes, range(len(n_vals)), range(len(r_vals)), range(len(rules))))
+        # the sample_rate and rounds axes (one value, ignored, without them) vary between n and delta (row
+        # order unchanged without them)
+        combos = list(itertools.product(*axes, range(len(n_vals)), range(len(g_vals)), range(len(r_vals)),
+                                        range(len(rules))))
         size = len(combos)
         opts = {k: np.asarray([c[i] for c in combos], dtype=np.float64) for i, k in enumerate(free)}
         for k, rule in derived.items():
@@ -515,7 +542,8 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
                 val = np.round(val)
             opts[k] = np.array(val, dtype=np.float64)
         opts = {a.name: opts[a.name] for a in entry.args}
-        n_idx = np.asarray([c[-3] for c in combos], dtype=np.int64)
+        n_idx = np.asarray([c[-4] for c in combos], dtype=np.int64)
+        g_idx = np.asarray([c[-3] for c in combos], dtype=np.int64)
         t_idx = np.asarray([c[-2] for c in combos], dtype=np.int64)
         r_idx = np.asarray([c[-1] for c in combos], dtype=np.int64)
         n_pts = n_vals[n_idx]
@@ -531,6 +559,8 @@ def expand(spec: dict) -> tuple[dict[str, np.ndarray], list[Group], list[str]]:
         for k in option_names:
             cols[k].extend(opts[k].tolist() if k in opts else [math.nan] * size)
         cols["n"].extend(n_pts.tolist())
+        if rates is not None:
+            cols["sample_rate"].extend(g_vals[g_idx].tolist())
         if rounds is not None:
             cols["rounds"].extend(r_vals[t_idx].tolist())
         cols["delta_rule"].extend(_delta_label(rules[j]) for j in r_idx)

@@ -114,6 +114,19 @@ def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: 
             aux.astype(np.int32)[:m])
 
 
+def catalog_lower_params(entry, params, opts: dict, with_lower: bool):
+    """The catalog's Theorem 5.1 parameters at ``opts`` as the CLI passes them (None where the row has none,
+    ``with_lower`` is False, the row is multi-message, or the construction needs more inputs)."""
+    import jax.numpy as jnp
+
+    if not (with_lower and entry.lower is not None and params.blanket_per_user is None):
+        return None
+    try:  # some lower-bound constructions need more inputs (Hadamard K >= 4B)
+        return entry.lower(**{k: jnp.asarray(v) for k, v in opts.items()})
+    except ValueError:
+        return None
+
+
 def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.ndarray, with_lower: bool,
                 scaled_variant: bool = False):
     """Per-point quantities and the epsilon searches (jobs) of one randomizer's grid points.
@@ -130,12 +143,7 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
     from jaxshuffle.accountant.amplify import PointInfo, amplification_jobs
 
     params = entry.fn(**{k: jnp.asarray(v) for k, v in opts.items()})
-    lp = None
-    if with_lower and entry.lower is not None and params.blanket_per_user is None:
-        try:  # as the CLI: some lower-bound constructions need more inputs (Hadamard K >= 4B)
-            lp = entry.lower(**{k: jnp.asarray(v) for k, v in opts.items()})
-        except ValueError:
-            lp = None
+    lp = catalog_lower_params(entry, params, opts, with_lower)
     info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=scaled_variant)
     shape = np.shape(n)
 
@@ -347,15 +355,17 @@ class RoundsPlan(NamedTuple):
     blanket_points: int | None = None
     discretization: float | None = None
     window: int = ROUNDS_COST
+    sampled: bool = False  #: the rows carry a sample_rate column after ``n``
 
 
 def evaluate_rounds(plan: RoundsPlan, rows: np.ndarray, size: int):
     """One rounds bucket through ONE :func:`~jaxshuffle.accountant.rounds.composed_epsilon` call.
 
-    ``rows`` (shape ``(m, len(plan.options) + 3)``: options, ``n``, ``rounds``, ``delta``) share their
-    options and ``n``; the call covers every distinct ``T`` and ``delta`` among them (one round PLD,
-    composed for all), so a point's values are those of ``composed_epsilon(randomizer, n, Ts, deltas)``
-    with the bucket's ``Ts`` and ``deltas``. Returns ``(lower, upper, status, aux, extra)``: ``lower`` 0
+    ``rows`` (shape ``(m, len(plan.options) + 3)``: options, ``n``, ``rounds``, ``delta``; with
+    ``plan.sampled`` a ``sample_rate`` column after ``n``) share their options, ``n`` (and ``g``); the
+    call covers every distinct ``T`` and ``delta`` among them (one round PLD, composed for all), so a
+    point's values are those of ``composed_epsilon(randomizer, n, Ts, deltas, sample_rate=g)`` with the
+    bucket's ``Ts`` and ``deltas``. Returns ``(lower, upper, status, aux, extra)``: ``lower`` 0
     (no lower bound on the mechanism), ``upper`` the certified composed epsilon, ``status`` the index of
     its source in :data:`jaxshuffle.accountant.rounds.SOURCES`, ``aux`` 0, ``extra`` the
     :data:`~jaxshuffle.sweeps.store.ROUNDS_EXTRA` columns. ``size`` is not used (no padding).
@@ -364,13 +374,15 @@ def evaluate_rounds(plan: RoundsPlan, rows: np.ndarray, size: int):
 
     rows = np.asarray(rows, dtype=np.float64)
     k = len(plan.options)
+    shared = k + 1 + int(plan.sampled)  # options, n (and g)
     m = len(rows)
-    if m == 0 or not np.array_equal(rows[:, :k + 1], np.broadcast_to(rows[0, :k + 1], (m, k + 1))):
+    if m == 0 or not np.array_equal(rows[:, :shared], np.broadcast_to(rows[0, :shared], (m, shared))):
         raise ValueError("internal: a rounds chunk must hold the points of one (randomizer options, n)")
     params = catalog_rows()[plan.randomizer].fn(**{name: float(rows[0, i]) for i, name in enumerate(plan.options)})
-    T, delta = rows[:, k + 1], rows[:, k + 2]
+    T, delta = rows[:, -2], rows[:, -1]
+    rate = {"sample_rate": float(rows[0, k + 1])} if plan.sampled else {}
     c = composed_epsilon(params, float(rows[0, k]), np.unique(T), np.unique(delta),
-                         discretization=plan.discretization, blanket_points=plan.blanket_points)
+                         discretization=plan.discretization, blanket_points=plan.blanket_points, **rate)
     i = np.searchsorted(c.rounds, T.astype(np.int64))
     j = np.searchsorted(c.delta, delta)
     if not (np.array_equal(c.rounds[i], T) and np.array_equal(c.delta[j], delta)):
@@ -409,7 +421,10 @@ class RoundsGrid:
         self.mechanism_buckets: list = []
         blocks, next_id = [], 0
         widths = [len(catalog_rows()[g.name].args) for g in self.groups]
-        width = max(widths, default=0) + 3
+        sampled = "sample_rate" in spec
+        tail = ("n", "sample_rate", "rounds", "delta") if sampled else ("n", "rounds", "delta")
+        self.tail = len(tail)
+        width = max(widths, default=0) + self.tail
         for g in self.groups:
             entry = catalog_rows()[g.name]
             sl = slice(g.start, g.stop)
@@ -418,17 +433,16 @@ class RoundsGrid:
             shape = (g.stop - g.start,)
             self.pqb[sl] = np.stack([np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
                                      for x in (params.p, params.beta, params.q)], axis=1)
-            rows = np.stack([g.options[k] for k in names]
-                            + [self.table[k][sl] for k in ("n", "rounds", "delta")], axis=1)
+            rows = np.stack([g.options[k] for k in names] + [self.table[k][sl] for k in tail], axis=1)
             distinct, inverse = np.unique(rows, axis=0, return_inverse=True)  # sorted: one bucket's rows adjacent
             ids = next_id + np.arange(len(distinct))
             self.point_job[sl] = ids[inverse.ravel()]
-            _, first = np.unique(distinct[:, :-2], axis=0, return_index=True)  # one bucket per (options, n)
+            _, first = np.unique(distinct[:, :-2], axis=0, return_index=True)  # one bucket per (options, n[, g])
             stops = np.append(np.sort(first)[1:], len(distinct))
             for a, b in zip(np.sort(first), stops):
-                self.mechanism_buckets.append((RoundsPlan(g.name, names, blanket_points, discretization),
-                                               ids[a:b], np.zeros(b - a)))
-            blocks.append(_option_block(distinct, len(names), width, 3))
+                plan = RoundsPlan(g.name, names, blanket_points, discretization, sampled=sampled)
+                self.mechanism_buckets.append((plan, ids[a:b], np.zeros(b - a)))
+            blocks.append(_option_block(distinct, len(names), width, self.tail))
             next_id += len(distinct)
         self.rounds_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
@@ -438,9 +452,10 @@ class RoundsGrid:
         self._job_ptr = np.searchsorted(self.point_job[order], np.arange(self.n_jobs + 1))
 
     def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
-        """The rows of a rounds chunk: its randomizer's options, then ``n``, ``rounds``, ``delta``."""
+        """The rows of a rounds chunk: its randomizer's options, then ``n``, (``sample_rate``,) ``rounds``,
+        ``delta``."""
         rows = self.rounds_rows[np.asarray(ids)]
-        return np.concatenate([rows[:, :len(plan.options)], rows[:, -3:]], axis=1)
+        return np.concatenate([rows[:, :len(plan.options)], rows[:, -self.tail:]], axis=1)
 
     points_of_jobs = SweepGrid.points_of_jobs
     pending = SweepGrid.pending
@@ -466,8 +481,12 @@ class RoundsGrid:
 
 def make_grid(spec: dict, settings: dict):
     """The grid of a sweep from its spec and settings: :class:`RoundsGrid` with a rounds axis, else
-    :class:`SweepGrid`."""
+    :class:`~jaxshuffle.sweeps.sampled.SampledGrid` with a sample_rate axis, else :class:`SweepGrid`."""
     if "rounds" in spec:
         r = settings.get("rounds") or {}
         return RoundsGrid(spec, r.get("blanket_points"), r.get("discretization"))
+    if "sample_rate" in spec:
+        from jaxshuffle.sweeps.sampled import SampledGrid
+
+        return SampledGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])
     return SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])

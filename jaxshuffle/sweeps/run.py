@@ -182,7 +182,7 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
           scaled_variant: bool = False, upper_from: str = "best", merge_buckets: bool = True, shard=None, devices=None,
           chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
           wait: bool = False, executor=None, rounds=None, blanket_points: int | None = None,
-          discretization: float | None = None, **options) -> SweepResult:
+          discretization: float | None = None, sample_rate=None, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
     Args:
@@ -200,6 +200,13 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
         ``(randomizer options, n)`` and composed for all its ``T`` and ``delta`` at once (one chunk).
         Needs ``upper_from="best"`` and no ``scaled_variant``; ``lower`` and ``rtol`` are not used.
         ``None`` (default): no rounds axis, a single-round sweep.
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson client
+        sampling), a grid axis (``"0.01,0.1,1"``). Each point is then
+        ``amplify(..., sample_rate=g)``'s report (docs/math.md 13.11: the sampled round's certified
+        bounds where ``g < 1``, no two-count pair, ``worst_case`` inf, ``paper`` NaN), evaluated a few
+        points per :func:`~jaxshuffle.accountant.amplify` call (:mod:`jaxshuffle.sweeps.sampled`);
+        with ``rounds`` too, ``composed_epsilon(..., sample_rate=g)``'s. Single-message randomizers
+        only where ``g < 1``; ``upper_from="worst-case"`` is refused there. ``None`` (default): no such axis.
       blanket_points, discretization: with ``rounds``, passed to ``composed_epsilon`` (profile points of
         the k-RR blanket pair's PLD, 0 skips it; the loss grid spacing); ``None``: its defaults.
       out: directory for the files (``None``: in memory only, nothing written, no resume).
@@ -247,7 +254,7 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
       SweepInterrupted (a KeyboardInterrupt) on Ctrl-C (or SIGTERM where a handler raises it): the
         finished chunks (and their rows in ``results.csv``) are saved; the same call resumes.
     """
-    spec = build_spec(randomizer, n, delta, options, rounds=rounds)
+    spec = build_spec(randomizer, n, delta, options, rounds=rounds, sample_rate=sample_rate)
     rounds_settings = _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_variant)
     return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant, upper_from=upper_from,
                 merge_buckets=merge_buckets, shard=shard,
@@ -642,6 +649,7 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                                                     "added to the certified divergence band)"},
                 "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
                              {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
+                             {"sampled": pl.randomizer} if not hasattr(pl, "max_step") else
                              {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
                             | {"searches": int(len(ids))} for pl, ids, _ in buckets],
                 "points": grid.size, "searches": J, "chunks": len(chunks),

@@ -78,10 +78,11 @@ def _merge_windows(L: np.ndarray, sym: np.ndarray, cost: float) -> np.ndarray:
 
 def _chunk_size(plan, n_jobs: int, ndev: int, platform_name: str, memory: float, fixed: int | None) -> int:
     from jaxshuffle.sweeps.jobs import MECHANISM_CHUNK, MechanismPlan, RoundsPlan
+    from jaxshuffle.sweeps.sampled import SampledPlan
 
     if isinstance(plan, RoundsPlan):  # the whole bucket: one composed_epsilon call (its grid depends on max T)
         return max(int(n_jobs), 1)
-    if isinstance(plan, MechanismPlan):  # one device, a fixed count (the engine plans its own window)
+    if isinstance(plan, (MechanismPlan, SampledPlan)):  # one device, a fixed count (the engine plans its own window)
         return int(fixed or min(MECHANISM_CHUNK, 2 ** math.ceil(math.log2(max(n_jobs, 1)))))
     if fixed:
         size = int(fixed)
@@ -156,10 +157,12 @@ class Runner:
         """``(lower, upper, status, iterations)`` of a chunk; for a mechanism bucket
         (:func:`~jaxshuffle.sweeps.jobs.evaluate_mechanisms`, first device) the fourth array is
         the status of its lower bound; a rounds bucket (:func:`~jaxshuffle.sweeps.jobs.evaluate_rounds`,
-        first device) adds a fifth, its composed-epsilon columns."""
+        first device) adds a fifth, its composed-epsilon columns, and a sampled bucket
+        (:func:`~jaxshuffle.sweeps.sampled.evaluate_sampled`, first device) its report columns."""
         import jax
 
         from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan, evaluate_mechanisms, evaluate_rounds
+        from jaxshuffle.sweeps.sampled import SampledPlan, evaluate_sampled
 
         if isinstance(plan, RoundsPlan):
             # on the default device no context: a jax.default_device context is part of jit's cache key, so
@@ -170,9 +173,10 @@ class Runner:
             self.compiled.add((plan, size))
             _PROGRAMS_RUN.add((plan, size, self.rtol, self._ids))
             return out
-        if isinstance(plan, MechanismPlan):
+        if isinstance(plan, (MechanismPlan, SampledPlan)):
+            evaluate = evaluate_mechanisms if isinstance(plan, MechanismPlan) else evaluate_sampled
             with jax.default_device(self.devices[0]):
-                out = evaluate_mechanisms(plan, jobs, size, self.rtol)
+                out = evaluate(plan, jobs, size, self.rtol)
             self.compiled.add((plan, size))
             _PROGRAMS_RUN.add((plan, size, self.rtol, self._ids))
             return out
