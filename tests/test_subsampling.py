@@ -239,21 +239,21 @@ def test_calibrations_and_their_commands_take_a_sample_rate(capsys):
     from jaxshuffle.randomizers.clone import CloneProof
 
     n, target, delta, g, k = 2000, 0.5, 1e-6, 0.2, 4
-    c = calibrate_eps0("grr", target, n, delta, k=k, sample_rate=g, rtol=1e-4)
+    c = calibrate_eps0("grr", target, n, delta, k=k, sample_rate=g, rtol=1e-2)
     value = float(c.value)
     up = float(js.amplify(R.grr(value, k), n, delta, sample_rate=g).upper)
     assert up <= target and float(c.upper) == up
-    assert float(c.over) - value <= 1e-4 * float(c.over)
+    assert float(c.over) - value <= 1e-2 * float(c.over)
     assert int(c.clone_proof) == CloneProof.NONE
     assert float(js.amplify(R.grr(value, k), n, delta).upper) > target  # full participation would not meet it
 
-    m = calibrate_n("grr", target, delta, eps0=2.0, k=k, sample_rate=g)
+    m = calibrate_n("grr", target, delta, eps0=2.0, k=k, sample_rate=g, n_max=200)  # n = 94: few probes
     ups = [float(js.amplify(R.grr(2.0, k), x, delta, sample_rate=g).upper) for x in (m.value, m.over)]
     assert ups[0] <= target < ups[1] and float(m.over) == float(m.value) - 1
 
     capsys.readouterr()
     assert cli.main(["calibrate", "--randomizer", "grr", "--k", str(k), "--n", str(n), "--target", str(target),
-                     "--delta", str(delta), "--rtol", "1e-4", "--sample-rate", str(g), "--json"]) == 0
+                     "--delta", str(delta), "--rtol", "1e-2", "--sample-rate", str(g), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert row["value"] == value and row["upper"] == up and row["sample_rate"] == g
     assert cli.main(["epsilon", "--randomizer", "grr", "--eps0", "2", "--k", str(k), "--n", str(float(m.value)),
