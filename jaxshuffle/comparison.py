@@ -16,6 +16,8 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
   unless ``upper_from="worst-case"``, the larger with the exact all-z / all-x0 datasets');
 * ``paper``: the paper's Theorem 4.7 value and closed forms for the randomizer's own beta,
   which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 5);
+* ``pitfall`` (only with ``sample_rate < 1``): the two wrong constructions for sampled clients
+  (docs/how-to/sampled-clients.md), shown so that they can be recognised, never upper bounds;
 * ``reference``: earlier published closed forms (EFMRTT'19, privacy blanket, FMT'21/'23
   closed forms) as implemented in :mod:`jaxshuffle.closed_forms`, shown for comparison
   and not certified by jaxshuffle. For the rows with a derived total variation similarity
@@ -24,6 +26,14 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
   its Hoeffding and Bennett forms, the paper's Figures 1-2 curve).
 
 Where a bound's conditions fail its value is ``inf`` and ``valid`` is False.
+
+With clients sampled (``sample_rate=g < 1``, docs/math.md 13.11) the rows are those that mean
+something for a sampled round: the certified upper at ``g`` and its lower bound, the certified upper
+at full participation (also an upper bound at ``g``: dropping each message with probability ``1 - g``
+is a post-processing of the shuffled output), and the two pitfalls: the two-count pair with
+``w = 1 - g`` and the clone probabilities scaled by ``g``, and the add/remove subsampling formula
+``log(1 + g(e^eps - 1))`` applied to full participation's bound. The paper's value, the clones and the
+closed forms are of full participation and are left out.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ import numpy as np
 
 from jaxshuffle import closed_forms as cf
 from jaxshuffle.accountant import amplify
-from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair
+from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair, two_count_pair
 from jaxshuffle.randomizers import check_options
 from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.search import epsilon
@@ -87,22 +97,35 @@ class Comparison(NamedTuple):
             writer.writerows(rows)
 
 
+#: Labels of the sampled-round rows (``sample_rate < 1``).
+SAMPLED_FULL = "full participation g = 1 (jaxshuffle)"
+PITFALL_PAIR = "two-count pair w = 1 - g (NOT a bound)"
+PITFALL_FORMULA = "log(1 + g(e^eps - 1)) add/remove (NOT a bound)"
+
+
 def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: str = "best",
-            **options) -> Comparison:
+            sample_rate: float = 1.0, **options) -> Comparison:
     """All bounds for ``CATALOG[randomizer]`` with ``options`` over the broadcast grid.
 
     ``eps0, n, delta`` broadcast (e.g. ``eps0[:, None]`` against ``n[None, :]``). The
     randomizer's entry must take ``eps0``; its ``p`` sets the LDP level ``log p`` used by
     the clone and earlier bounds. ``upper_from`` is :func:`~jaxshuffle.accountant.amplify`'s
     (``"best"``, ``"worst-case"`` or ``"blanket"``): which sound source gives the row
-    ``certified upper (jaxshuffle)``. Raises ValueError for unknown names, bad options or a bad
-    ``upper_from`` (``"blanket"`` for a randomizer that carries no mechanism included).
+    ``certified upper (jaxshuffle)``. ``sample_rate`` (one ``g`` in (0, 1]): below 1, the sampled
+    round's rows (module docstring). Raises ValueError for unknown names, bad options, a bad
+    ``upper_from`` (``"blanket"`` for a randomizer that carries no mechanism included) or a bad
+    ``sample_rate`` (or one below 1 for a randomizer whose sampled round has no bound).
     """
+    from jaxshuffle.accountant.subsampling import scalar_sample_rate
+
     entry = check_options(randomizer, options, skip=("eps0",))
     if "eps0" not in {a.name for a in entry.args}:
         raise ValueError(f"randomizer: {randomizer!r} has no eps0 option; compare needs one")
+    g = scalar_sample_rate(sample_rate, "compare")
     e0, nn, dd = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (eps0, n, delta)))
     params = entry.fn(eps0=jnp.asarray(e0), **options)
+    if g < 1:
+        return Comparison(randomizer, dict(options), e0, nn, dd, _sampled_rows(params, nn, dd, g, rtol, upper_from))
     lower = entry.lower(eps0=jnp.asarray(e0), **options) if entry.lower is not None else None
     rep = amplify(params, nn, dd, lower_params=lower, rtol=rtol, upper_from=upper_from)
     blanket = np.asarray(rep.blanket)
@@ -147,6 +170,25 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: 
         value, valid = cf.blanket_specific(nn, np.where(finite, ldp, 1.0), dd, gamma)
         add(BLANKET_SPECIFIC, value, np.asarray(valid) & finite, "reference", False)
     return Comparison(randomizer, dict(options), e0, nn, dd, bounds)
+
+
+def _sampled_rows(params, n, delta, g: float, rtol: float, upper_from: str) -> dict[str, Bound]:
+    """The rows of a sampled round (module docstring): certified at ``g`` and at ``g = 1``, the lower
+    bound at ``g``, and the two pitfalls (kind ``pitfall``, never certified)."""
+    rep = amplify(params, n, delta, rtol=rtol, upper_from=upper_from, sample_rate=g)
+    full = np.asarray(amplify(params, n, delta, rtol=rtol, with_paper=False).upper, np.float64)
+    p = np.broadcast_to(np.asarray(params.p, np.float64), n.shape)
+    # the wrong pair: the victim absent with probability 1 - g, the others' stronger-clone markers scaled by g
+    naive = epsilon(two_count_pair(g * p / (p + 1), g / (p + 1), 1 - g, g / (p + 1), g / (p + 1)), n, delta, rtol=rtol)
+    true = np.ones(n.shape, bool)
+    no = np.zeros(n.shape, bool)
+    has_lower = np.asarray(rep.has_lower, bool)
+    return {"certified upper (jaxshuffle)": Bound(np.asarray(rep.upper, np.float64), true, "certified", true),
+            SAMPLED_FULL: Bound(full, true, "certified", true),
+            "lower bound (exact datasets)": Bound(np.where(has_lower, np.asarray(rep.lower, np.float64), np.inf),
+                                                  has_lower, "lower", no),
+            PITFALL_PAIR: Bound(np.asarray(naive.upper, np.float64), true, "pitfall", no),
+            PITFALL_FORMULA: Bound(np.log1p(g * np.expm1(full)), true, "pitfall", no)}
 
 
 def _pyplot():

@@ -86,3 +86,38 @@ def test_cli_upper_from(tmp_path, capsys):
     assert cli.main([*base, "--upper-from", "nope"]) == 2
     err = capsys.readouterr().err
     assert "jaxshuffle: error:" in err and "--upper-from" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_sampled_rows_bracket_the_exact_counterexample_and_flag_the_pitfalls(tmp_path, capsys):
+    """sample_rate < 1: binary RR at eps0 = 1, g = 0.5, n = 2, delta = 0.01, whose exact epsilon (the other
+    user holding x0) is log(e - delta (e + 1)^2 / (g^2 e)) = 0.922207 (docs/math.md 13.11; enumerated in
+    tests/test_subsampling.py). The certified rows (at g and at full participation) are not below it, the
+    lower bound not above it, and both pitfalls are below it: neither is an upper bound."""
+    import json
+    import math
+
+    from jaxshuffle import cli
+    from jaxshuffle.comparison import PITFALL_FORMULA, PITFALL_PAIR, SAMPLED_FULL
+
+    g, delta = 0.5, 1e-2
+    exact = math.log(math.e - delta * (math.e + 1) ** 2 / (g * g * math.e))
+    t = compare("grr", np.array([[1.0]]), np.array([[2.0]]), delta, k=2, sample_rate=g)
+    value = {name: float(b.value[0, 0]) for name, b in t.bounds.items()}
+    assert exact <= value["certified upper (jaxshuffle)"] <= exact + 1e-5
+    assert exact <= value[SAMPLED_FULL]
+    assert value["lower bound (exact datasets)"] <= exact
+    assert value[PITFALL_PAIR] < exact - 0.1 and value[PITFALL_FORMULA] < exact - 0.1
+    assert {t.bounds[k].kind for k in (PITFALL_PAIR, PITFALL_FORMULA)} == {"pitfall"}
+    assert not any(b.certified.any() for k, b in t.bounds.items() if b.kind != "certified")
+    assert "paper Thm 4.7 (numerical)" not in t.bounds  # full participation's rows are left out
+
+    capsys.readouterr()
+    assert cli.main(["compare", "--randomizer", "grr", "--k", "2", "--eps0", "1", "--n", "2", "--delta", "0.01",
+                     "--sample-rate", "0.5", "--out", str(tmp_path / "c"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["bound"]: r["kind"] for r in rows}[PITFALL_PAIR] == "pitfall"
+    assert cli.main(["compare", "--randomizer", "grr", "--k", "2", "--eps0", "1", "--n", "2", "--delta", "0.01",
+                     "--sample-rate", "0", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "--sample-rate: the probability that a user takes part" in err and len(err.strip().splitlines()) == 1

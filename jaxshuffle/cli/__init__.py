@@ -183,6 +183,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pm.add_argument("--n", type=grid_type("n"), required=True, metavar="GRID", help="numbers of users")
     pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     _add_upper_from(pm)
+    add_sample_rate(pm, SAMPLED_SCOPE)
     pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
     pm.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
     return parser
@@ -471,7 +472,7 @@ def _cmd_compare(args) -> int:
             raise UsageError(f"{k}: compare takes one value per randomizer option")
     e0 = np.asarray(args.eps0)[:, None]
     n = np.asarray(args.n)[None, :]
-    table = compare(args.randomizer, e0, n, args.delta, upper_from=args.upper_from,
+    table = compare(args.randomizer, e0, n, args.delta, upper_from=args.upper_from, sample_rate=args.sample_rate,
                     **{k: v[0] for k, v in opts.items()})
     os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "compare.csv")
@@ -485,8 +486,9 @@ def _cmd_compare(args) -> int:
     if args.json:
         print(json.dumps(table.rows()))
         return 0
-    print(f"{args.randomizer} {opts}, delta = {args.delta:g}: epsilon by bound "
-          "(certified = sound upper bound; paper/reference values are not certified)")
+    sampled = f", clients sampled at rate {args.sample_rate:g}" if args.sample_rate < 1 else ""
+    print(f"{args.randomizer} {opts}, delta = {args.delta:g}{sampled}: epsilon by bound "
+          "(certified = sound upper bound; paper/reference/pitfall values are not certified)")
     for j, nn in enumerate(args.n):
         print(f"\nn = {nn:g}")
         print(f"  {'bound':36s} {'kind':9s} " + " ".join(f"{f'eps0={e:g}':>10s}" for e in args.eps0[:8])
