@@ -35,6 +35,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from jaxshuffle.accountant.compose import compose, compose_delta
 from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound, checked_round
+from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
 from jaxshuffle.randomizers.catalog import build
 
 __all__ = ["LocalRandomizerDpEvent", "ShuffledDpEvent", "ShufflePLDAccountant", "from_dp_accounting",
@@ -71,7 +72,8 @@ class ShuffledDpEvent(dp_event.DpEvent):
     response at ``eps0 = log(1 + k (1 - noise_parameter) / noise_parameter)``) or a
     :class:`LocalRandomizerDpEvent`. ``num_users``: the number of users ``n`` (an integer >= 2),
     keyword only. ``sample_rate``: the probability that each user takes part (Poisson client
-    sampling, keyword only, default 1; below 1 certified for k-ary RR only). The guarantee is
+    sampling, keyword only, default 1; below 1 certified for single-message randomizers: k-ary RR
+    through its blanket pair, the others through their three-count pair). The guarantee is
     replace-one: one user's input replaced by another.
     """
 
@@ -149,9 +151,8 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
         if trivial is None:
             try:
                 shuffled = checked_round(event.to_shuffled_round())  # catalog options and n, checked
-                if shuffled.sample_rate < 1.0 and build(shuffled.randomizer, **shuffled.options).krr() is None:
-                    raise ValueError("sample_rate: clients sampled per round are certified for k-ary RR only so far, "
-                                     f"not {shuffled.randomizer!r}")
+                if shuffled.sample_rate < 1.0 and sampled_route(build(shuffled.randomizer, **shuffled.options)) is None:
+                    raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (randomizer {shuffled.randomizer!r})")
             except ValueError as e:
                 return self.CompositionErrorDetails(invalid_event=event, error_message=str(e))
         if do_compose and count > 0:

@@ -127,9 +127,10 @@ def test_what_is_supported():
     assert err.invalid_event is bad and "RandomizedResponseDpEvent" in err.error_message
     assert not acc.supports(ShuffledDpEvent(dp_event.RandomizedResponseDpEvent(0.5, 4), num_users=1))
     assert not acc.supports(ShuffledDpEvent(LocalRandomizerDpEvent("grr", {"eps0": 1.0}), num_users=100))  # no k
-    sampled_general = ShuffledDpEvent(LocalRandomizerDpEvent("general", {"eps0": 1.0}), num_users=100, sample_rate=0.5)
-    err = acc._maybe_compose(sampled_general, 1, False)
-    assert err is not None and "certified for k-ary RR only" in err.error_message
+    sampled_multi = ShuffledDpEvent(LocalRandomizerDpEvent("balcer-cheu", {"coin": 0.5, "blanket_per_user": 3}),
+                                    num_users=100, sample_rate=0.5)
+    err = acc._maybe_compose(sampled_multi, 1, False)
+    assert err is not None and "certified for single-message randomizers" in err.error_message
 
 
 def test_the_accountant_refuses_another_relation_and_a_bad_grid():

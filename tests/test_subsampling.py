@@ -163,9 +163,10 @@ def test_round_accountant_and_the_shuffle_event_take_a_sample_rate():
     again = RoundAccountant()
     again.load_state_dict(acc.state_dict())
     assert again.rounds[0][0].sample_rate == 0.2 and again.get_epsilon(1e-6) == acc.get_epsilon(1e-6)
-    with pytest.raises(ValueError, match="round.sample_rate: clients sampled per round are certified for k-ary RR"):
-        RoundAccountant(1e-3).compose(ShuffledRound("general", {"eps0": 1.0}, 500, sample_rate=0.2))
-    with pytest.raises(ValueError, match="blanket_points=0 turns that pair off"):
+    with pytest.raises(ValueError, match="round.sample_rate: clients sampled per round are certified for single"):
+        RoundAccountant(1e-3).compose(ShuffledRound("balcer-cheu", {"coin": 0.5, "blanket_per_user": 3}, 500,
+                                                    sample_rate=0.2))
+    with pytest.raises(ValueError, match="blanket_points=0 turns off the only certified pair"):
         RoundAccountant(1e-3, blanket_points=0).compose(spec)
     with pytest.raises(ValueError, match="round.sample_rate: the probability"):
         RoundAccountant(1e-3).compose(spec._replace(sample_rate=0.0))
@@ -221,8 +222,8 @@ def test_shuffled_round_with_clients_sampled_is_the_sampled_blanket_round():
     assert np.array_equal(got.upper_forward.probs, ref.upper_forward.probs)
     full = js.shuffled_round(R.grr(1.0, 4), 500, discretization=1e-3, sample_rate=1.0)
     assert "clients sampled" not in full.source
-    with pytest.raises(ValueError, match="^sample_rate: a round with clients sampled has a certified PLD for k-ary RR"):
-        js.shuffled_round(R.general(1.0), 500, sample_rate=0.2)
+    with pytest.raises(ValueError, match="^sample_rate: clients sampled per round are certified for single"):
+        js.shuffled_round(R.balcer_cheu(0.5, 3), 500, sample_rate=0.2)
     with pytest.raises(ValueError, match=r"^sample_rate: shuffled_round takes a scalar"):
         js.shuffled_round(R.grr(1.0, 4), 500, sample_rate=[0.2])
 
@@ -245,7 +246,8 @@ def test_calibrations_and_their_commands_take_a_sample_rate(capsys):
     assert up <= target and float(c.upper) == up
     assert float(c.over) - value <= 1e-2 * float(c.over)
     assert int(c.clone_proof) == CloneProof.NONE
-    assert float(js.amplify(R.grr(value, k), n, delta).upper) > target  # full participation would not meet it
+    # full participation would not meet it (its blanket lanes alone: a certified upper, the cheaper program)
+    assert float(js.amplify(R.grr(value, k), n, delta, with_lower=False, with_paper=False).upper) > target
 
     m = calibrate_n("grr", target, delta, eps0=2.0, k=k, sample_rate=g, n_max=200)  # n = 94: few probes
     ups = [float(js.amplify(R.grr(2.0, k), x, delta, sample_rate=g).upper) for x in (m.value, m.over)]
@@ -347,3 +349,40 @@ def test_three_count_pair_bounds_random_ldp_matrices_sampled():
             worst = max(exact.epsilon(Mg, a, b, list(o), delta) for a, b in itertools.combinations(range(3), 2)
                         for o in itertools.combinations_with_replacement(range(3), n - 1))
             assert worst <= float(rep.upper) + 1e-9, (eps0, g, n, delta, M, worst, rep.upper)
+
+
+@pytest.mark.slow
+def test_three_count_round_pld_dominates_the_pairs_profile():
+    """The three-count pair's round PLD (connect the dots on its certified profile, docs/math.md 13.9 and
+    13.11) has, at every eps, a delta at least the pair's own divergence by direct multinomial summation
+    (independent of the engine), for the standard and the stronger clone constant; it is what
+    shuffled_round, the T-round rule and the round accountant use for a sampled non-k-RR round."""
+    from jaxshuffle.accountant.blanket_pld import three_count_round
+    from jaxshuffle.accountant.compose import compose_delta
+    from jaxshuffle.accountant.rounds import composed_epsilon
+
+    n = 4  # one n: the three rounds share their profile program
+    for eps0, g, r_of_p in [(1.0, 0.3, "standard"), (2.0, 0.5, "stronger"), (0.5, 0.9, "standard")]:
+        p = math.exp(eps0)
+        r = (1 / (p + 1) if r_of_p == "stronger" else 1 / (2 * p)) * (1 - 4e-16)
+        rnd = three_count_round(p, r, g, n, discretization=1e-3, points=16)
+        assert "three-count pair" in rnd.source and rnd.certified
+        eps = np.linspace(0.0, eps0 * 1.1, 23)
+        got = np.asarray(compose_delta([(rnd, 1)], eps))
+        want = np.array([_three_count_divergence(p, r, g, n, math.exp(e)) for e in eps])
+        assert np.all(got >= want), (eps0, g, n, eps[got < want], got[got < want], want[got < want])
+        assert np.all(got[eps >= eps0 * 1.0001] == 0.0)  # the pair's divergence vanishes from t = p on
+    c = composed_epsilon(R.general(1.0), 300, [1, 8], 1e-6, discretization=1e-2, sample_rate=0.2, blanket_points=16)
+    assert c.upper_source[1, 0] == "blanket PLD" and c.upper[1, 0] < c.basic[1, 0]
+
+
+def test_shuffled_round_with_clients_sampled_builds_the_rules_round(monkeypatch):
+    """shuffled_round(g < 1) of any single-message randomizer is the round the T-round rule builds
+    (blanket_round_where_built on the worst-case pair's grid): k-RR's blanket pair, else the three-count pair."""
+    from jaxshuffle.accountant import rounds as rounds_mod
+
+    calls = []
+    monkeypatch.setattr(rounds_mod, "blanket_round_where_built", lambda *a: calls.append(a) or "built")
+    assert js.shuffled_round(R.general(1.0), 300, discretization=1e-2, rounds=8, sample_rate=0.2) == "built"
+    randomizer, n, grid, points, g = calls[0]
+    assert (n, grid, points, g) == (300, 1e-2, None, 0.2) and float(randomizer.p) == math.e

@@ -113,7 +113,7 @@ def test_api_errors_name_the_parameter():
         sw.sweep("general", eps0=1, n=100, delta=1e-6, sample_rate="0,0.5", quiet=True)
     with pytest.raises(ValueError, match=r"^sample_rate: must lie in \(0, 1\]"):
         sw.sweep("general", eps0=1, n=100, delta=1e-6, sample_rate=1.5, quiet=True)
-    with pytest.raises(ValueError, match=r"^sample_rate: clients sampled per round are covered for"):
+    with pytest.raises(ValueError, match=r"^sample_rate: clients sampled per round are certified for single-message"):
         sw.sweep("balcer-cheu", coin=0.5, blanket_per_user=3, n=100, delta=1e-6, sample_rate=0.5, quiet=True)
     with pytest.raises(ValueError, match=r"^upper_from: 'worst-case' has no bound with clients sampled"):
         sw.sweep("general", eps0=1, n=100, delta=1e-6, sample_rate=0.5, upper_from="worst-case", quiet=True)

@@ -184,25 +184,77 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     plan = shared_plan(plan_blanket(eps0, k_form, n, TAIL_DELTA), n, power_of_two)
     tail = blanket_epsilon(eps0, k_form, n, TAIL_DELTA, plan=plan, real_k=g < 1)
     eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
-    j_end = math.ceil(float(eps0) / delta_)  # h = 0 from here on
-    j_tail = max(1, min(j_end, math.ceil(eps_tail / delta_)))
-    j_cap = min(j_end, TAIL_REACH * j_tail)  # last point: its profile value goes to +inf (0 if at eps0)
+    j, padded = _profile_grid(float(eps0), eps_tail, delta_, int(points))
+    upper = _profile_upper(float(eps0), float(k_form), float(n), padded, plan)[:j.size]
+    source = "blanket pair (k-ary RR)" if g == 1 else f"blanket pair (k-ary RR, clients sampled at {g:g})"
+    return _round_from_profile(j, upper, delta_, float(eps0), source)
+
+
+def _profile_grid(eps_end: float, eps_tail: float, discretization: float, points: int):
+    """Grid indices ``j`` of the profile points (``j[0] = 0``, evenly spaced up to ``eps_tail``, ``points/8``
+    more up to ``min(eps_end, TAIL_REACH eps_tail)``; ``h = 0`` from ``eps_end`` on) and the eps to evaluate
+    there, a few ulps below ``j Delta`` (so ``u >= h(e^{j Delta})``), padded to a length of a small ladder
+    with the last point (rounds at other parameters reuse the profile program)."""
+    j_end = math.ceil(eps_end / discretization)  # h = 0 from here on
+    j_tail = max(1, min(j_end, math.ceil(eps_tail / discretization)))
+    j_cap = min(j_end, TAIL_REACH * j_tail)  # last point: its profile value goes to +inf (0 if at eps_end)
     if j_cap > MAX_INDEX:
-        raise ValueError(f"discretization: {delta_:.3g} needs {2 * j_cap + 1} bins for this round, more than "
-                         f"{2 * MAX_INDEX + 1}; use at least {j_cap * delta_ / MAX_INDEX:.3g}")
-    step = max(1, math.ceil(j_tail / int(points)))
-    coarse = max(step, math.ceil((j_cap - j_tail) / max(int(points) // 8, 1)))
+        raise ValueError(f"discretization: {discretization:.3g} needs {2 * j_cap + 1} bins for this round, more "
+                         f"than {2 * MAX_INDEX + 1}; use at least {j_cap * discretization / MAX_INDEX:.3g}")
+    step = max(1, math.ceil(j_tail / points))
+    coarse = max(step, math.ceil((j_cap - j_tail) / max(points // 8, 1)))
     j = np.unique(np.concatenate([np.arange(0, j_tail, step), np.arange(j_tail, j_cap, coarse), [j_cap]]))
     j = j.astype(np.int64)
-    eps_eval = j * delta_ * (1 - 4 * _U) - 4 * _U  # a few ulps below j Delta: u >= h(e^{j Delta})
-    # the profile program's length comes from a small ladder (padded with the last point, whose
-    # value is then computed more than once): rounds at other eps0 or n reuse it
+    eps_eval = j * discretization * (1 - 4 * _U) - 4 * _U
     padded = np.full(quarter_octave(j.size), max(float(eps_eval[-1]), 0.0))
     padded[:j.size] = np.maximum(eps_eval, 0.0)
-    upper = _profile_upper(float(eps0), float(k_form), float(n), padded, plan)[:j.size]
-    pos, neg, zero, inf = connect_the_dots(jnp.asarray(j, jnp.float64), jnp.float64(delta_), jnp.asarray(upper))
-    pld = _to_discrete(j, pos, neg, zero, inf, delta_)
+    return j, padded
+
+
+def _round_from_profile(j: np.ndarray, upper: np.ndarray, discretization: float, eps_end: float,
+                        source: str) -> RoundPLD:
+    """The certified round PLD of a symmetric pair from upper profile values at ``j Delta`` (connect the dots)."""
+    pos, neg, zero, inf = connect_the_dots(jnp.asarray(j, jnp.float64), jnp.float64(discretization),
+                                           jnp.asarray(upper))
+    pld = _to_discrete(j, pos, neg, zero, inf, discretization)
     # max_loss bounds the finite losses for rdp(); with mass at +inf the RDP bound is infinite
-    max_loss = float(eps0) if pld.infinity_mass == 0 else math.inf
-    source = "blanket pair (k-ary RR)" if g == 1 else f"blanket pair (k-ary RR, clients sampled at {g:g})"
+    max_loss = eps_end if pld.infinity_mass == 0 else math.inf
     return RoundPLD(pld, pld, None, None, certified=True, source=source, max_loss=max_loss)
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _form_profile_program(w, a0, a1, v0, v1, n, eps, *, plan):
+    from jaxshuffle.blanket_matrix import form_divergence
+
+    return jax.lax.map(lambda e: form_divergence(w, a0, a1, v0, v1, n, e, plan, True), eps, batch_size=EVAL_BATCH)
+
+
+def three_count_round(p: float, r: float, g: float, n, *, discretization: float,
+                      points: int = DEFAULT_POINTS) -> RoundPLD:
+    """Certified round PLD of a round with clients sampled at rate ``g``, from its three-count pair.
+
+    The three-count pair (:func:`~jaxshuffle.accountant.subsampling.three_count_forms`, docs/math.md
+    13.11) dominates the sampled round of every single-message randomizer with ratio ``p`` and clone
+    constant ``r`` (``r`` already rounded down). It is symmetric, so its PLD is built from its certified
+    profile exactly as :func:`blanket_round` builds k-RR's (docs/math.md 13.9): upper profile values at
+    points below ``j Delta`` from the matrix engine's certified form divergence, connected. ``h = 0`` from
+    ``eps = log p`` on. Pessimistic only; composing it gives certified upper bounds.
+    """
+    from jaxshuffle.accountant.subsampling import three_count_forms
+    from jaxshuffle.blanket_matrix import plan_forms, search_forms
+
+    n = float(n)
+    delta_ = float(discretization)
+    check(np.float64(delta_) >= MIN_DISCRETIZATION, "discretization", f"must be at least {MIN_DISCRETIZATION}",
+          value=np.float64(delta_))
+    forms = three_count_forms(float(p), float(r), float(g))
+    eps_end = float(forms.eps_max[0])
+    tail = search_forms(forms, n, TAIL_DELTA)
+    eps_tail = float(tail.upper) if float(tail.upper) < eps_end else eps_end  # only places the grid
+    j, padded = _profile_grid(eps_end, eps_tail, delta_, int(points))
+    # one plan for every profile point (a point beyond its reach is inf, the safe side: the running minimum
+    # of the profile then keeps the value before it)
+    plan, _ = plan_forms(forms, n, TAIL_DELTA)
+    rows = [jnp.asarray(x[0]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1)]
+    upper = np.asarray(_form_profile_program(*rows, jnp.float64(n), jnp.asarray(padded), plan=plan))[:j.size]
+    return _round_from_profile(j, upper, delta_, eps_end, f"three-count pair (clients sampled at {g:g})")

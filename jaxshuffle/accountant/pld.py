@@ -371,20 +371,25 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
     ``sample_rate``: the probability ``g`` in (0, 1] that each user takes part (Poisson client
     sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
     (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
-    (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``; k-RR only,
-    ``tail`` does not apply); other randomizers and a ``TwoCountPair`` are refused.
+    (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``), or for any other
+    single-message randomizer its three-count pair
+    (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`); ``tail`` does not apply;
+    multi-message randomizers and a ``TwoCountPair`` are refused.
     """
     from jaxshuffle.accountant.subsampling import scalar_sample_rate
     from jaxshuffle.randomizers.params import VRParams
 
     g = scalar_sample_rate(sample_rate, "shuffled_round")
     if g < 1.0:
-        mech = randomizer.krr() if isinstance(randomizer, VRParams) else None
-        if mech is None:
-            raise ValueError("sample_rate: a round with clients sampled has a certified PLD for k-ary RR (R.grr) "
-                             "only so far; no two-count pair is an upper bound there (docs/math.md 13.11)")
-        from jaxshuffle.accountant.blanket_pld import blanket_round
-        return blanket_round(mech.eps0, mech.k, n, discretization=discretization, rounds=rounds, sample_rate=g)
+        from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
+
+        if not isinstance(randomizer, VRParams) or sampled_route(randomizer) is None:
+            raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (no two-count pair is an upper bound for a sampled "
+                             "round, docs/math.md 13.11)")
+        from jaxshuffle.accountant.rounds import blanket_round_where_built, round_grid
+
+        return blanket_round_where_built(randomizer, n, round_grid(randomizer, n, int(rounds), discretization), None,
+                                         g)
     if isinstance(randomizer, TwoCountPair):
         return round_pld(randomizer, n, discretization=discretization, rounds=rounds, tail=tail)
     if not isinstance(randomizer, VRParams):

@@ -203,11 +203,14 @@ class RoundAccountant:
         vr = build(spec.randomizer, **spec.options)
         # the worst-case pair's default grid, as composed_epsilon's
         self._discretization = round_grid(vr, spec.n, self._expected_rounds, self._discretization, self._accuracy)
-        krr = vr.krr() is not None
-        if spec.sample_rate < 1.0 and not (krr and self._blanket_points != 0):
-            raise ValueError("round.sample_rate: clients sampled per round are certified for k-ary RR (\"grr\") "
-                             "through its blanket pair only so far" + ("" if krr else f", not {spec.randomizer!r}")
-                             + ("" if not krr else "; blanket_points=0 turns that pair off"))
+        if spec.sample_rate < 1.0:
+            from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
+
+            if sampled_route(vr) is None:
+                raise ValueError(f"round.sample_rate: {SAMPLED_SCOPE} (randomizer {spec.randomizer!r})")
+            if self._blanket_points == 0:
+                raise ValueError("round.sample_rate: blanket_points=0 turns off the only certified pair of a round "
+                                 "with clients sampled (the blanket or three-count pair)")
         # the pair composed_epsilon composes: the blanket pair's where its rule builds it
         blanket = blanket_round_where_built(vr, spec.n, self._discretization, self._blanket_points, spec.sample_rate)
         return blanket if blanket is not None else shuffled_round(vr, spec.n, discretization=self._discretization)

@@ -232,13 +232,25 @@ def blanket_round_where_built(randomizer, n, discretization: float, blanket_poin
                               sample_rate: float = 1.0):
     """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
     :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule: up to the n cap,
-    and at every n for a sampled round, which has no other PLD); None elsewhere."""
+    and at every n for a sampled round, which has no other PLD); for a sampled round of any other
+    single-message randomizer its three-count pair's PLD
+    (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`, the clone constant proven for it);
+    None elsewhere."""
     mech = randomizer.krr()
     if blanket_points is None:
         from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
 
         blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
-    if mech is None or blanket_points == 0:
+    if blanket_points == 0:
+        return None
+    if mech is None and sample_rate < 1.0:  # any other single-message randomizer: its three-count pair
+        from jaxshuffle.accountant.blanket_pld import three_count_round
+        from jaxshuffle.randomizers.clone import certified_clone
+
+        r, _ = certified_clone(randomizer, np)
+        return three_count_round(float(np.asarray(randomizer.p)), float(np.asarray(r)), sample_rate, n,
+                                 discretization=discretization, points=blanket_points)
+    if mech is None:
         return None
     from jaxshuffle.accountant.blanket_pld import blanket_round
 
@@ -274,15 +286,12 @@ def curve_round(randomizer, n, rounds, *, discretization: float | None = None, b
     rounds, _ = _check_rounds_delta(rounds, 0.5)
     blanket_points = checked_blanket_points(blanket_points)
     g = _checked_rate(randomizer, sample_rate)
-    if g < 1.0:  # the sampled round's only PLD is the blanket pair's, on the full round's grid
-        if randomizer.krr() is None:
-            raise ValueError("sample_rate: a round with clients sampled has a certified PLD for k-ary RR (R.grr) "
-                             "only so far, and the privacy curve is that PLD's")
+    if g < 1.0:  # the sampled round's only PLD is its blanket (k-RR) or three-count pair's, on the full round's grid
         grid = round_grid(randomizer, n, int(rounds.max()), discretization)
         b = blanket_round_where_built(randomizer, n, grid, blanket_points, g)
         if b is None:
             raise ValueError("blanket_points: 0 leaves a round with clients sampled no PLD (its only certified pair "
-                             "is the blanket pair)")
+                             "is the blanket or three-count pair)")
         return b
     r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
     b = blanket_round_where_built(randomizer, n, float(r.upper_forward.discretization), blanket_points)

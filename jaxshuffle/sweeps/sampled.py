@@ -108,8 +108,8 @@ class SampledGrid:
             names = tuple(a.name for a in entry.args)
             params = entry.fn(**{k: jnp.asarray(grp.options[k]) for k in names})  # checks the options
             if np.any(self.table["sample_rate"][sl] < 1) and sampled_route(params) is None:
-                raise ValueError(f"sample_rate: clients sampled per round are covered for {SAMPLED_SCOPE}; "
-                                 f"randomizer {grp.name!r} is not (give it sample_rate 1 only, or leave it out)")
+                raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (randomizer {grp.name!r}: give it sample_rate 1 "
+                                 "only, or leave it out)")
             shape = (grp.stop - grp.start,)
             self.pqb[sl] = np.stack([np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
                                      for x in (params.p, params.beta, params.q)], axis=1)
