@@ -74,8 +74,8 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
                    help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
                         "0 above, where each profile point costs more)")
-    add_sample_rate(p, "single-message randomizers: k-ary RR (grr) through its blanket pair's PLD, the others "
-                       "through basic and advanced composition of the sampled round's bound")
+    add_sample_rate(p, "single-message randomizers: the PLD of k-ary RR's blanket pair or of the others' "
+                       "three-count pair, or basic and advanced composition of the sampled round's bound")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw composed eps against T next to basic and advanced composition (needs matplotlib)")
