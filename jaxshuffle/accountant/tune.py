@@ -42,6 +42,13 @@ Method (docs/math.md section "Budget tuning"):
    ``compose([(shuffled_round(R_i(c eps0*_i), n_i), count_i)], delta).upper <= target``
    (every round on one ``discretization``). The returned bound is recomputed from scratch at the
    returned allocation. The equal split (one common eps0) is certified by the same bisection.
+
+Clients sampled per round (``Query.sample_rate = g < 1``, Poisson sampling: each of the ``n``
+users takes part with probability ``g``). The surrogate's round is ``sqrt(g) mu`` (derived in
+:func:`round_mu`; still not a bound), and the certificate is the sampled round's own PLD,
+:func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate=g`` (k-ary RR's blanket pair at
+the real ``k'``, docs/math.md 13.11; k-ary RR only so far, other randomizers are refused by
+:func:`query`). At ``g = 1`` every step is exactly the unsampled one (same surrogate, same rounds).
 """
 
 from __future__ import annotations
@@ -69,13 +76,16 @@ class Query:
     ``n`` users, asked ``count`` times (``count`` composed rounds at the same eps0).
 
     ``options`` is a tuple of ``(name, value)`` pairs (hashable); :func:`query` builds one from
-    keyword arguments: ``query("grr", n=1e5, k=10)``.
+    keyword arguments: ``query("grr", n=1e5, k=10)``. ``sample_rate``: the probability ``g`` in
+    (0, 1] that each of the ``n`` users takes part in a round (Poisson client sampling; ``n`` counts
+    every user); below 1 only for k-ary RR (:func:`query` checks it).
     """
 
     family: str
     n: float
     count: int = 1
     options: tuple = ()
+    sample_rate: float = 1.0
 
     def randomizer(self, eps0):
         """The :class:`~jaxshuffle.randomizers.VRParams` of this query at local budget ``eps0``."""
@@ -84,8 +94,24 @@ class Query:
         return entry(self.family).fn(eps0=eps0, **dict(self.options))
 
 
-def query(family: str, *, n, count: int = 1, **options) -> Query:
-    """A validated :class:`Query` (``ValueError`` naming the parameter for bad input)."""
+def query(family: str, *, n, count: int = 1, sample_rate=1.0, **options) -> Query:
+    """A validated :class:`Query`.
+
+    Args:
+      family: a catalog randomizer with an ``eps0`` option (``"grr"``, ``"binary-rr"``, ...).
+      n: users, an integer >= 2 (with ``sample_rate < 1``: every user, taking part or not).
+      count: rounds of this query composed at the same eps0, an integer >= 1.
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
+        client sampling). Below 1 the round is certified by its own PLD
+        (:func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate``), for k-ary RR only so
+        far (``grr``; the others' three-count round costs about a minute per probe); others are refused.
+      **options: the randomizer's other options (``k=10``), numbers.
+
+    Raises:
+      ValueError: naming the parameter for bad input; ``"sample_rate: ..."`` for a rate outside
+        (0, 1] or a randomizer whose sampled round has no certified PLD.
+    """
+    from jaxshuffle.accountant.subsampling import scalar_sample_rate
     from jaxshuffle.randomizers import check_options, entry
 
     row = entry(family)  # raises for an unknown family
@@ -100,8 +126,15 @@ def query(family: str, *, n, count: int = 1, **options) -> Query:
     if isinstance(count, bool) or not float(count) == int(count) or int(count) < 1:
         raise ValueError(f"count: must be an integer >= 1, got {count!r}")
     opts = tuple(sorted((k, float(v)) for k, v in options.items()))
-    row.fn(eps0=1.0, **dict(opts))  # the row's own range checks (e.g. k >= 2)
-    return Query(family, float(n_np), int(count), opts)
+    params = row.fn(eps0=1.0, **dict(opts))  # the row's own range checks (e.g. k >= 2)
+    g = scalar_sample_rate(sample_rate, "query")
+    # other single-message randomizers have a sampled round PLD too (the three-count pair's), but its profile
+    # costs about a minute per probe, and a tune certifies tens of probes
+    if g < 1.0 and params.krr() is None:
+        raise ValueError(f"sample_rate: tune certifies clients sampled for k-ary RR ('grr') only so far, not "
+                         f"{family!r} (got {g:g}). Use sample_rate=1, an upper bound: a sampled round is a "
+                         "post-processing of the full one")
+    return Query(family, float(n_np), int(count), opts, g)
 
 
 def _check_queries(queries) -> tuple[Query, ...]:
@@ -118,9 +151,33 @@ def _check_queries(queries) -> tuple[Query, ...]:
 # ----------------------------------------------------------------------------------------------
 
 def round_mu(queries: Sequence[Query], eps0: jax.Array, n: jax.Array | None = None) -> jax.Array:
-    """Per-query GDP parameter ``mu_i`` of one round (module docstring, step 1); differentiable
-    in ``eps0`` and in ``n`` (a vector of user counts replacing the queries' own ``n``; a
-    continuous extension of the integer count, for ``d/dn``)."""
+    """Per-query GDP parameter ``mu_i`` of one round (module docstring, step 1).
+
+    An approximation (a CLT), **not** a bound on either side: it only steers the optimiser; the
+    certified value is :func:`certified_epsilon`'s ``upper``.
+
+    Clients sampled (``q.sample_rate = g < 1``): with the three-count pair (docs/math.md 13.11) the
+    victim sends a clone-0 / clone-1 marker with probability ``g`` (``g u`` and ``g v`` under one
+    hypothesis, swapped under the other) and nothing otherwise, and each of the ``N`` others sends
+    a blanket marker of each clone with probability ``g r`` (``r = r0 = r1``). The clone-0 count's
+    mean then moves by ``g (u - v)`` between the hypotheses (it was ``u - v``), and the noise
+    variance of the clone counts is ``g N s h (1 - h)`` (``N`` replaced by ``g N``: the others'
+    markers are thinned by ``g``). Linearising as in step 1::
+
+        mu_g = g c_p / sqrt(g N s h (1 - h)) = sqrt(g) mu,   c_p = (u - v)/(u + v).
+
+    The code multiplies ``c_p`` and ``N`` by ``g`` only where ``g < 1``, so ``g = 1`` runs the
+    unsampled expression itself (bit for bit).
+
+    Args:
+      queries: the :class:`Query` list.
+      eps0: per-query local budgets (differentiable).
+      n: optional vector of user counts replacing the queries' own ``n`` (a continuous extension
+        of the integer count, for ``d/dn``; every user, taking part or not).
+
+    Returns:
+      The vector of ``mu_i`` (float64).
+    """
     eps0 = jnp.reshape(f64(eps0), (-1,))
     users = [q.n for q in queries] if n is None else jnp.reshape(f64(n), (-1,))
     mus = []
@@ -133,6 +190,10 @@ def round_mu(queries: Sequence[Query], eps0: jax.Array, n: jax.Array | None = No
         s = 2.0 * r
         others = f64(params.n_blanket(users[i]))
         cp = (u - v) / (u + v)
+        g = q.sample_rate
+        if g != 1.0:  # clients sampled: shift g (u - v), others' variance g N s h(1-h) (docstring)
+            others = others * g
+            cp = g * (u - v) / (u + v)
         mus.append(cp / jnp.sqrt(others * s * 0.25))
     return jnp.stack(mus)
 
@@ -195,25 +256,35 @@ def _project(queries, theta, target, delta, log_s_range=(-12.0, 6.0)):
 # ----------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=512)
-def _round(family: str, options: tuple, n: float, eps0: float, discretization: float):
+def _round(family: str, options: tuple, n: float, eps0: float, discretization: float, sample_rate: float = 1.0):
+    """The certified round PLD of one query at ``eps0`` (cached on every argument, the rate included).
+
+    ``sample_rate`` below 1: the sampled round's PLD (``shuffled_round(..., sample_rate=g)``, k-ary RR's
+    blanket pair at the real ``k'``; pessimistic side only). At 1 the call is the unsampled one.
+    """
     from jaxshuffle.accountant.pld import shuffled_round
 
-    return shuffled_round(Query(family, n, 1, options).randomizer(eps0), n, discretization=discretization)
+    params = Query(family, n, 1, options).randomizer(eps0)
+    if sample_rate < 1.0:
+        return shuffled_round(params, n, discretization=discretization, sample_rate=sample_rate)
+    return shuffled_round(params, n, discretization=discretization)
 
 
 def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: float, cached: bool = True):
     """Certified composed ``(lower, upper)`` of the queries at ``eps0`` (:func:`compose`, from scratch).
 
     ``upper`` is an upper bound on the composed release's epsilon at ``delta``; ``lower`` the
-    composed pairs' epsilon from below (how tight ``upper`` is numerically). ``cached=False``
-    rebuilds every round PLD (no reuse of earlier probes).
+    composed pairs' epsilon from below (how tight ``upper`` is numerically; NaN when a query has
+    ``sample_rate < 1``: the sampled round's PLD has no optimistic side). Each query's round is
+    built at its own ``sample_rate``. ``cached=False`` rebuilds every round PLD (no reuse of
+    earlier probes).
     """
     from jaxshuffle.accountant.compose import compose
 
     queries = _check_queries(queries)
     eps0 = np.asarray(eps0, np.float64).reshape(-1)
     build = _round if cached else _round.__wrapped__
-    rounds = [(build(q.family, q.options, q.n, float(e), float(discretization)), q.count)
+    rounds = [(build(q.family, q.options, q.n, float(e), float(discretization), q.sample_rate), q.count)
               for q, e in zip(queries, eps0)]
     b = compose(rounds, delta)
     return float(b.lower), float(b.upper)
@@ -285,7 +356,8 @@ class TuneResult(NamedTuple):
     """Result of :func:`tune` (numpy arrays / floats).
 
     eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
-    lower, upper: certified composed bracket at ``eps0`` (``upper <= target``; recomputed from scratch).
+    lower, upper: certified composed bracket at ``eps0`` (``upper <= target``; recomputed from scratch);
+      ``lower`` is NaN when a query samples its clients (the sampled round's PLD is pessimistic only).
     utility: ``utility(eps0)`` (an error: lower is better).
     baseline_eps0, baseline_lower, baseline_upper, baseline_utility: the equal split (one common
       eps0 for every query, certified by the same bisection).
@@ -293,7 +365,8 @@ class TuneResult(NamedTuple):
     surrogate: the surrogate composed epsilon at the returned ``eps0``.
     scale: the certified factor ``c`` applied to the optimiser's allocation.
     sources: each query's round pair, in the queries' order: the proof that certifies it
-      (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4).
+      (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4; a query with
+      ``sample_rate < 1``: its sampled round's source, ``"blanket pair (k-ary RR, clients sampled at g)"``).
     """
 
     eps0: np.ndarray
@@ -459,9 +532,16 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
             baseline_utility=float(utility(jnp.asarray(cb * equal))), history=hist[j],
             surrogate=float(surrogate_epsilon(queries, jnp.asarray(eps0), delta)), scale=c,
             target=target, delta=delta, discretization=disc,
-            # the round pair's label, from the proof alone (no round PLD is rebuilt for it)
-            sources=tuple(clone_source(certified_clone(q.randomizer(float(e)))[1]) for q, e in zip(queries, eps0))))
+            sources=tuple(_source(q, float(e), disc) for q, e in zip(queries, eps0))))
     return out
+
+
+def _source(q: Query, eps0: float, disc: float) -> str:
+    """The label of the proof that certifies query ``q``'s round at ``eps0``."""
+    if q.sample_rate < 1.0:  # the sampled round's own label (the probe at this eps0 is cached)
+        return _round(q.family, q.options, q.n, eps0, disc, q.sample_rate).source
+    # the round pair's label, from the proof alone (no round PLD is rebuilt for it)
+    return clone_source(certified_clone(q.randomizer(eps0))[1])
 
 
 class ParetoFront(NamedTuple):

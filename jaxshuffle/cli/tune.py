@@ -3,9 +3,12 @@
     jaxshuffle tune --query grr:k=2 --query grr:k=10 --query grr:k=100 --n 1e5 --target 1 --delta 1e-6
 
 Each ``--query FAMILY[:opt=value,...]`` is a catalog randomizer with an ``eps0`` option; the
-reserved options ``n=`` and ``count=`` set that query's users and repeats (default ``--n``, 1).
-Prints the allocation, the certified composed bound and the gain over equal split (``--json``:
-one object). The utility is each family's ready error (:func:`jaxshuffle.accountant.tune.default_utility`).
+reserved options ``n=``, ``count=`` and ``sample_rate=`` set that query's users, repeats and
+client sampling rate (default ``--n``, 1 and ``--sample-rate``, itself 1 by default). A rate below 1
+(each user takes part in a round with that probability; k-ary RR only so far) is certified by the
+sampled round's own PLD. Prints the allocation, the certified composed bound and the gain over
+equal split (``--json``: one object; each query carries its ``sample_rate``). The utility is each
+family's ready error (:func:`jaxshuffle.accountant.tune.default_utility`).
 Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
 """
 
@@ -14,6 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+
+from jaxshuffle.cli._common import add_sample_rate, num
+
+#: which queries take --sample-rate (or sample_rate=) below 1
+SAMPLED_SCOPE = "k-ary RR queries (grr) only; a query's own sample_rate= overrides it"
 
 
 def _parse_query(text: str):
@@ -42,17 +50,25 @@ def add_tune_parser(subparsers) -> argparse.ArgumentParser:
                     "epsilon (PLD + FFT) is <= --target.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--query", action="append", required=True, metavar="FAMILY[:opt=v,...]",
-                   help="a query, e.g. grr:k=10 (repeat the flag; n=... and count=... override --n and 1)")
+                   help="a query, e.g. grr:k=10 (repeat the flag; n=..., count=... and sample_rate=... override "
+                        "--n, 1 and --sample-rate)")
     p.add_argument("--n", type=float, default=None, help="users per query (integer >= 2)")
     p.add_argument("--target", type=float, required=True, help="composed epsilon, > 0")
     p.add_argument("--delta", type=float, required=True, help="composed delta in (0, 1)")
     p.add_argument("--steps", type=int, default=200, help="optimiser steps (default 200)")
+    add_sample_rate(p, SAMPLED_SCOPE)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_tune)
     return p
 
 
+def _bracket(lower: float, upper: float) -> str:
+    """``[lower, upper]``, or ``<= upper`` where there is no lower value (a sampled round)."""
+    return f"[{lower:.4f}, {upper:.4f}]" if math.isfinite(lower) else f"<= {upper:.4f}"
+
+
 def run_tune(args) -> int:
+    from jaxshuffle.accountant.subsampling import check_sample_rate
     from jaxshuffle.accountant.tune import query, tune
 
     if not (math.isfinite(args.target) and args.target > 0):
@@ -61,6 +77,7 @@ def run_tune(args) -> int:
         raise ValueError(f"delta: must lie in (0, 1), got {args.delta:g}")
     if args.steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {args.steps}")
+    check_sample_rate(args.sample_rate)  # "sample_rate: ..." (named --sample-rate by the CLI's error path)
     queries = []
     for i, text in enumerate(args.query):
         family, opts = _parse_query(text)
@@ -70,14 +87,22 @@ def run_tune(args) -> int:
         count = opts.pop("count", 1.0)
         if count != int(count) or count < 1:
             raise ValueError(f"count: must be an integer >= 1 in query {i} ({text!r}), got {count:g}")
-        queries.append(query(family, n=n, count=int(count), **opts))
+        rate = opts.pop("sample_rate", None)
+        if rate is not None and not 0 < rate <= 1:
+            # "sample_rate= in query i": not renamed --sample-rate by the CLI's error path when that flag is given too
+            raise ValueError(f"sample_rate= in query {i} ({text!r}): must lie in (0, 1] (the probability that a user "
+                             f"takes part in a round), got {rate:g}")
+        queries.append(query(family, n=n, count=int(count), sample_rate=args.sample_rate if rate is None else rate,
+                             **opts))
     r = tune(queries, None, args.target, args.delta, steps=args.steps)
     names = list(args.query)
     if args.json:
-        out = {"queries": [{"query": q, "n": qq.n, "count": qq.count, "eps0": float(e), "equal_split_eps0": float(b)}
+        out = {"queries": [{"query": q, "n": qq.n, "count": qq.count, "sample_rate": qq.sample_rate, "eps0": float(e),
+                            "equal_split_eps0": float(b)}
                            for q, qq, e, b in zip(names, queries, r.eps0, r.baseline_eps0)],
-               "target": r.target, "delta": r.delta, "upper": r.upper, "lower": r.lower,
-               "utility": r.utility, "equal_split_upper": r.baseline_upper, "equal_split_lower": r.baseline_lower,
+               # lower: null where a sampled round has none (its PLD is pessimistic only)
+               "target": r.target, "delta": r.delta, "upper": r.upper, "lower": num(r.lower),
+               "utility": r.utility, "equal_split_upper": r.baseline_upper, "equal_split_lower": num(r.baseline_lower),
                "equal_split_utility": r.baseline_utility, "gain": r.gain, "surrogate": r.surrogate,
                "discretization": r.discretization, "certified": bool(r.upper <= r.target)}
         print(json.dumps(out, indent=1, allow_nan=False))
@@ -85,11 +110,14 @@ def run_tune(args) -> int:
     width = max(len(x) for x in names + ["query"])
     print(f"Budget tuning: {len(queries)} queries through a shuffler, composed; target ({r.target:g}, {r.delta:g})-DP.")
     print("  utility: total MSE of each query's estimator (lower is better)")
-    print(f"  {'query':<{width}} {'n':>10} {'count':>5} {'tuned eps0':>11} {'equal eps0':>11}")
+    sampled = any(q.sample_rate < 1 for q in queries)
+    rate_head = f" {'sample rate':>11}" if sampled else ""
+    print(f"  {'query':<{width}} {'n':>10} {'count':>5}{rate_head} {'tuned eps0':>11} {'equal eps0':>11}")
     for name, q, e, b in zip(names, queries, r.eps0, r.baseline_eps0):
-        print(f"  {name:<{width}} {q.n:>10.4g} {q.count:>5d} {e:>11.4f} {b:>11.4f}")
-    print(f"  certified composed eps: tuned [{r.lower:.4f}, {r.upper:.4f}], equal split "
-          f"[{r.baseline_lower:.4f}, {r.baseline_upper:.4f}] (upper certified, <= {r.target:g})")
+        rate = f" {q.sample_rate:>11.4g}" if sampled else ""
+        print(f"  {name:<{width}} {q.n:>10.4g} {q.count:>5d}{rate} {e:>11.4f} {b:>11.4f}")
+    print(f"  certified composed eps: tuned {_bracket(r.lower, r.upper)}, equal split "
+          f"{_bracket(r.baseline_lower, r.baseline_upper)} (upper certified, <= {r.target:g})")
     print(f"  total MSE: tuned {r.utility:.4g}, equal split {r.baseline_utility:.4g}; "
           f"gain {r.gain:.3f}x ({100 * (1 - 1 / r.gain):.1f} % lower error)")
     return 0
