@@ -42,8 +42,10 @@ class ComposedEpsilon(NamedTuple):
       composed mechanism's epsilon; ``inf`` where none is finite).
     upper_source: which of :data:`SOURCES` gave ``upper`` (a str array).
     pld: PLD composition of the worst-case pair (upper bound).
-    blanket_pld: PLD composition of the blanket pair (upper bound; ``inf`` for a randomizer without
-      a blanket engine, or with ``blanket_points=0``).
+    blanket_pld: PLD composition of the blanket pair (upper bound): k-ary RR's, or with clients sampled
+      (``sample_rate < 1``) the three-count pair of any other single-message randomizer (the blanket
+      pair of a sampled round, docs/math.md 13.11); ``inf`` for a randomizer without one, or with
+      ``blanket_points=0``.
     lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
       not a lower bound on the mechanism).
     basic, advanced: basic and advanced composition of the certified one-round bound (upper bounds).
@@ -118,7 +120,8 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
       delta: total deltas of the ``T`` rounds, in (0, 1) (scalar or 1-d).
       discretization: loss grid of the PLD composition (default: about 1e-3 relative accuracy at
         ``max(rounds)``, :func:`~jaxshuffle.accountant.pld.default_discretization`).
-      blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR; 0 skips it).
+      blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR, and the three-count pair
+        of a sampled round; 0 skips it).
         Default: :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS` up to
         ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
         grows with ``n``: pass a count to build it there too.

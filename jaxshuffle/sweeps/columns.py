@@ -53,7 +53,8 @@ COLUMNS = {
     "pld": "rounds axis: PLD composition of the worst-case pair over T rounds (certified upper bound)",
     "pld_lower": "rounds axis: the composed worst-case pair's eps from below (how tight pld is numerically; not a "
                  "lower bound on the mechanism)",
-    "blanket_pld": "rounds axis: PLD composition of the k-RR blanket pair (certified upper bound; inf where the "
+    "blanket_pld": "rounds axis: PLD composition of the k-RR blanket pair, or with clients sampled of any other "
+                   "single-message randomizer's three-count pair (certified upper bound; inf where the "
                    "randomizer has none or blanket_points is 0)",
     "basic": "rounds axis: basic composition T eps_1(delta/T) of the certified one-round bound (upper bound)",
     "advanced": "rounds axis: advanced composition (Dwork, Rothblum and Vadhan 2010) of the certified one-round "
