@@ -60,6 +60,14 @@ def _option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int)
     return block
 
 
+def one_job_per_point(point_job: np.ndarray, n_jobs: int):
+    """``(pending0, job_points, job_ptr)`` of a grid whose every point waits for one job ``point_job[i]``
+    (the index :meth:`SweepGrid.points_of_jobs` reads)."""
+    order = np.argsort(point_job, kind="stable")
+    return (np.ones(len(point_job), dtype=np.int64), order,
+            np.searchsorted(point_job[order], np.arange(n_jobs + 1)))
+
+
 class MechanismPlan(NamedTuple):
     """A bucket of mechanism searches: the points of one catalog randomizer (hashable, picklable).
 
@@ -446,10 +454,7 @@ class RoundsGrid:
             next_id += len(distinct)
         self.rounds_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
-        self.pending0 = np.ones(self.size, dtype=np.int64)
-        order = np.argsort(self.point_job, kind="stable")
-        self._job_points = order
-        self._job_ptr = np.searchsorted(self.point_job[order], np.arange(self.n_jobs + 1))
+        self.pending0, self._job_points, self._job_ptr = one_job_per_point(self.point_job, self.n_jobs)
 
     def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
         """The rows of a rounds chunk: its randomizer's options, then ``n``, (``sample_rate``,) ``rounds``,

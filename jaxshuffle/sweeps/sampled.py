@@ -25,7 +25,14 @@ from jaxshuffle.sweeps.columns import (
     STATUS_NAMES,
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
-from jaxshuffle.sweeps.jobs import MECHANISM_COST, SweepGrid, catalog_lower_params, point_table
+from jaxshuffle.sweeps.jobs import (
+    MECHANISM_COST,
+    SweepGrid,
+    _option_block,
+    catalog_lower_params,
+    one_job_per_point,
+    point_table,
+)
 
 #: Report columns a sampled chunk stores in its chunk file's ``extra`` array (codes as float64), in this order;
 #: ``lower``, ``upper``, ``status`` and ``status_lower`` are its four ordinary arrays.
@@ -128,16 +135,11 @@ class SampledGrid:
             for band in np.unique(key, axis=0):
                 sel = ids[np.all(key == band, axis=1)]
                 self.mechanism_buckets.append((plan, sel, np.zeros(len(sel))))
-            block = np.full((len(distinct), width), np.nan)
-            block[:, :len(names)], block[:, -3:] = distinct[order, :len(names)], distinct[order, -3:]
-            blocks.append(block)
+            blocks.append(_option_block(distinct[order], len(names), width, 3))
             next_id += len(distinct)
         self.rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
-        self.pending0 = np.ones(self.size, dtype=np.int64)
-        order = np.argsort(self.point_job, kind="stable")
-        self._job_points = order
-        self._job_ptr = np.searchsorted(self.point_job[order], np.arange(self.n_jobs + 1))
+        self.pending0, self._job_points, self._job_ptr = one_job_per_point(self.point_job, self.n_jobs)
 
     def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
         """The rows of a sampled chunk: its randomizer's options, then ``n``, ``sample_rate``, ``delta``."""
