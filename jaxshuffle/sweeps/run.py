@@ -1,12 +1,17 @@
-"""The sweep driver: :func:`sweep` (resumable, sharded, multi-host with ``shard=(i, N)``) and its progress display.
+"""The sweep driver: :func:`sweep` (resumable, sharded, multi-host with ``shard=(i, N)``).
+
+A run goes through phases, each a function of its own: the settings, fingerprint and platform
+(:func:`_plan`), the output directory (:func:`_open_store`), the finished jobs restored and the
+progressive CSV (:class:`_SweepRun`), the chunks (:func:`_run_chunks`) and the final metadata
+and files (:func:`_finish`). The user's options travel as one :class:`RunSettings`.
 
 Stopping on a signal and the output directory's lock are in :mod:`jaxshuffle.sweeps.stops`;
-:class:`SweepInterrupted` and :class:`SweepLocked` are re-exported here.
+:class:`SweepInterrupted` and :class:`SweepLocked` are re-exported here. The progress bar is in
+:mod:`jaxshuffle.sweeps.progress`.
 """
 
 from __future__ import annotations
 
-import datetime
 import errno
 import hashlib
 import json
@@ -17,12 +22,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from jaxshuffle._config import VERSION, require_x64
 from jaxshuffle.sweeps.grid import build_spec
 from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan, make_grid
+from jaxshuffle.sweeps.progress import _Progress
 from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
 from jaxshuffle.sweeps.stops import SweepInterrupted, _DeferSignals, _lock_out
 from jaxshuffle.sweeps.stops import SweepLocked as SweepLocked  # re-exported (the CLI and tests import it here)
@@ -59,77 +66,28 @@ CHUNK_CHECKSUM = "sha256"
 # The sweep
 
 
-def _is_tty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
+class RunSettings(NamedTuple):
+    """The options of one sweep run, checked and fixed for the whole run.
 
-
-class _Progress:
-    """A tqdm progress bar on stderr, only when stderr is a terminal (and not ``quiet``).
-
-    While a chunk compiles its program the description says so ("compiling program 2/3"); the
-    rate and the ETA come from evaluation time only: chunks whose program was already compiled
-    give the time per unit of work (searches x window), chunks that compiled give the compile
-    time charged to each program still to compile.
+    :func:`sweep` builds it once from its keywords (``shard`` parsed into ``shard_i``/``shard_n``);
+    every phase of the driver reads it, so no phase takes the options one by one.
     """
 
-    def __init__(self, quiet: bool, total_points: int, done_points: int, programs: int, file=None):
-        self.file = sys.stderr if file is None else file
-        self.programs = programs  # programs this run compiles
-        self.compiling = 0
-        self.steady_s = 0.0  # evaluation time: chunks whose program was already compiled
-        self.steady_work = 0.0
-        self.steady_points = 0
-        self.first_s: list[float] = []  # chunks that compiled their program
-        self.bar = None
-        if not quiet and _is_tty(self.file):
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total_points, initial=done_points, file=self.file, desc="sweep", unit="pt",
-                            dynamic_ncols=True, leave=True,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} points{postfix}")
-
-    def start_chunk(self, compiling: bool) -> None:
-        if compiling:
-            self.compiling += 1
-        if self.bar is not None:
-            desc = f"compiling program {self.compiling}/{max(self.programs, self.compiling)}" if compiling else "sweep"
-            self.bar.set_description_str(desc, refresh=compiling)
-
-    def rate_eta(self, work_left: float, programs_left: int) -> tuple[float | None, float | None]:
-        """Points per second of evaluation (None before a chunk ran on a compiled program) and the ETA in seconds."""
-        rate = self.steady_points / self.steady_s if self.steady_s > 0 and self.steady_points else None
-        if self.steady_work <= 0:  # only chunks that compiled so far: no evaluation time to go by
-            return rate, None
-        per_work = self.steady_s / self.steady_work
-        compile_s = float(np.mean(self.first_s)) if self.first_s else 0.0
-        eta = work_left * per_work + programs_left * compile_s
-        return rate, (eta if math.isfinite(eta) else None)
-
-    def update(self, new_points: int, work: float, dt: float, compiled: bool, work_left: float,
-               programs_left: int) -> None:
-        if compiled:
-            self.first_s.append(dt)
-        else:
-            self.steady_s += dt
-            self.steady_work += work
-            self.steady_points += new_points
-        if self.bar is None:
-            return
-        rate, eta = self.rate_eta(work_left, programs_left)
-        rate_s = f"{rate:.1f} points/s" if rate is not None else "? points/s"
-        eta_s = str(datetime.timedelta(seconds=int(eta))) if eta is not None else "?"
-        self.bar.set_postfix_str(f"{rate_s}, ETA {eta_s}", refresh=False)
-        self.bar.set_description_str("sweep", refresh=False)
-        self.bar.n += new_points  # one refresh per chunk (tqdm's own rate is not shown)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+    rtol: float
+    lower: bool
+    scaled_variant: bool
+    upper_from: str
+    merge_buckets: bool
+    shard_i: int
+    shard_n: int
+    devices: object
+    chunk_size: int | None
+    memory: float | None
+    quiet: bool
+    overwrite: bool
+    wait: bool
+    executor: object
+    rounds_settings: dict | None
 
 
 def _devices(devices):
@@ -184,6 +142,9 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
           wait: bool = False, executor=None, rounds=None, blanket_points: int | None = None,
           discretization: float | None = None, sample_rate=None, **options) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
+
+    It has this many keywords because they are the user's options, each documented here; they are
+    gathered at once into one :class:`RunSettings` that the driver's phases share.
 
     Args:
       randomizer: catalog name (``jaxshuffle.randomizers.CATALOG``), a comma list or a list of
@@ -256,10 +217,13 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
     """
     spec = build_spec(randomizer, n, delta, options, rounds=rounds, sample_rate=sample_rate)
     rounds_settings = _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_variant)
-    return _run(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant, upper_from=upper_from,
-                merge_buckets=merge_buckets, shard=shard,
-                devices=devices, chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite,
-                wait=wait, executor=executor, rounds_settings=rounds_settings)
+    _check_run(rtol, executor)
+    shard_i, shard_n = parse_shard(shard)
+    settings = RunSettings(rtol=rtol, lower=lower, scaled_variant=scaled_variant, upper_from=upper_from,
+                           merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
+                           chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
+                           executor=executor, rounds_settings=rounds_settings)
+    return _run(spec, out, settings)
 
 
 def _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_variant) -> dict | None:
@@ -284,8 +248,8 @@ def _rounds_settings(spec, blanket_points, discretization, upper_from, scaled_va
     return {"blanket_points": blanket_points, "discretization": discretization}
 
 
-def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard, devices, chunk_size, memory,
-         quiet, overwrite, wait=False, executor=None, rounds_settings=None):
+def _check_run(rtol, executor) -> None:
+    """Refuse a run that cannot start (no float64, ``rtol`` outside (0, 1), an unusable executor) before any work."""
     require_x64()
     if not 0 < rtol < 1:
         raise ValueError("rtol: must lie in (0, 1)")
@@ -293,15 +257,17 @@ def _run(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, s
         from jaxshuffle.sweeps.distributed import check_executor
 
         check_executor(executor)
-    shard_i, shard_n = parse_shard(shard)
+
+
+def _run(spec, out, settings: RunSettings) -> SweepResult:
+    """Run the sweep of ``spec`` into ``out`` with signals deferred during writes and the locks released at the end.
+
+    A failed write into ``out`` becomes one :class:`SweepStoreError` line that says how to resume.
+    """
     locks: list = []
     try:
         with _DeferSignals() as guard:
-            return _run_locked(spec, out=out, rtol=rtol, lower=lower, scaled_variant=scaled_variant,
-                               upper_from=upper_from,
-                               merge_buckets=merge_buckets, shard_i=shard_i, shard_n=shard_n, devices=devices,
-                               chunk_size=chunk_size, memory=memory, quiet=quiet, overwrite=overwrite, wait=wait,
-                               guard=guard, locks=locks, executor=executor, rounds_settings=rounds_settings)
+            return _run_locked(spec, out, settings, guard, locks)
     except OSError as exc:  # a write into out failed (disk full, read-only): one line, finished chunks kept
         if out is None or not exc.filename or not _inside(Path(exc.filename), Path(out)):
             raise
@@ -336,32 +302,55 @@ def _old_manifest(out) -> dict | None:
         return None
 
 
-def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buckets, shard_i, shard_n, devices,
-                chunk_size, memory, quiet, overwrite, wait, guard, locks, executor=None, rounds_settings=None):
-    devs = _devices(devices)
+def _run_locked(spec, out, s: RunSettings, guard, locks: list) -> SweepResult:
+    """The phases of one run, inside ``_run``'s signal guard; the locks taken are appended to ``locks``."""
+    plan = _plan(spec, out, s)
+    store = _open_store(out, s, plan, guard, locks)
+    run = _SweepRun(spec, s, plan, store, guard)
+    if store.read_only and run.todo:
+        raise SweepStoreError(f"out: {store.out_dir} is not writable and its sweep is not finished "
+                              f"({len(run.mine) - len(run.todo)} of {len(run.mine)} chunks done): make it writable, "
+                              "or copy it to a writable directory and run the same sweep there to resume",
+                              store.out_dir)
+    run.start_csv()
+    workers = _start_workers(run)
+    _announce(run)
+    elapsed, failed = _run_chunks(run, workers)
+    return _finish(run, workers, elapsed, failed)
+
+
+# ----------------------------------------------------------------------------------------
+# Settings, fingerprint and platform
+
+
+class _Plan(NamedTuple):
+    """What the grid, the options and the platform decide before the output directory is read."""
+
+    spec: dict
+    devs: list  # the local devices (those the environment record names)
+    remote: bool  # the chunks run on an executor's workers
+    platform: str  # the platform the buckets and the chunk layout are planned for
+    settings: dict  # the settings in the fingerprint
+    fingerprint: str
+    grid: object
+    buckets: list  # [(plan, job ids, c_lo)]
+    layout_settings: dict  # what the chunk layout of a new sweep comes from
+    t_plan: float  # when planning started (perf_counter)
+
+
+def _plan(spec, out, s: RunSettings) -> _Plan:
+    """Choose the platform and the fingerprinted settings, build the grid, its buckets and the layout settings."""
+    devs = _devices(s.devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
     # plan for a CPU-like cost model and 1 GiB chunks (or the given chunk_size) whatever the local devices.
     # So with an executor: the workers' devices are not known here.
-    remote = executor is not None
-    platform_name = devs[0].platform if shard_n == 1 and not remote else "cpu"
-    settings = {"rtol": float(rtol), "lower": bool(lower), "scaled_variant": bool(scaled_variant),
-                "upper_from": upper_from,
-                "merge_buckets": bool(merge_buckets),
-                "platform": platform_name if merge_buckets else "any"}
-    if rounds_settings is not None:  # only then: a sweep without a rounds axis keeps its fingerprint
-        settings["rounds"] = dict(rounds_settings)
-    fingerprint = _fingerprint(spec, settings)
-    first = _old_manifest(out) if out is not None and (Path(out) / "sweep.json").is_file() else None
-    if first is not None and merge_buckets:
-        # Resuming on another platform: keep the bucket merging (hence the values) of the original run.
-        old_platform = (first.get("settings") or {}).get("platform")
-        if old_platform and old_platform != settings["platform"]:
-            alt = {**settings, "platform": old_platform}
-            if _fingerprint(spec, alt) == first["fingerprint"]:
-                settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
+    remote = s.executor is not None
+    platform_name = devs[0].platform if s.shard_n == 1 and not remote else "cpu"
+    settings, fingerprint, platform_name = _settings(spec, out, s, platform_name)
     t_plan = time.perf_counter()
     grid = make_grid(spec, settings)
-    buckets = (plan_jobs(grid.jobs, merge_buckets, platform_name) if len(grid.jobs) else []) + grid.mechanism_buckets
+    buckets = (plan_jobs(grid.jobs, s.merge_buckets, platform_name) if len(grid.jobs) else []) + grid.mechanism_buckets
+    memory = s.memory
     if memory is None:
         memory = 2.0 ** 30
         if platform_name != "cpu":
@@ -369,328 +358,509 @@ def _run_locked(spec, *, out, rtol, lower, scaled_variant, upper_from, merge_buc
                 memory = 0.25 * float(devs[0].memory_stats()["bytes_limit"])
             except Exception:  # pragma: no cover - backends without memory_stats
                 memory = 2.0 ** 32
-    layout_settings = {"ndev": len(devs) if shard_n == 1 and not remote else 1, "memory": float(memory),
-                       "chunk_size": chunk_size, "platform": platform_name}
+    layout_settings = {"ndev": len(devs) if s.shard_n == 1 and not remote else 1, "memory": float(memory),
+                       "chunk_size": s.chunk_size, "platform": platform_name}
+    return _Plan(spec, devs, remote, platform_name, settings, fingerprint, grid, buckets, layout_settings, t_plan)
 
+
+def _settings(spec, out, s: RunSettings, platform_name: str) -> tuple[dict, str, str]:
+    """The fingerprinted settings, the fingerprint and the platform to plan for.
+
+    Resuming on another platform keeps the bucket merging (hence the values) of the original run:
+    the platform of the manifest in ``out`` when that gives its fingerprint.
+    """
+    settings = {"rtol": float(s.rtol), "lower": bool(s.lower), "scaled_variant": bool(s.scaled_variant),
+                "upper_from": s.upper_from,
+                "merge_buckets": bool(s.merge_buckets),
+                "platform": platform_name if s.merge_buckets else "any"}
+    if s.rounds_settings is not None:  # only then: a sweep without a rounds axis keeps its fingerprint
+        settings["rounds"] = dict(s.rounds_settings)
+    fingerprint = _fingerprint(spec, settings)
+    first = _old_manifest(out) if out is not None and (Path(out) / "sweep.json").is_file() else None
+    if first is not None and s.merge_buckets:
+        old_platform = (first.get("settings") or {}).get("platform")
+        if old_platform and old_platform != settings["platform"]:
+            alt = {**settings, "platform": old_platform}
+            if _fingerprint(spec, alt) == first["fingerprint"]:
+                settings, fingerprint, platform_name = alt, _fingerprint(spec, alt), old_platform
+    return settings, fingerprint, platform_name
+
+
+# ----------------------------------------------------------------------------------------
+# The output directory
+
+
+class _Store(NamedTuple):
+    """The output directory as opened for this run (``out_dir`` None: in memory only)."""
+
+    out_dir: Path | None
+    read_only: bool  # a finished sweep in a directory this process cannot write: read, write nothing
+    manifest: dict | None
+    chunks: list  # the chunk layout (a resumed sweep's own)
+    done_chunks: dict  # chunk index -> the arrays of its chunk file
+    torn_line: int | None  # the torn last row of results.csv, repaired from the chunk files
+    plan_s: float  # planning time, the wait for the lock left out
+
+
+def _open_store(out, s: RunSettings, plan: _Plan, guard, locks: list) -> _Store:
+    """Claim ``out`` (lock), compare or write its manifest, lay out the chunks and load the finished ones."""
     out_dir = Path(out) if out is not None else None
-    done_chunks: dict[int, dict] = {}
-    manifest = None
-    torn_line = None
-    lock_s = 0.0
-    read_only = False  # a finished sweep in a directory this process cannot write: read, write nothing
+    manifest, layout_settings, torn_line = None, plan.layout_settings, None
+    lock_s, read_only, done_chunks = 0.0, False, {}
     if out_dir is not None:
         chunk_dir = chunk_dir_of(out_dir)
-        mpath = out_dir / "sweep.json"
-        if not mpath.exists() and not mpath.is_symlink() and not overwrite:
-            other = holds_other_files(out_dir)
-            if other:
-                raise ValueError(f"out: {out_dir} is not empty and holds no sweep (no sweep.json; it has "
-                                 f"{', '.join(str(x.relative_to(out_dir)) for x in other[:3])}"
-                                 f"{', ...' if len(other) > 3 else ''}): use a new or empty directory, or --overwrite "
-                                 "to write the sweep's files there (other files are left alone)")
-        read_only = out_dir.is_dir() and not (_writable(out_dir) and (not chunk_dir.is_dir() or _writable(chunk_dir)))
-        if not read_only:
-            chunk_dir.mkdir(parents=True, exist_ok=True)
-            # One writer per directory (per shard): the lock is taken before the manifest is read.
-            t_lock = time.perf_counter()
-            try:
-                locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if shard_n == 1 else
-                                       f"shard-{shard_i}-of-{shard_n}.lock", wait, quiet))
-            except PermissionError:  # no lock file can be made here (e.g. a read-only mount): read only
-                read_only = True
-            except OSError as exc:
-                if exc.errno != errno.EROFS:
-                    raise
-                read_only = True
-            lock_s = time.perf_counter() - t_lock
-        if read_only and not mpath.is_file():
-            raise SweepStoreError(f"out: {out_dir} is not writable and holds no sweep (no sweep.json): use a "
-                                  "writable --out", out_dir)
-        if mpath.is_symlink():
-            raise SweepStoreError(f"out: {mpath} is a symbolic link; a sweep reads and writes only inside {out_dir}: "
-                                  "remove the link or use another --out", mpath)
-        if mpath.exists():
-            try:
-                old = read_manifest(mpath)
-            except SweepStoreError:
-                if not overwrite or read_only:
-                    raise
-                old = {"fingerprint": None, "schema": STORE_SCHEMA}  # damaged: recomputed with --overwrite
-            if read_only and old.get("fingerprint") != fingerprint:
-                raise SweepStoreError(f"out: {out_dir} is not writable and holds a different sweep (fingerprint "
-                                      f"{old.get('fingerprint')} != {fingerprint}): use a writable --out", out_dir)
-            if old.get("schema", 1) not in RESUMABLE_SCHEMAS and not overwrite:
-                raise ValueError(f"out: {out_dir} holds a sweep in store schema {old.get('schema', 1)} (this "
-                                 f"jaxshuffle writes schema {STORE_SCHEMA} and resumes schemas "
-                                 f"{', '.join(map(str, RESUMABLE_SCHEMAS))}: 2 added the blanket bound and "
-                                 "upper_from, 3 the rounds axis); it cannot be resumed: use another --out, or "
-                                 "--overwrite to recompute it there (its results.csv still loads with "
-                                 "jaxshuffle.sweeps.load)")
-            # overwrite recomputes an old-schema directory even when its fingerprint matches (its chunk files
-            # are not this schema's)
-            if old.get("fingerprint") != fingerprint or old.get("schema", 1) not in RESUMABLE_SCHEMAS:
-                if not overwrite:
-                    raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
-                                     f"!= {fingerprint}); use another --out or --overwrite")
-                with guard.writing():
-                    clear_store(out_dir)
-            else:
-                manifest = old
-                layout_settings = old["layout_settings"]
-                torn_line = csv_is_torn(out_dir / "results.csv") if shard_n == 1 else None
-    chunks = chunk_layout(buckets, int(layout_settings["ndev"]), layout_settings.get("platform", platform_name),
-                     float(layout_settings["memory"]), layout_settings["chunk_size"])
+        read_only, lock_s = _claim(out_dir, chunk_dir, s, locks)
+        manifest, torn_line = _old_sweep(out_dir, s, plan.fingerprint, read_only, guard)
+        if manifest is not None:
+            layout_settings = manifest["layout_settings"]
+    chunks = chunk_layout(plan.buckets, int(layout_settings["ndev"]), layout_settings.get("platform", plan.platform),
+                          float(layout_settings["memory"]), layout_settings["chunk_size"])
     if out_dir is not None:
         if manifest is None:
-            manifest = {"schema": STORE_SCHEMA, "fingerprint": fingerprint, "spec": spec, "settings": settings,
-                        "layout_settings": layout_settings, "chunks": len(chunks), "points": grid.size,
-                        "jobs": int(grid.n_jobs), "chunk_checksum": CHUNK_CHECKSUM, "created": utc_now()}
+            manifest = {"schema": STORE_SCHEMA, "fingerprint": plan.fingerprint, "spec": plan.spec,
+                        "settings": plan.settings, "layout_settings": layout_settings, "chunks": len(chunks),
+                        "points": plan.grid.size, "jobs": int(plan.grid.n_jobs), "chunk_checksum": CHUNK_CHECKSUM,
+                        "created": utc_now()}
             with guard.writing():
                 atomic_write(out_dir / "sweep.json", json.dumps(manifest, indent=1).encode())
         with guard.writing():
-            done_chunks = load_chunks(chunk_dir, len(chunks), fingerprint,
+            done_chunks = load_chunks(chunk_dir, len(chunks), plan.fingerprint,
                                       checksums=manifest.get("chunk_checksum") == CHUNK_CHECKSUM,
                                       repair=not read_only)
-    plan_s = time.perf_counter() - t_plan - lock_s
+    plan_s = time.perf_counter() - plan.t_plan - lock_s
+    return _Store(out_dir, read_only, manifest, chunks, done_chunks, torn_line, plan_s)
 
-    J = grid.n_jobs
-    lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
-    status_j, iter_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
-    extra_j = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
-    job_done = np.zeros(J, dtype=bool)
-    for data in done_chunks.values():
-        ids = data["jobs"]
-        if extra_j is not None:
-            extra = data.get("extra")
-            if extra is None or extra.shape != (len(ids), grid.extra_width):
-                continue  # a rounds chunk without its columns (damaged): computed again
-            extra_j[ids] = extra
-        lower_j[ids], upper_j[ids] = data["lower"], data["upper"]
-        status_j[ids], iter_j[ids] = data["status"], data["iterations"]
-        job_done[ids] = True
-    chunk_ids = lambda ci: buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]  # noqa: E731
-    mine = [ci for ci in range(len(chunks)) if ci % shard_n == shard_i]
-    todo = [ci for ci in mine if not job_done[chunk_ids(ci)].all()]  # by coverage, not by file name
-    if read_only and todo:
-        raise SweepStoreError(f"out: {out_dir} is not writable and its sweep is not finished ({len(mine) - len(todo)} "
-                              f"of {len(mine)} chunks done): make it writable, or copy it to a writable directory "
-                              "and run the same sweep there to resume", out_dir)
 
-    # Points finished so far (for the progressive CSV): every job of the point done.
-    pending = grid.pending(job_done)
-    csv_cols = ["index", *grid.table.keys(), *grid.result_order]
-    csv_path = out_dir / "results.csv" if out_dir is not None and shard_n == 1 and not read_only else None
-    csv_file = None
-    if csv_path is not None:  # rebuilt from the chunk files: this also repairs a torn last row
-        done_pts = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, iter_j, done_pts, extra_j)
+def _claim(out_dir: Path, chunk_dir: Path, s: RunSettings, locks: list) -> tuple[bool, float]:
+    """Check that ``out_dir`` holds no one else's files and take its lock; returns (read only, seconds waited)."""
+    mpath = out_dir / "sweep.json"
+    if not mpath.exists() and not mpath.is_symlink() and not s.overwrite:
+        other = holds_other_files(out_dir)
+        if other:
+            raise ValueError(f"out: {out_dir} is not empty and holds no sweep (no sweep.json; it has "
+                             f"{', '.join(str(x.relative_to(out_dir)) for x in other[:3])}"
+                             f"{', ...' if len(other) > 3 else ''}): use a new or empty directory, or --overwrite "
+                             "to write the sweep's files there (other files are left alone)")
+    read_only = out_dir.is_dir() and not (_writable(out_dir) and (not chunk_dir.is_dir() or _writable(chunk_dir)))
+    lock_s = 0.0
+    if not read_only:
+        chunk_dir.mkdir(parents=True, exist_ok=True)
+        # One writer per directory (per shard): the lock is taken before the manifest is read.
+        t_lock = time.perf_counter()
+        try:
+            locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if s.shard_n == 1 else
+                                   f"shard-{s.shard_i}-of-{s.shard_n}.lock", s.wait, s.quiet))
+        except PermissionError:  # no lock file can be made here (e.g. a read-only mount): read only
+            read_only = True
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise
+            read_only = True
+        lock_s = time.perf_counter() - t_lock
+    return read_only, lock_s
+
+
+def _old_sweep(out_dir: Path, s: RunSettings, fingerprint: str, read_only: bool,
+               guard) -> tuple[dict | None, int | None]:
+    """The manifest of the sweep to resume in ``out_dir`` and the torn line of its CSV, or (None, None).
+
+    Another sweep there is refused, or cleared with ``overwrite``; so is a store schema this version cannot resume.
+    """
+    mpath = out_dir / "sweep.json"
+    if read_only and not mpath.is_file():
+        raise SweepStoreError(f"out: {out_dir} is not writable and holds no sweep (no sweep.json): use a "
+                              "writable --out", out_dir)
+    if mpath.is_symlink():
+        raise SweepStoreError(f"out: {mpath} is a symbolic link; a sweep reads and writes only inside {out_dir}: "
+                              "remove the link or use another --out", mpath)
+    if not mpath.exists():
+        return None, None
+    try:
+        old = read_manifest(mpath)
+    except SweepStoreError:
+        if not s.overwrite or read_only:
+            raise
+        old = {"fingerprint": None, "schema": STORE_SCHEMA}  # damaged: recomputed with --overwrite
+    if read_only and old.get("fingerprint") != fingerprint:
+        raise SweepStoreError(f"out: {out_dir} is not writable and holds a different sweep (fingerprint "
+                              f"{old.get('fingerprint')} != {fingerprint}): use a writable --out", out_dir)
+    if old.get("schema", 1) not in RESUMABLE_SCHEMAS and not s.overwrite:
+        raise ValueError(f"out: {out_dir} holds a sweep in store schema {old.get('schema', 1)} (this "
+                         f"jaxshuffle writes schema {STORE_SCHEMA} and resumes schemas "
+                         f"{', '.join(map(str, RESUMABLE_SCHEMAS))}: 2 added the blanket bound and "
+                         "upper_from, 3 the rounds axis); it cannot be resumed: use another --out, or "
+                         "--overwrite to recompute it there (its results.csv still loads with "
+                         "jaxshuffle.sweeps.load)")
+    # overwrite recomputes an old-schema directory even when its fingerprint matches (its chunk files
+    # are not this schema's)
+    if old.get("fingerprint") != fingerprint or old.get("schema", 1) not in RESUMABLE_SCHEMAS:
+        if not s.overwrite:
+            raise ValueError(f"out: {out_dir} holds a different sweep (fingerprint {old.get('fingerprint')} "
+                             f"!= {fingerprint}); use another --out or --overwrite")
         with guard.writing():
-            atomic_write(csv_path, csv_text(cols, csv_cols, True).encode())
-        if torn_line is not None and not quiet:
-            print(f"[sweep] {csv_path}: repaired the torn last row (line {torn_line}) from the chunk files",
-                  file=sys.stderr, flush=True)
+            clear_store(out_dir)
+        return None, None
+    return old, (csv_is_torn(out_dir / "results.csv") if s.shard_n == 1 else None)
 
-    env = environment(devs)
-    runner = Runner(rtol, devs) if not remote else None
-    pool = None
-    if remote:
-        from jaxshuffle.sweeps.distributed import ChunkPool, describe
 
-        pool = ChunkPool(executor, rtol)
-        is_compiled = lambda plan, size: bool(pool.plan_workers.get((plan, size)))  # noqa: E731
-    else:
-        is_compiled = runner.is_compiled
-    work = lambda ci: chunks[ci]["size"] * buckets[chunks[ci]["bucket"]][0].window  # noqa: E731
-    work_left = float(sum(work(ci) for ci in todo))
-    remaining: dict = {}
-    for ci in todo:
-        kk = (buckets[chunks[ci]["bucket"]][0], chunks[ci]["size"])
-        remaining[kk] = remaining.get(kk, 0) + 1
-    programs = sum(1 for kk in remaining if not is_compiled(*kk))
-    if not quiet:
-        where = f"{len(devs)} {devs[0].platform} device(s)"
-        if remote:
-            where, link = describe(executor)
-            if link:
-                where += f", dashboard {link}"
-        what = (f"{J} distinct (T, delta) cells in {len(buckets)} (options, n) groups (one composed_epsilon each)"
-                if grid.extra_width else f"{J} distinct searches in {len(buckets)} window buckets")
-        print(f"[sweep] {grid.size} points, {what}, "
-              f"{len(chunks)} chunks ({len(mine) - len(todo)} of this {'shard' if shard_n > 1 else 'sweep'}'s "
-              f"{len(mine)} already done), {where}", file=sys.stderr, flush=True)
-    sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
-    t0 = time.perf_counter()
-    chunks_done = len(mine) - len(todo)
-    progress = None
-    failed: list[dict] = []
+# ----------------------------------------------------------------------------------------
+# The run's state: finished jobs and points, the progressive CSV
 
-    def stopped(exc: KeyboardInterrupt) -> SweepInterrupted:
-        if csv_path is not None:
-            saved = f"{int((pending == 0).sum())} of {grid.size} points saved in {csv_path}"
+
+class _SweepRun:
+    """The mutable state of one run: the per-job result arrays, which jobs and points are done, the CSV.
+
+    :meth:`record` stores a finished chunk (arrays, chunk file, CSV rows), :meth:`advance` moves the
+    progress on, :meth:`stopped` says what a signal leaves saved.
+    """
+
+    def __init__(self, spec, s: RunSettings, plan: _Plan, store: _Store, guard):
+        self.spec, self.s, self.plan, self.store, self.guard = spec, s, plan, store, guard
+        self.grid = grid = plan.grid
+        J = grid.n_jobs
+        self.lower, self.upper = np.zeros(J), np.full(J, np.inf)
+        self.status, self.iterations = np.full(J, 5, np.int8), np.zeros(J, np.int32)
+        self.extra = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
+        self.job_done = np.zeros(J, dtype=bool)
+        self._restore(store.done_chunks)
+        self.mine = [ci for ci in range(len(store.chunks)) if ci % s.shard_n == s.shard_i]
+        self.todo = [ci for ci in self.mine if not self.job_done[self.chunk_ids(ci)].all()]  # by coverage, not name
+        self.chunks_done = len(self.mine) - len(self.todo)
+        # Points finished so far (for the progressive CSV): every job of the point done.
+        self.pending = grid.pending(self.job_done)
+        self.csv_cols = ["index", *grid.table.keys(), *grid.result_order]
+        self.csv_path: Path | None = None
+        self.csv_file = None
+        self.progress: _Progress | None = None
+        self.is_compiled = None  # (plan, chunk size) -> whether its program is compiled already
+        self.work_left = 0.0
+        self.remaining: dict = {}  # (plan, chunk size) -> chunks still to run
+
+    def _restore(self, done_chunks: dict) -> None:
+        """Put the finished chunks' values into the arrays and mark their jobs done."""
+        for data in done_chunks.values():
+            ids = data["jobs"]
+            if self.extra is not None:
+                extra = data.get("extra")
+                if extra is None or extra.shape != (len(ids), self.grid.extra_width):
+                    continue  # a rounds chunk without its columns (damaged): computed again
+                self.extra[ids] = extra
+            self.lower[ids], self.upper[ids] = data["lower"], data["upper"]
+            self.status[ids], self.iterations[ids] = data["status"], data["iterations"]
+            self.job_done[ids] = True
+
+    def chunk_ids(self, ci: int) -> np.ndarray:
+        """The job ids of chunk ``ci``."""
+        ch = self.store.chunks[ci]
+        return self.plan.buckets[ch["bucket"]][1][ch["start"]:ch["stop"]]
+
+    def chunk_jobs(self, ci: int) -> tuple:
+        """Chunk ``ci``'s plan, job ids, ``c_lo`` and (padded) size."""
+        ch = self.store.chunks[ci]
+        plan, ids_all, clo_all = self.plan.buckets[ch["bucket"]]
+        return plan, ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]], ch["size"]
+
+    def work(self, ci: int) -> float:
+        """Chunk ``ci``'s work for the ETA: its size times its bucket's window."""
+        ch = self.store.chunks[ci]
+        return ch["size"] * self.plan.buckets[ch["bucket"]][0].window
+
+    def points_done(self) -> np.ndarray:
+        """The grid points whose every job is done."""
+        return np.nonzero(self.pending == 0)[0]
+
+    def columns(self, points: np.ndarray) -> dict:
+        """The result columns of ``points``."""
+        return self.grid.combine(self.lower, self.upper, self.status, self.iterations, points, self.extra)
+
+    def start_csv(self) -> None:
+        """Write ``results.csv`` afresh from the finished points (unsharded, writable ``out`` only)."""
+        out_dir, s = self.store.out_dir, self.s
+        if out_dir is None or s.shard_n != 1 or self.store.read_only:
+            return
+        self.csv_path = out_dir / "results.csv"
+        # rebuilt from the chunk files: this also repairs a torn last row
+        cols = self.columns(self.points_done())
+        with self.guard.writing():
+            atomic_write(self.csv_path, csv_text(cols, self.csv_cols, True).encode())
+        if self.store.torn_line is not None and not s.quiet:
+            print(f"[sweep] {self.csv_path}: repaired the torn last row (line {self.store.torn_line}) from the chunk "
+                  "files", file=sys.stderr, flush=True)
+
+    def count_work(self) -> int:
+        """Set the work and the chunks left per program; returns the number of programs still to compile."""
+        self.work_left = float(sum(self.work(ci) for ci in self.todo))
+        for ci in self.todo:
+            ch = self.store.chunks[ci]
+            kk = (self.plan.buckets[ch["bucket"]][0], ch["size"])
+            self.remaining[kk] = self.remaining.get(kk, 0) + 1
+        return sum(1 for kk in self.remaining if not self.is_compiled(*kk))
+
+    def record(self, ci, ids, lo, up, st, it, extra=None) -> np.ndarray:
+        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished.
+
+        ``extra``: a rounds chunk's composed-epsilon columns (stored in its chunk file too)."""
+        out_dir = self.store.out_dir
+        with self.guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
+            self.lower[ids], self.upper[ids], self.status[ids], self.iterations[ids] = lo, up, st, it
+            more = {}
+            if extra is not None:
+                self.extra[ids] = extra
+                more["extra"] = np.asarray(extra, dtype=np.float64)
+            fresh = ids[~self.job_done[ids]]
+            self.job_done[ids] = True
+            if out_dir is not None:  # the checksum sidecar first: a chunk file on disk always has its own
+                path = out_dir / "chunks" / f"c{ci:06d}.npz"
+                fields = dict(jobs=ids, lower=lo, upper=up, status=st, iterations=it, **more,
+                              fingerprint=np.asarray(self.plan.fingerprint))
+                arrays = {k: np.asarray(v) for k, v in fields.items()}
+                atomic_write(checksum_path(path), checksum_bytes(path, arrays))
+                atomic_write(path, npz_bytes(**arrays))
+            touched = self.grid.points_of_jobs(fresh)
+            self.pending -= np.bincount(touched, minlength=self.grid.size)
+            touched = np.unique(touched)
+            fin = touched[self.pending[touched] == 0]
+            if self.csv_file is not None and fin.size:
+                self._append_csv(fin)
+            self.chunks_done += 1
+        return fin
+
+    def _append_csv(self, points: np.ndarray) -> None:
+        """Append the rows of ``points`` to ``results.csv``, on disk before this returns."""
+        try:
+            self.csv_file.write(csv_text(self.columns(points), self.csv_cols, False))
+            self.csv_file.flush()
+            os.fsync(self.csv_file.fileno())
+        except OSError as exc:  # name the file (a torn row is repaired on resume)
+            if not exc.filename:
+                exc.filename = str(self.csv_path)
+            raise
+
+    def advance(self, ci: int, fin_points: int, dt: float, compiled: bool) -> None:
+        """Move the progress on by chunk ``ci``, which finished ``fin_points`` points in ``dt`` seconds."""
+        plan, _, _, size = self.chunk_jobs(ci)
+        self.work_left -= self.work(ci)
+        self.remaining[(plan, size)] -= 1
+        programs_left = sum(1 for kk, cnt in self.remaining.items() if cnt > 0 and not self.is_compiled(*kk))
+        self.progress.update(int(fin_points), self.work(ci), dt, compiled, self.work_left, programs_left)
+
+    def stopped(self, exc: KeyboardInterrupt) -> SweepInterrupted:
+        """The :class:`SweepInterrupted` for ``exc``, saying what is saved."""
+        out_dir, s = self.store.out_dir, self.s
+        if self.csv_path is not None:
+            saved = f"{int((self.pending == 0).sum())} of {self.grid.size} points saved in {self.csv_path}"
         elif out_dir is not None:
-            saved = f"{chunks_done} of {len(mine)} chunks of shard {shard_i}/{shard_n} saved in {out_dir / 'chunks'}"
+            saved = (f"{self.chunks_done} of {len(self.mine)} chunks of shard {s.shard_i}/{s.shard_n} saved in "
+                     f"{out_dir / 'chunks'}")
         else:
             saved = "nothing saved (out=None keeps the results in memory)"
         return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
 
-    def record(ci, ids, lo, up, st, it, extra=None):
-        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished.
-
-        ``extra``: a rounds chunk's composed-epsilon columns (stored in its chunk file too)."""
-        nonlocal pending, chunks_done
-        with guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
-            lower_j[ids], upper_j[ids], status_j[ids], iter_j[ids] = lo, up, st, it
-            more = {}
-            if extra is not None:
-                extra_j[ids] = extra
-                more["extra"] = np.asarray(extra, dtype=np.float64)
-            fresh = ids[~job_done[ids]]
-            job_done[ids] = True
-            if out_dir is not None:  # the checksum sidecar first: a chunk file on disk always has its own
-                path = out_dir / "chunks" / f"c{ci:06d}.npz"
-                arrays = {k: np.asarray(v) for k, v in dict(jobs=ids, lower=lo, upper=up, status=st, iterations=it,
-                                                            **more, fingerprint=np.asarray(fingerprint)).items()}
-                atomic_write(checksum_path(path), checksum_bytes(path, arrays))
-                atomic_write(path, npz_bytes(**arrays))
-            touched = grid.points_of_jobs(fresh)
-            pending -= np.bincount(touched, minlength=grid.size)
-            touched = np.unique(touched)
-            fin = touched[pending[touched] == 0]
-            if csv_file is not None and fin.size:
-                cols = grid.combine(lower_j, upper_j, status_j, iter_j, fin, extra_j)
-                try:
-                    csv_file.write(csv_text(cols, csv_cols, False))
-                    csv_file.flush()
-                    os.fsync(csv_file.fileno())
-                except OSError as exc:  # name the file (a torn row is repaired on resume)
-                    if not exc.filename:
-                        exc.filename = str(csv_path)
-                    raise
-            chunks_done += 1
-        return fin
-
-    def chunk_jobs(ci):
-        ch = chunks[ci]
-        plan, ids_all, clo_all = buckets[ch["bucket"]]
-        return plan, ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]], ch["size"]
-
-    def advance(ci, fin_points, dt, compiled):
-        nonlocal work_left
-        plan, _, _, size = chunk_jobs(ci)
-        work_left -= work(ci)
-        remaining[(plan, size)] -= 1
-        programs_left = sum(1 for kk, cnt in remaining.items() if cnt > 0 and not is_compiled(*kk))
-        progress.update(int(fin_points), work(ci), dt, compiled, work_left, programs_left)
-
-    try:
-        if csv_path is not None:
-            csv_file = open(csv_path, "a", newline="")
-        progress = _Progress(quiet, grid.size, int((pending == 0).sum()), programs)
-        if not remote:
-            for ci in todo:
-                plan, ids, clo, size = chunk_jobs(ci)
-                compiled = not runner.is_compiled(plan, size)
-                progress.start_chunk(compiled)
-                t = time.perf_counter()
-                arrays = runner.run(plan, grid.job_rows(plan, ids), clo, size)
-                dt = time.perf_counter() - t
-                fin = record(ci, ids, *arrays)
-                advance(ci, fin.size, dt, compiled)
-                if sleep:
-                    time.sleep(sleep)
-        else:
-            from jaxshuffle.sweeps.distributed import Task
-
-            def tasks():  # made as the window of futures in flight advances (memory bounded)
-                for ci in todo:
-                    plan, ids, clo, size = chunk_jobs(ci)
-                    yield Task(ci, plan, grid.job_rows(plan, ids), clo, size)
-
-            slots = max(1, pool.window // pool.cap)
+    def close(self) -> None:
+        """Close the progress bar and the CSV (a failed close is already reported by the failed append)."""
+        if self.progress is not None:
+            self.progress.close()
+        if self.csv_file is not None:
             try:
-                for task, arrays, info in pool.results(tasks()):
-                    _, ids, _, _ = chunk_jobs(task.ci)
-                    if arrays is None:  # failed twice: reported, its points stay missing
-                        pts = np.unique(grid.points_of_jobs(ids))
-                        failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": info})
-                        warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
-                                      f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
-                                      "again to compute them", RuntimeWarning, stacklevel=4)
-                        work_left -= work(task.ci)
-                        remaining[(task.plan, task.size)] -= 1
-                        continue
-                    fin = record(task.ci, ids, *arrays)
-                    # progress rates: a worker's evaluation time shared by the workers running at once
-                    advance(task.ci, fin.size, info["seconds"] / slots, bool(info["compiled"]))
-                    if sleep:
-                        time.sleep(sleep)
-            finally:
-                pool.close()
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through a handler that raises (the CLI's)
-        raise stopped(exc) from None
-    finally:
-        if progress is not None:
-            progress.close()
-        if csv_file is not None:
-            try:
-                csv_file.close()
+                self.csv_file.close()
             except OSError:  # the failed append is reported already; resume rebuilds the file
                 pass
-    elapsed = time.perf_counter() - t0
 
-    try:  # a signal during the final writes (deferred until they end) still reports what is saved
-        all_done = bool(job_done.all())
-        from jaxshuffle.plan import TRUNC_FRACTION
 
-        meta = {**env, "methods": METHODS, "columns": COLUMNS, "fingerprint": fingerprint, "grid": spec,
-                "settings": settings,
-                "tolerances": {"rtol": float(rtol), "max_iter": MAX_ITER,
-                               "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
-                                                    "added to the certified divergence band)"},
-                "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
-                             {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
-                             {"sampled": pl.randomizer} if not hasattr(pl, "max_step") else
-                             {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
-                            | {"searches": int(len(ids))} for pl, ids, _ in buckets],
-                "points": grid.size, "searches": J, "chunks": len(chunks),
-                "shard": [shard_i, shard_n], "complete": all_done,
-                "timing": {"plan_s": plan_s, "run_s": elapsed, "chunks_run": len(todo),
-                           "programs_compiled": (len(runner.compiled) if runner is not None
-                                                 else sum(pool.programs.values()))},
-                "written": utc_now()}
-        if remote and not quiet and pool.programs:
-            per = ", ".join(f"{w}: {pool.programs[w]} ({pool.chunks_per_worker.get(w, 0)} chunks)"
-                            for w in sorted(pool.programs))
-            print(f"[sweep] programs compiled per worker: {per}", file=sys.stderr, flush=True)
-        if remote:
-            meta["executor"] = {"kind": describe(executor)[0],
-                                "workers": {w: {"programs_compiled": pool.programs[w],
-                                                "chunks": pool.chunks_per_worker.get(w, 0),
-                                                "eval_s": pool.seconds_per_worker.get(w, 0.0)} for w in pool.programs},
-                                "driver_busy_s": max(elapsed - pool.wait_s, 0.0),
-                                "failed": failed}
-        if out_dir is not None and shard_n > 1 and not read_only:
-            mine_ids = np.concatenate([buckets[chunks[ci]["bucket"]][1][chunks[ci]["start"]:chunks[ci]["stop"]]
-                                       for ci in mine]) if mine else np.zeros(0, np.int64)
-            more = {"extra": extra_j[mine_ids]} if extra_j is not None else {}
-            with guard.writing():
-                atomic_write(out_dir / f"shard-{shard_i}-of-{shard_n}.npz",
-                             npz_bytes(jobs=mine_ids, lower=lower_j[mine_ids], upper=upper_j[mine_ids],
-                                       status=status_j[mine_ids], iterations=iter_j[mine_ids], **more,
-                                       manifest=np.asarray(json.dumps(manifest))))
-            if not quiet:
-                print(f"[sweep] shard {shard_i}/{shard_n} done -> {out_dir / f'shard-{shard_i}-of-{shard_n}.npz'}; "
-                      f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
-        if all_done or shard_n == 1:
-            points = np.arange(grid.size) if all_done else np.nonzero(pending == 0)[0]
-            cols = grid.combine(lower_j, upper_j, status_j, iter_j, points, extra_j)
-            result = SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
-            if out_dir is not None and (all_done or shard_n == 1) and not read_only:
-                with guard.writing():
-                    write_results(out_dir, result, csv_cols)
-            return result
-        points = np.nonzero(pending == 0)[0]
-        cols = grid.combine(lower_j, upper_j, status_j, iter_j, points, extra_j)
-        return SweepResult({k: cols[k] for k in csv_cols}, meta, out_dir)
+# ----------------------------------------------------------------------------------------
+# The chunks
+
+
+class _Workers(NamedTuple):
+    """Where the chunks run: here (``runner``) or on an executor's workers (``pool``)."""
+
+    env: dict  # the environment record of the metadata
+    runner: Runner | None
+    pool: object  # a ChunkPool with an executor, else None
+    programs: int  # programs this run compiles
+
+
+def _start_workers(run: _SweepRun) -> _Workers:
+    """The local runner or the executor's chunk pool, and the work and programs left."""
+    s, plan = run.s, run.plan
+    env = environment(plan.devs)
+    runner = Runner(s.rtol, plan.devs) if not plan.remote else None
+    pool = None
+    if plan.remote:
+        from jaxshuffle.sweeps.distributed import ChunkPool
+
+        pool = ChunkPool(s.executor, s.rtol)
+        run.is_compiled = lambda plan, size: bool(pool.plan_workers.get((plan, size)))
+    else:
+        run.is_compiled = runner.is_compiled
+    programs = run.count_work()
+    return _Workers(env, runner, pool, programs)
+
+
+def _announce(run: _SweepRun) -> None:
+    """One line on stderr (unless quiet): the grid, its chunks, those already done and where they run."""
+    s, plan, grid = run.s, run.plan, run.grid
+    if s.quiet:
+        return
+    where = f"{len(plan.devs)} {plan.devs[0].platform} device(s)"
+    if plan.remote:
+        from jaxshuffle.sweeps.distributed import describe
+
+        where, link = describe(s.executor)
+        if link:
+            where += f", dashboard {link}"
+    what = (f"{grid.n_jobs} distinct (T, delta) cells in {len(plan.buckets)} (options, n) groups "
+            "(one composed_epsilon each)"
+            if grid.extra_width else f"{grid.n_jobs} distinct searches in {len(plan.buckets)} window buckets")
+    print(f"[sweep] {grid.size} points, {what}, "
+          f"{len(run.store.chunks)} chunks ({len(run.mine) - len(run.todo)} of this "
+          f"{'shard' if s.shard_n > 1 else 'sweep'}'s {len(run.mine)} already done), {where}",
+          file=sys.stderr, flush=True)
+
+
+def _run_chunks(run: _SweepRun, workers: _Workers) -> tuple[float, list[dict]]:
+    """Run the chunks still to do; returns the seconds taken and the chunks that failed twice (executor only).
+
+    A Ctrl-C (or a SIGTERM through a handler that raises, the CLI's) becomes :class:`SweepInterrupted`.
+    """
+    sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
+    t0 = time.perf_counter()
+    failed: list[dict] = []
+    try:
+        if run.csv_path is not None:
+            run.csv_file = open(run.csv_path, "a", newline="")
+        run.progress = _Progress(run.s.quiet, run.grid.size, int((run.pending == 0).sum()), workers.programs)
+        if not run.plan.remote:
+            _local_chunks(run, workers.runner, sleep)
+        else:
+            _remote_chunks(run, workers.pool, sleep, failed)
     except KeyboardInterrupt as exc:
-        raise stopped(exc) from None
+        raise run.stopped(exc) from None
+    finally:
+        run.close()
+    return time.perf_counter() - t0, failed
+
+
+def _local_chunks(run: _SweepRun, runner: Runner, sleep: float) -> None:
+    """Run the chunks here, one after the other."""
+    for ci in run.todo:
+        plan, ids, clo, size = run.chunk_jobs(ci)
+        compiled = not runner.is_compiled(plan, size)
+        run.progress.start_chunk(compiled)
+        t = time.perf_counter()
+        arrays = runner.run(plan, run.grid.job_rows(plan, ids), clo, size)
+        dt = time.perf_counter() - t
+        fin = run.record(ci, ids, *arrays)
+        run.advance(ci, fin.size, dt, compiled)
+        if sleep:
+            time.sleep(sleep)
+
+
+def _remote_chunks(run: _SweepRun, pool, sleep: float, failed: list[dict]) -> None:
+    """Run the chunks on the executor's workers; a chunk that failed twice is warned about and added to ``failed``."""
+    from jaxshuffle.sweeps.distributed import Task
+
+    def tasks():  # made as the window of futures in flight advances (memory bounded)
+        for ci in run.todo:
+            plan, ids, clo, size = run.chunk_jobs(ci)
+            yield Task(ci, plan, run.grid.job_rows(plan, ids), clo, size)
+
+    slots = max(1, pool.window // pool.cap)
+    try:
+        for task, arrays, info in pool.results(tasks()):
+            _, ids, _, _ = run.chunk_jobs(task.ci)
+            if arrays is None:  # failed twice: reported, its points stay missing
+                pts = np.unique(run.grid.points_of_jobs(ids))
+                failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": info})
+                # stacklevel: the warning names the caller of sweep() (above it: _run_chunks, _run_locked, _run, sweep)
+                warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
+                              f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
+                              "again to compute them", RuntimeWarning, stacklevel=6)
+                run.work_left -= run.work(task.ci)
+                run.remaining[(task.plan, task.size)] -= 1
+                continue
+            fin = run.record(task.ci, ids, *arrays)
+            # progress rates: a worker's evaluation time shared by the workers running at once
+            run.advance(task.ci, fin.size, info["seconds"] / slots, bool(info["compiled"]))
+            if sleep:
+                time.sleep(sleep)
+    finally:
+        pool.close()
+
+
+# ----------------------------------------------------------------------------------------
+# The metadata and the results
+
+
+def _finish(run: _SweepRun, workers: _Workers, elapsed: float, failed: list[dict]) -> SweepResult:
+    """The metadata, the shard file (with ``shard``) and the results (files too when the sweep is whole)."""
+    s, out_dir, read_only = run.s, run.store.out_dir, run.store.read_only
+    try:  # a signal during the final writes (deferred until they end) still reports what is saved
+        all_done = bool(run.job_done.all())
+        meta = _meta(run, workers, elapsed, failed, all_done)
+        if out_dir is not None and s.shard_n > 1 and not read_only:
+            _write_shard(run)
+        if all_done or s.shard_n == 1:
+            points = np.arange(run.grid.size) if all_done else run.points_done()
+            cols = run.columns(points)
+            result = SweepResult({k: cols[k] for k in run.csv_cols}, meta, out_dir)
+            if out_dir is not None and (all_done or s.shard_n == 1) and not read_only:
+                with run.guard.writing():
+                    write_results(out_dir, result, run.csv_cols)
+            return result
+        cols = run.columns(run.points_done())
+        return SweepResult({k: cols[k] for k in run.csv_cols}, meta, out_dir)
+    except KeyboardInterrupt as exc:
+        raise run.stopped(exc) from None
+
+
+def _meta(run: _SweepRun, workers: _Workers, elapsed: float, failed: list[dict], all_done: bool) -> dict:
+    """The result's metadata (``sweep.json``'s run record): environment, settings, buckets, timing, executor."""
+    from jaxshuffle.plan import TRUNC_FRACTION
+
+    s, plan, grid, runner, pool = run.s, run.plan, run.grid, workers.runner, workers.pool
+    meta = {**workers.env, "methods": METHODS, "columns": COLUMNS, "fingerprint": plan.fingerprint, "grid": run.spec,
+            "settings": plan.settings,
+            "tolerances": {"rtol": float(s.rtol), "max_iter": MAX_ITER,
+                           "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
+                                                "added to the certified divergence band)"},
+            "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
+                         {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
+                         {"sampled": pl.randomizer} if not hasattr(pl, "max_step") else
+                         {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
+                        | {"searches": int(len(ids))} for pl, ids, _ in plan.buckets],
+            "points": grid.size, "searches": grid.n_jobs, "chunks": len(run.store.chunks),
+            "shard": [s.shard_i, s.shard_n], "complete": all_done,
+            "timing": {"plan_s": run.store.plan_s, "run_s": elapsed, "chunks_run": len(run.todo),
+                       "programs_compiled": (len(runner.compiled) if runner is not None
+                                             else sum(pool.programs.values()))},
+            "written": utc_now()}
+    if plan.remote and not s.quiet and pool.programs:
+        per = ", ".join(f"{w}: {pool.programs[w]} ({pool.chunks_per_worker.get(w, 0)} chunks)"
+                        for w in sorted(pool.programs))
+        print(f"[sweep] programs compiled per worker: {per}", file=sys.stderr, flush=True)
+    if plan.remote:
+        from jaxshuffle.sweeps.distributed import describe
+
+        meta["executor"] = {"kind": describe(s.executor)[0],
+                            "workers": {w: {"programs_compiled": pool.programs[w],
+                                            "chunks": pool.chunks_per_worker.get(w, 0),
+                                            "eval_s": pool.seconds_per_worker.get(w, 0.0)} for w in pool.programs},
+                            "driver_busy_s": max(elapsed - pool.wait_s, 0.0),
+                            "failed": failed}
+    return meta
+
+
+def _write_shard(run: _SweepRun) -> None:
+    """Write this shard's jobs (and the manifest) to ``shard-i-of-N.npz`` for ``sweep merge``."""
+    s, out_dir = run.s, run.store.out_dir
+    mine_ids = np.concatenate([run.chunk_ids(ci) for ci in run.mine]) if run.mine else np.zeros(0, np.int64)
+    more = {"extra": run.extra[mine_ids]} if run.extra is not None else {}
+    with run.guard.writing():
+        atomic_write(out_dir / f"shard-{s.shard_i}-of-{s.shard_n}.npz",
+                     npz_bytes(jobs=mine_ids, lower=run.lower[mine_ids], upper=run.upper[mine_ids],
+                               status=run.status[mine_ids], iterations=run.iterations[mine_ids], **more,
+                               manifest=np.asarray(json.dumps(run.store.manifest))))
+    if not s.quiet:
+        print(f"[sweep] shard {s.shard_i}/{s.shard_n} done -> {out_dir / f'shard-{s.shard_i}-of-{s.shard_n}.npz'}; "
+              f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
