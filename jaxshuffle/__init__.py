@@ -27,8 +27,10 @@ Public API:
   (lower <= exact <= certified upper for a finite mechanism); :func:`sweep` (certified
   amplification over a parameter grid, resumable and sharded).
 
-Layout (one concept per module): ``pair`` -> ``plan`` -> ``divergence`` -> ``search`` ->
-``accountant`` (``amplify``, ``calibrate``, ``parallel``); ``randomizers`` (catalog, rows,
+Layout (one concept per module): ``engine`` (the shared search pieces and status codes; the engines as
+siblings: ``two_count`` with ``pair`` -> ``plan`` -> ``divergence`` -> ``search``, ``blanket`` for k-ary RR,
+``matrix`` for any finite mechanism) -> ``accountant`` (``amplify``, ``calibrate``,
+``parallel``); ``randomizers`` (catalog, rows,
 parameters), ``closed_forms`` (one file per paper, a registry), ``exact`` (enumeration, PEM,
 sandwich), ``comparison``, ``metric`` (local-metric solver), ``sweeps`` (grid, jobs,
 schedule, store, run), ``plot``, ``cli``.
@@ -41,16 +43,16 @@ from typing import TYPE_CHECKING
 
 from jaxshuffle import _config  # noqa: F401  (float64 and the compilation cache, before anything compiles)
 from jaxshuffle._config import cache_info, clear_cache, configure
-from jaxshuffle.divergence import Divergence, hockey_stick, hockey_stick_bounds
-from jaxshuffle.pair import (
+from jaxshuffle.engine.two_count.divergence import Divergence, hockey_stick, hockey_stick_bounds
+from jaxshuffle.engine.two_count.pair import (
     TwoCountPair,
     standard_clone_pair,
     stronger_clone_pair,
     two_count_pair,
     vr_pair,
 )
-from jaxshuffle.plan import Plan, plan_for
-from jaxshuffle.search import EpsilonBracket, Status, epsilon
+from jaxshuffle.engine.two_count.plan import Plan, plan_for
+from jaxshuffle.engine.two_count.search import EpsilonBracket, Status, epsilon
 
 # The rest of the API loads on first use (PEP 562): ``import jaxshuffle`` and a first ``epsilon`` do not
 # pay for the accountant, the sweeps, the comparison tables or the exact enumeration (about 0.1 s).
@@ -61,13 +63,14 @@ _LAZY = {
                     "jaxshuffle.accountant"),
     "compare": "jaxshuffle.comparison",
     "sandwich": "jaxshuffle.exact",
-    **dict.fromkeys(("blanket_epsilon", "blanket_lower_epsilon", "krr_bounds", "plan_blanket"), "jaxshuffle.blanket"),
+    **dict.fromkeys(("blanket_epsilon", "blanket_lower_epsilon", "krr_bounds", "plan_blanket"),
+                    "jaxshuffle.engine.blanket"),
     "sweep": "jaxshuffle.sweeps",
 }
 #: subpackages and modules users reach as ``js.<name>`` after ``import jaxshuffle as js`` (imported on first use)
 _LAZY_MODULES = ("accountant", "blanket", "blanket_lattice", "blanket_matrix", "closed_forms", "comparison",
-                 "divergence", "exact", "interop", "metric", "pair", "plan", "plot", "randomizers", "search", "sweeps",
-                 "utility")
+                 "divergence", "engine", "exact", "interop", "metric", "pair", "plan", "plot", "randomizers", "search",
+                 "sweeps", "utility")
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from jaxshuffle import randomizers, utility  # noqa: F401
@@ -88,8 +91,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         shuffled_round,
         tune,
     )
-    from jaxshuffle.blanket import blanket_epsilon, blanket_lower_epsilon, krr_bounds, plan_blanket  # noqa: F401
     from jaxshuffle.comparison import compare  # noqa: F401
+    from jaxshuffle.engine.blanket import blanket_epsilon, blanket_lower_epsilon, krr_bounds, plan_blanket  # noqa: F401
     from jaxshuffle.exact import sandwich  # noqa: F401
     from jaxshuffle.sweeps import sweep  # noqa: F401
 

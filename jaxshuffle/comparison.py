@@ -48,10 +48,10 @@ import numpy as np
 
 from jaxshuffle import closed_forms as cf
 from jaxshuffle.accountant import amplify
-from jaxshuffle.pair import standard_clone_pair, stronger_clone_pair, two_count_pair
+from jaxshuffle.engine.two_count.pair import standard_clone_pair, stronger_clone_pair, two_count_pair
+from jaxshuffle.engine.two_count.search import epsilon
 from jaxshuffle.randomizers import check_options
 from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.search import epsilon
 
 #: Label of the randomizer-specific privacy blanket row (Balle et al. with the randomizer's gamma).
 BLANKET_SPECIFIC = "blanket (specific gamma)"

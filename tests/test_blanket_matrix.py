@@ -22,6 +22,7 @@ from scipy.special import gammaln
 import jaxshuffle  # noqa: F401  (float64)
 from jaxshuffle import blanket as bl
 from jaxshuffle import blanket_matrix as bm
+from jaxshuffle.engine.matrix import forms as matrix_forms
 from jaxshuffle.exact import enumerate as exact
 from jaxshuffle.exact.soundness import grr_matrix
 
@@ -287,13 +288,13 @@ def test_snap_merges_float_noise_on_the_side_of_the_bound(seed, upper):
     rng = np.random.default_rng(seed)
     base = rng.choice([-2.5, -1.0, 0.0, 1.0, np.e], size=12)
     noisy = base * (1.0 + rng.integers(-4, 5, size=12) * 2.0 ** -52)
-    out = bm._snap(noisy, upper)
+    out = matrix_forms._snap(noisy, upper)
     assert np.all(out >= noisy) if upper else np.all(out <= noisy)
     assert np.all(np.abs(out - noisy) <= 1e-14 * np.abs(noisy))
     for b in np.unique(base):  # each true value ends as one float
         assert len(np.unique(out[base == b])) == 1
     apart = np.array([1.0, 1.0 + 1e-9, 2.0])
-    assert np.array_equal(bm._snap(apart, upper), apart)
+    assert np.array_equal(matrix_forms._snap(apart, upper), apart)
 
 
 def test_binary_rr_forms_merge_to_five_categories_and_stay_sound():
@@ -357,13 +358,13 @@ def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(mo
     search runs on the plan that was priced (matrix_cells and matrix_bounds planned it again)."""
     from jaxshuffle import randomizers as R
     from jaxshuffle.accountant.amplify import amplify
-    amplify_module = importlib.import_module("jaxshuffle.accountant.amplify")  # the package exports the function
+    mechanism_module = importlib.import_module("jaxshuffle.accountant.mechanism")
     M = R.hadamard_response_matrix(1.0, 8)
     alone, both = bm.matrix_cells(M, 1e3, 1e-6, lower=False), bm.matrix_cells(M, 1e3, 1e-6)
     assert alone < 2e5 < both
     monkeypatch.setattr(bm, "MATRIX_AUTO_MAX_CELLS", 2e5)
     vr = R.with_matrix(R.hadamard_response(1.0, 8, 4), M)
-    monkeypatch.setattr(amplify_module, "_MATRIX_POINTS", {})  # nothing remembered from other tests
+    monkeypatch.setattr(mechanism_module, "_MATRIX_POINTS", {})  # nothing remembered from other tests
     plans = []
     real = bm.plan_forms
     monkeypatch.setattr(bm, "plan_forms", lambda *a, **kw: plans.append(len(a[0].w)) or real(*a, **kw))

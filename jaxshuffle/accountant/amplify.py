@@ -70,7 +70,7 @@ Messages: the pair engine's "number of users" is ``n_blanket + 1`` with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -78,88 +78,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, require_x64
+from jaxshuffle.accountant.mechanism import fold_mechanism_columns, with_mechanism_bounds  # noqa: F401  (re-exported)
+from jaxshuffle.accountant.report import (  # re-exported: the report's home is accountant.report
+    REPORT_DTYPES,
+    UPPER_FROM,
+    AmplificationReport,
+    UpperSource,
+    check_upper_from,
+)
 from jaxshuffle.accountant.subsampling import PAIR_SOURCE, check_sample_rate, subsampled_bounds
-from jaxshuffle.pair import TwoCountPair, clone_fields, vr_pair
+from jaxshuffle.engine.two_count.pair import TwoCountPair, clone_fields, vr_pair
+from jaxshuffle.engine.two_count.search import Status, epsilon
 from jaxshuffle.randomizers import LowerParams, VRParams
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair, scaled_pair_proven
-from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
-from jaxshuffle.search import Status, epsilon
 
 __all__ = ["AmplificationReport", "UPPER_FROM", "UpperSource", "amplify", "with_mechanism_bounds",
            "JOB_ROLES", "PairJob", "PointInfo", "amplification_jobs", "combine_amplification"]
-
-
-class UpperSource:
-    """Codes of :attr:`AmplificationReport.upper_source` (which sound bound gave ``upper``)."""
-
-    WORST_CASE = 0  #: the clone pair proven for the randomizer (w = 0; AmplificationReport.clone_proof says which)
-    SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
-    TV = 2  #: delta >= beta: eps = 0
-    BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 7)
-    THREE_COUNT = 4  #: three-count pair of a round with clients sampled, from the clone constant (docs/math.md 13.11)
-
-    #: short names by code (sweep files), and the descriptions the CLI prints
-    NAMES = ("worst-case", "scaled", "tv", "blanket", "three-count")
-    DESCRIPTIONS = ("worst-case pair", "(u+v)-scaled pair", "delta >= beta", "blanket pair",
-                    "three-count pair (clients sampled)")
-
-
-#: values of ``amplify(upper_from=...)``: every sound source and the smallest value, or one source
-UPPER_FROM = ("best", "worst-case", "blanket")
-
-
-def check_upper_from(upper_from, *, sampled: bool = False) -> str:
-    """``upper_from``, or ValueError naming it unless it is one of :data:`UPPER_FROM` (``sampled``: clients
-    sampled per round, where ``"worst-case"`` has no bound either)."""
-    if upper_from not in UPPER_FROM:
-        raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
-    if sampled and upper_from == "worst-case":
-        raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
-                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
-    return upper_from
-
-
-class AmplificationReport(NamedTuple):
-    """Result of :func:`amplify` (a pytree of arrays, all of the broadcast shape).
-
-    Attributes:
-      upper: certified upper bound on the shuffled mechanism's epsilon (float64).
-      worst_case: certified epsilon of the clone pair whose constant is proven for this randomizer
-        (``clone_proof`` says which proof: the standard clone ``r = 1/(2q)`` for any randomizer with
-        these ``p`` and ``q``, the stronger clone ``1/(p+1)`` for k-ary RR, ``r*`` of a matrix;
-        docs/math.md 5.4); ``>= upper`` unless ``upper_from="blanket"``.
-      blanket: certified epsilon of the blanket (three-count) pair of the concrete mechanism
-        (``inf`` where the randomizer carries none: only k-ary RR so far).
-      lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for k-ary RR, the
-        exact all-z / all-x0 datasets' (``0`` where ``has_lower`` is False).
-      paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
-        unless ``paper_certified``).
-      certified: True where ``upper`` is a sound upper bound: every valid point, except where the opt-in
-        ``(u+v)``-scaled pair gives ``upper`` for a randomizer it is not proven for
-        (:func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`; docs/math.md 5).
-      paper_certified: True where the paper's pair has ``w = 0`` and its clone constant is within the one
-        proven for the randomizer (then it is sound; docs/math.md 5.4).
-      has_lower: True where ``lower`` comes from a Theorem 5.1 pair.
-      upper_source: :class:`UpperSource` code (int8).
-      status: :class:`~jaxshuffle.search.Status` of the search behind ``upper`` (int8).
-      status_lower: status of the best lower-bound search (``ZERO`` where none).
-      status_paper: status of the paper-value search.
-      clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of ``worst_case``.
-    """
-
-    upper: jax.Array
-    worst_case: jax.Array
-    blanket: jax.Array
-    lower: jax.Array
-    paper: jax.Array
-    certified: jax.Array
-    paper_certified: jax.Array
-    has_lower: jax.Array
-    upper_source: jax.Array
-    status: jax.Array
-    status_lower: jax.Array
-    status_paper: jax.Array
-    clone_proof: jax.Array
 
 
 def _as_lower_list(lower_params) -> list[LowerParams]:
@@ -263,184 +197,7 @@ def _sampled(randomizer: VRParams, n, delta, g: np.ndarray, rtol: float, with_lo
     for name, value in cols.items():
         value = np.broadcast_to(np.asarray(value), shape)
         out[name] = value if full is None else np.where(sampled, value, np.broadcast_to(np.asarray(full[name]), shape))
-    return AmplificationReport(**{name: jnp.asarray(v, dtype=_REPORT_DTYPES[name]) for name, v in out.items()})
-
-
-#: dtypes of the report's columns (as the g = 1 path builds them)
-_REPORT_DTYPES = {"upper": jnp.float64, "worst_case": jnp.float64, "blanket": jnp.float64, "lower": jnp.float64,
-                  "paper": jnp.float64, "certified": jnp.bool_, "paper_certified": jnp.bool_, "has_lower": jnp.bool_,
-                  "upper_source": jnp.int8, "status": jnp.int8, "status_lower": jnp.int8, "status_paper": jnp.int8,
-                  "clone_proof": jnp.int8}
-
-
-def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,
-                          only: bool = False, lower: bool = True) -> AmplificationReport:
-    """``rep`` with the concrete mechanism's tight bounds folded in (k-ary RR: docs/math.md section 7).
-
-    ``upper`` becomes ``min(rep.upper, blanket)`` (both certified upper bounds, so their minimum
-    is one; ``upper_source`` says which), or the blanket value alone with ``only=True``;
-    ``lower`` becomes the larger of ``rep.lower`` and the exact datasets' certified lower bound
-    (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
-    n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
-    (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
-    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9) or, for a finite matrix,
-    :data:`jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS` (its
-    :func:`~jaxshuffle.blanket_matrix.matrix_cells`; about 5 s per point: 3-subsets of 10 to n = 1e5).
-    The exact datasets' lanes run only where their plan is within the cap too (k-RR:
-    :func:`~jaxshuffle.blanket.point_cells` with every kind; a matrix: ``matrix_cells``); elsewhere the
-    blanket lanes run alone and ``lower`` keeps ``rep``'s. Catalog rows carry their matrix point by
-    point (:class:`~jaxshuffle.randomizers.params.RowMatrix`: subset selection, Hadamard response, binary RR);
-    points whose matrix the row does not build keep ``rep``'s values. ``lower=False``: the blanket lanes
-    alone everywhere (``lower`` keeps ``rep``'s). Eager: concrete values only.
-    """
-    mech = randomizer.mechanism
-    if mech is None or randomizer.blanket_per_user is not None:
-        if only:
-            raise ValueError("upper_from: 'blanket' needs a randomizer that carries its mechanism (k-ary RR: "
-                             "jaxshuffle.randomizers.grr; subset selection, Hadamard response, binary RR; any "
-                             "small finite mechanism: randomizers.with_matrix)")
-        return rep
-    shape = np.shape(rep.upper)
-    if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 18), by point
-        return _fold(rep, *_matrix_columns(mech, shape, n, delta, only, lower), only)
-    from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
-    eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
-                       for x in (mech.eps0, mech.k, n, delta))
-    covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
-    if only:
-        check(covered, "upper_from", "'blanket' covers eps0 <= 50 and n <= 1e12", value=np.where(covered, 0, eps0))
-    # Cost rule (every point, both sources): the exact datasets' lanes run beside the blanket lane only
-    # where their merged plan costs at most AUTO_MAX_CELLS per lane; elsewhere the blanket lane runs
-    # alone and ``lower`` keeps rep's. The automatic source also skips points whose blanket lane
-    # alone is above the cap (minutes each): they keep the worst-case pair's bound.
-    both = covered.copy() if lower else np.zeros_like(covered)
-    sized = covered & (eps0 >= 0) & (nn >= 1) & (nn == np.floor(nn)) & (k >= 2) & (k == np.floor(k)) \
-        & (dd > 0) & (dd < 1)
-    if sized.any():
-        pts = (eps0[sized], k[sized], nn[sized], dd[sized])
-        if lower:
-            both[sized] = point_cells(*pts, kinds=("blanket",) + LOWER_KINDS) <= AUTO_MAX_CELLS
-        if not only:
-            covered[sized] = point_cells(*pts) <= AUTO_MAX_CELLS
-    both &= covered
-    alone = covered & ~both
-    blanket = np.full(eps0.shape, np.inf)
-    low = np.zeros(eps0.shape)
-    status, status_low = np.full(eps0.shape, Status.INVALID, np.int8), np.full(eps0.shape, Status.ZERO, np.int8)
-    for sel, run in ((both, krr_bounds), (alone, blanket_epsilon)):
-        b = None
-        if sel.any():
-            b = _within_memory(lambda run=run, sel=sel: run(eps0[sel], k[sel], nn[sel], dd[sel], rtol=rtol), only)
-        if b is None:
-            covered &= ~sel
-            continue
-        blanket[sel], status[sel] = np.asarray(b.upper), np.asarray(b.status)
-        if run is krr_bounds:
-            low[sel], status_low[sel] = np.asarray(b.lower), np.asarray(b.status_lower)
-    blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
-    return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
-
-
-#: per-process store of one matrix point's bounds (:func:`_matrix_point`); a sweep's padded chunk and a
-#: repeated call ask for the same point again
-_MATRIX_POINTS: dict = {}
-
-
-def _matrix_point(M: np.ndarray, n: float, delta: float, only: bool, lower: bool = True):
-    """``(bounds, with the exact datasets' lower bound)`` of matrix ``M`` at one point, or None: the
-    exact datasets' forms run beside the blanket forms where both together cost at most
-    :data:`~jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS`, else the blanket forms alone where they
-    do; above that (or over the memory budget) None (``only``: the blanket forms alone at any cost
-    within memory; over memory the BlanketMemoryError propagates). ``lower=False``: the blanket forms
-    alone. Remembered per process."""
-    from jaxshuffle import blanket_matrix as bm
-    from jaxshuffle._config import array_digest, remember
-    from jaxshuffle.blanket import BlanketMemoryError
-
-    def compute():
-        for with_datasets in ((True, False) if lower else (False,)):
-            try:
-                planned = bm.plan_matrix(M, n, delta, lower=with_datasets)
-            except BlanketMemoryError:
-                if only and not with_datasets:
-                    raise
-                continue
-            if planned.cells <= bm.MATRIX_AUTO_MAX_CELLS or (only and not with_datasets):
-                return bm.search_matrix(planned), with_datasets
-        return None
-
-    key = array_digest((only, lower, float(n), float(delta), bm.MATRIX_AUTO_MAX_CELLS), [M])  # the cap: tests move it
-    return remember(_MATRIX_POINTS, key, compute, 256)
-
-
-def _matrix_columns(mech, shape, n, delta, only: bool, lower: bool = True):
-    """Blanket and exact-dataset columns (for :func:`_fold`) of a finite mechanism, point by point: one
-    matrix for a :class:`MatrixMechanism`, each point's own for a catalog row's :class:`RowMatrix`
-    (points its builder does not cover keep the two-count values; ``only``: ValueError)."""
-    from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_covers, row_matrix
-
-    nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta))
-    if isinstance(mech, MatrixMechanism):
-        M = np.asarray(mech.matrix)
-        res = [_matrix_point(M, a, b, only, lower) for a, b in zip(nn, dd)]
-    else:
-        points = mech.points(shape)
-        if only and not all(row_covers(mech.builder, *o) for o in points):
-            raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
-                             f"builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
-        # one matrix at a time: a large batch never holds all its points' matrices
-        res = [None if (M := row_matrix(mech.builder, *o)) is None else _matrix_point(M, a, b, only, lower)
-               for o, a, b in zip(points, nn, dd)]
-    covered = np.array([r is not None for r in res], bool).reshape(shape)
-    blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)
-    low = np.array([0.0 if r is None else r[0].lower for r in res]).reshape(shape)
-    # the matrix engine's own search statuses (a capped search is certified but wider, and says so)
-    status = np.array([Status.INVALID if r is None else r[0].status for r in res], np.int8).reshape(shape)
-    status_low = np.array([Status.ZERO if r is None or not r[1] else r[0].status_lower for r in res],
-                          np.int8).reshape(shape)
-    return blanket, low, status, status_low, covered
-
-
-def _within_memory(bounds, only: bool):
-    """``bounds()``, or None where its plan exceeds the memory budget (the point then keeps the
-    worst-case pair's bound); with ``only`` (blanket bound asked for by name) the error propagates."""
-    from jaxshuffle.blanket import BlanketMemoryError
-    try:
-        return bounds()
-    except BlanketMemoryError:
-        if only:
-            raise
-        return None
-
-
-def _fold(rep: AmplificationReport, blanket, low, status, status_low, covered, only: bool) -> AmplificationReport:
-    """``rep`` with a certified blanket upper bound and exact-dataset lower bound folded in."""
-    folded = fold_mechanism_columns(rep._asdict(), blanket, low, status, status_low, covered, only)
-    return rep._replace(**{k: jnp.asarray(v) for k, v in folded.items()})
-
-
-def fold_mechanism_columns(cols: Mapping, blanket, low, status, status_low, covered, only: bool) -> dict:
-    """The rule that folds a concrete mechanism's bounds into a report's columns (numpy arrays).
-
-    ``upper = min(upper, blanket)`` (both upper bounds, so their minimum is one; ``only``: the
-    blanket value alone), except where ``delta >= beta`` gave 0 (``UpperSource.TV``), with
-    ``upper_source`` and ``status`` following, and ``certified`` where the blanket value is taken (it
-    is certified: an unproven opt-in scaled value it replaces no longer matters); ``lower = max(lower,
-    low)`` with ``status_lower`` following; ``has_lower`` where ``covered``. ``cols`` holds ``upper,
-    upper_source, status, lower, status_lower, has_lower, certified``; returns those and ``blanket``,
-    new arrays.
-    """
-    trivial = np.asarray(cols["upper_source"]) == UpperSource.TV
-    use = ~trivial & (only | (blanket < np.asarray(cols["upper"])))
-    better_low = low > np.asarray(cols["lower"])
-    return {"upper": np.where(use, blanket, cols["upper"]),
-            "blanket": np.asarray(blanket, dtype=np.float64),
-            "upper_source": np.where(use, UpperSource.BLANKET, cols["upper_source"]).astype(np.int8),
-            "status": np.where(use, status, cols["status"]).astype(np.int8),
-            "certified": np.asarray(cols["certified"]) | use,
-            "lower": np.where(better_low, low, cols["lower"]),
-            "status_lower": np.where(better_low, status_low, cols["status_lower"]).astype(np.int8),
-            "has_lower": np.asarray(cols["has_lower"]) | np.asarray(covered)}
+    return AmplificationReport(**{name: jnp.asarray(v, dtype=REPORT_DTYPES[name]) for name, v in out.items()})
 
 
 # --------------------------------------------------------------------------------------

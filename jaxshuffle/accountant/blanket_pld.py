@@ -33,7 +33,7 @@ import numpy as np
 from jaxshuffle._config import check
 from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
 from jaxshuffle.accountant.pld import MIN_DISCRETIZATION, DiscretePLD, RoundPLD, default_discretization
-from jaxshuffle.blanket import (
+from jaxshuffle.engine.blanket import (
     blanket_epsilon,
     krr_sum_form,
     plan_blanket,
@@ -156,7 +156,7 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     gives certified upper bounds (docs/math.md section 13.9); it never mixes with another pair's
     profile (compose each pair and keep the smaller final bound).
     """
-    from jaxshuffle.pair import vr_pair, worst_case_beta
+    from jaxshuffle.engine.two_count.pair import vr_pair, worst_case_beta
     from jaxshuffle.randomizers import grr
 
     for name, value in (("eps0", eps0), ("k", k), ("n", n)):
@@ -224,7 +224,7 @@ def _round_from_profile(j: np.ndarray, upper: np.ndarray, discretization: float,
 
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _form_profile_program(w, a0, a1, v0, v1, n, eps, *, plan):
-    from jaxshuffle.blanket_matrix import form_divergence
+    from jaxshuffle.engine.matrix.search import form_divergence
 
     return jax.lax.map(lambda e: form_divergence(w, a0, a1, v0, v1, n, e, plan, True), eps, batch_size=EVAL_BATCH)
 
@@ -241,7 +241,7 @@ def three_count_round(p: float, r: float, g: float, n, *, discretization: float,
     ``eps = log p`` on. Pessimistic only; composing it gives certified upper bounds.
     """
     from jaxshuffle.accountant.subsampling import three_count_forms
-    from jaxshuffle.blanket_matrix import plan_forms, search_forms
+    from jaxshuffle.engine.matrix.search import plan_forms, search_forms
 
     n = float(n)
     delta_ = float(discretization)

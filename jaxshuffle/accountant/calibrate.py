@@ -22,7 +22,7 @@ from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
 from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.accountant.subsampling import scalar_sample_rate
-from jaxshuffle.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
+from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
 from jaxshuffle.randomizers.clone import CloneProof, certified_clone
@@ -276,7 +276,7 @@ def _blanket_applies(params: VRParams, eps0_max: float, n: np.ndarray) -> bool:
 def _blanket_affordable(family, eps0, n, delta) -> bool:
     """Whether every point's blanket evaluation at ``eps0`` is within amplify's automatic cost cap
     (:data:`jaxshuffle.blanket.AUTO_MAX_CELLS`)."""
-    from jaxshuffle.blanket import AUTO_MAX_CELLS, point_cells
+    from jaxshuffle.engine.blanket import AUTO_MAX_CELLS, point_cells
 
     mech = family(jnp.asarray(np.maximum(eps0, 1e-9))).mechanism
     shape = np.broadcast_shapes(np.shape(eps0), np.shape(n), np.shape(delta), np.shape(mech.k))
@@ -330,7 +330,7 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
 def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     """Certified upper end of the blanket pair's epsilon bracket at every point (flat lanes of
     :func:`jaxshuffle.blanket.eager_brackets`, an exported program: a later process skips tracing it)."""
-    from jaxshuffle.blanket import KINDS, eager_brackets
+    from jaxshuffle.engine.blanket import KINDS, eager_brackets
 
     shape = np.shape(eps0)
     arrays = [np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in (eps0, k, n, delta)]
@@ -343,7 +343,7 @@ def _span_plan(family, lo, hi, n, delta, sample_rate: float = 1.0, points: int =
     with ``lines`` and ``max_step`` rounded up to quarter octaves (nearby calibrations share it);
     at the real ``k'`` of clients sampled at ``sample_rate``."""
     from jaxshuffle.accountant.subsampling import subsampled_krr_k
-    from jaxshuffle.blanket import plan_blanket, shared_plan
+    from jaxshuffle.engine.blanket import plan_blanket, shared_plan
 
     frac = np.linspace(0.0, 1.0, points).reshape((points,) + (1,) * np.ndim(lo))
     grid = np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo)))

@@ -47,7 +47,7 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     :func:`~jaxshuffle.hockey_stick_bounds`), and for k-ary RR the blanket pair (the blanket
     engine's certified profile). The smaller is reported, with its source.
     """
-    from jaxshuffle.divergence import hockey_stick_bounds
+    from jaxshuffle.engine.two_count.divergence import hockey_stick_bounds
     from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
     from jaxshuffle.randomizers.params import VRParams
 
@@ -77,8 +77,8 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
 def _blanket_profile(eps0: float, k: float, n: float, eps: np.ndarray) -> np.ndarray:
     """The blanket pair's certified ``delta`` at each ``eps`` (the same plan and program ladder as its round PLD)."""
     from jaxshuffle.accountant.blanket_pld import TAIL_DELTA, _profile_upper
-    from jaxshuffle.blanket import plan_blanket
-    from jaxshuffle.blanket.plan import power_of_two, quarter_octave, shared_plan
+    from jaxshuffle.engine.blanket import plan_blanket
+    from jaxshuffle.engine.blanket.plan import power_of_two, quarter_octave, shared_plan
 
     plan = shared_plan(plan_blanket(eps0, k, n, TAIL_DELTA), n, power_of_two)
     padded = np.full(quarter_octave(eps.size), float(eps[-1]) if eps.size else 0.0)

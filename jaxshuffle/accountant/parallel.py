@@ -36,7 +36,7 @@ import numpy as np
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplify
-from jaxshuffle.pair import worst_case_beta
+from jaxshuffle.engine.two_count.pair import worst_case_beta
 from jaxshuffle.randomizers import VRParams
 from jaxshuffle.randomizers.params import admit_beta
 

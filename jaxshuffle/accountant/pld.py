@@ -48,9 +48,9 @@ from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
 from jaxshuffle._fft import MAX_FFT
 from jaxshuffle._numerics import ULP as _ULP
-from jaxshuffle.divergence import REL_ERR, _chernoff_outside, window_weights
-from jaxshuffle.pair import TwoCountPair, check_fields
-from jaxshuffle.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
+from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
+from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
+from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.

@@ -109,7 +109,7 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
     ``k'`` of :func:`subsampled_krr_k`. At ``sample_rate = 1`` it is
     ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly.
     """
-    from jaxshuffle.blanket import blanket_epsilon
+    from jaxshuffle.engine.blanket import blanket_epsilon
     from jaxshuffle.randomizers.params import VRParams
 
     if not isinstance(randomizer, VRParams):
@@ -224,7 +224,7 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, 
 
 
 def _krr_bounds(mech, n, delta, g, rtol: float, with_datasets: bool = True) -> SubsampledBounds:
-    from jaxshuffle.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
+    from jaxshuffle.engine.blanket import AUTO_MAX_CELLS, LOWER_KINDS, blanket_epsilon, krr_bounds, point_cells
 
     eps0, k, n, delta, g = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mech.eps0, mech.k, n, delta, g)))
     k_forms = subsampled_krr_k(eps0, k, g)
@@ -250,7 +250,7 @@ def _krr_bounds(mech, n, delta, g, rtol: float, with_datasets: bool = True) -> S
 
 
 def _matrix_bounds(mech, shape, n, delta, g, with_datasets: bool = True) -> SubsampledBounds:
-    from jaxshuffle.accountant.amplify import _matrix_point
+    from jaxshuffle.accountant.mechanism import matrix_point
     from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_matrix
     from jaxshuffle.randomizers.params import MatrixMechanism
 
@@ -264,7 +264,7 @@ def _matrix_bounds(mech, shape, n, delta, g, with_datasets: bool = True) -> Subs
             raise ValueError(f"randomizer: clients sampled per round need the mechanism's matrix at every point; "
                              f"{mech.builder} builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
     # only=True: the blanket forms at any cost within memory (there is no cheaper certified bound to fall back on)
-    res = [_matrix_point(sampled_matrix(M, c), a, b, True, with_datasets) for M, a, b, c in zip(matrices, nn, dd, gg)]
+    res = [matrix_point(sampled_matrix(M, c), a, b, True, with_datasets) for M, a, b, c in zip(matrices, nn, dd, gg)]
     upper = np.array([r[0].upper for r in res], np.float64).reshape(shape)
     has_lower = np.array([r[1] for r in res], bool).reshape(shape)
     lower = np.where(has_lower, np.array([r[0].lower for r in res], np.float64).reshape(shape), 0.0)
@@ -287,7 +287,7 @@ def three_count_forms(p: float, r: float, g: float):
     be rounded down (a smaller ``r`` keeps the condition). Symmetric in ``x0, x1``: one form covers
     both directions.
     """
-    from jaxshuffle import blanket_matrix as bm
+    from jaxshuffle.engine.matrix import search as bm
 
     raise_ = 1.0 + 8.0 * UNIT_ROUNDOFF
     scale = 1.0 / ((p + 1.0) * r)
@@ -302,7 +302,7 @@ def three_count_forms(p: float, r: float, g: float):
 def _pair_bounds(randomizer, n, delta, g) -> SubsampledBounds:
     """The three-count pair's certified epsilon at every point (its clone constant from
     :func:`~jaxshuffle.randomizers.clone.certified_clone`), no lower bound."""
-    from jaxshuffle import blanket_matrix as bm
+    from jaxshuffle.engine.matrix import search as bm
     from jaxshuffle.randomizers.clone import certified_clone
 
     r, _ = certified_clone(randomizer, np)

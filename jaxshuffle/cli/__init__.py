@@ -57,8 +57,8 @@ from jaxshuffle.cli._common import (
 from jaxshuffle.cli.compose import add_compose_parser
 from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
 from jaxshuffle.cli.tune import add_tune_parser
+from jaxshuffle.engine.two_count.search import Status
 from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.search import Status
 from jaxshuffle.sweeps.grid import eval_rule, parse_delta
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64, is_concrete
-from jaxshuffle.pair import beta_valid, vr_fields, worst_case_beta
+from jaxshuffle.engine.two_count.pair import beta_valid, vr_fields, worst_case_beta
 
 
 def prep(**named):

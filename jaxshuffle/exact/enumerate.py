@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxshuffle._bisect import bisect_numpy
 from jaxshuffle._config import check
-from jaxshuffle.pair import worst_case_beta
+from jaxshuffle.engine.two_count.pair import worst_case_beta
 
 # Bisection stops when the bracket [lo, hi] is at most this wide (absolute, in epsilon).
 EPS_TOL = 1e-11

@@ -123,7 +123,7 @@ def certified_worst_case_pair(randomizer, xp=None):
     :func:`certified_clone` (``(1, 0, 0, 1/q, 1/q)`` at ``p = inf``), certified for ``randomizer``."""
     import jax.numpy as jnp
 
-    from jaxshuffle.pair import TwoCountPair, clone_fields
+    from jaxshuffle.engine.two_count.pair import TwoCountPair, clone_fields
     xp = xp or array_module(randomizer.p, randomizer.q)
     r, proof = certified_clone(randomizer, xp)
     cu, cv = clone_fields(xp.broadcast_to(as_float64(randomizer.p, xp), r.shape), xp)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import array_module, as_float64, broadcast_shapes_or_raise, check, is_concrete
-from jaxshuffle.pair import TwoCountPair, vr_pair, worst_case_beta
+from jaxshuffle.engine.two_count.pair import TwoCountPair, vr_pair, worst_case_beta
 
 # --------------------------------------------------------------------------------------
 # Parameter containers

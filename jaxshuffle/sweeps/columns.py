@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
+from jaxshuffle.engine.two_count.search import Status
 from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.search import Status
 
 STATUS_NAMES = tuple(s.label for s in Status)
 SOURCE_NAMES = UpperSource.NAMES

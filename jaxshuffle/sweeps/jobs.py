@@ -100,7 +100,7 @@ def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: 
     import jax.numpy as jnp
 
     from jaxshuffle.accountant.amplify import AmplificationReport, with_mechanism_bounds
-    from jaxshuffle.search import Status
+    from jaxshuffle.engine.two_count.search import Status
 
     m = len(rows)
     pad = np.concatenate([np.arange(m), np.zeros(size - m, dtype=np.int64)])

@@ -31,7 +31,7 @@ def plan_jobs(jobs: np.ndarray, merge: bool, platform_name: str) -> list:
 
     Returns ``[(Plan, job ids, c_lo)]``, symmetric buckets first, by window.
     """
-    from jaxshuffle.plan import R_FLOOR, bucket_plans, plan_epsilon
+    from jaxshuffle.engine.two_count.plan import R_FLOOR, bucket_plans, plan_epsilon
 
     u, v, w, r0, r1, n, d = jobs.T
     L, c_lo, M = plan_epsilon(u, v, w, r0, r1, n, d)
@@ -117,7 +117,7 @@ _PROGRAMS_RUN: set = set()  # (plan, chunk size, rtol, device ids) run in this p
 
 
 def _single_device_kernel(plan, rtol):
-    from jaxshuffle.search import epsilon_with_plan
+    from jaxshuffle.engine.two_count.search import epsilon_with_plan
 
     def run(u, v, w, r0, r1, n, delta, c_lo):  # epsilon_with_plan is jitted: one program per (plan, shape)
         res = epsilon_with_plan((u, v, w, r0, r1), n, delta, c_lo, plan, rtol=rtol, max_iter=MAX_ITER)

@@ -396,7 +396,7 @@ def load(path) -> SweepResult:
 def environment(devices) -> dict:
     import jax
 
-    from jaxshuffle.divergence import REL_ERR, REL_TAIL
+    from jaxshuffle.engine.two_count.divergence import REL_ERR, REL_TAIL
 
     return {
         "library": "jaxshuffle", "version": VERSION, "jax": jax.__version__,

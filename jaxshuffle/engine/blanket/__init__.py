@@ -16,7 +16,7 @@ bracket with ``kind=``), :func:`blanket_lower_epsilon` (certified lower bound),
 (one sum form's certified divergence), :func:`krr_sum_form`.
 """
 
-from jaxshuffle.blanket.kernel import (
+from jaxshuffle.engine.blanket.kernel import (
     KINDS,
     SumForm,
     coded_sum_form,
@@ -26,7 +26,7 @@ from jaxshuffle.blanket.kernel import (
     point_divergence,
     window_start,
 )
-from jaxshuffle.blanket.plan import (
+from jaxshuffle.engine.blanket.plan import (
     AUTO_MAX_CELLS,
     BYTES_PER_CELL,
     GROUP_FREE_CELLS,
@@ -46,7 +46,7 @@ from jaxshuffle.blanket.plan import (
     quarter_octave,
     shared_plan,
 )
-from jaxshuffle.blanket.search import (
+from jaxshuffle.engine.blanket.search import (
     KaryRRBounds,
     blanket_epsilon,
     blanket_epsilon_with_plan,
@@ -55,7 +55,7 @@ from jaxshuffle.blanket.search import (
     krr_bounds,
     plan_krr_bounds,
 )
-from jaxshuffle.blanket.search import (
+from jaxshuffle.engine.blanket.search import (
     _coded_brackets as _coded_brackets,
 )
 

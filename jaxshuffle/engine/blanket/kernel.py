@@ -1,7 +1,7 @@
 """Certified divergence of the blanket (three-count) sum form, for k-ary RR and its exact lower bounds.
 
-docs/math.md section "Tight sound bounds for a concrete randomizer: the blanket pair"; the
-derivation, in this package's words, is docs/parts/blanket.md. Every quantity below is a
+docs/math.md section 7 ("Tight sound bounds for a concrete randomizer: the blanket pair" and "The
+blanket engine", where the derivation is). Every quantity below is a
 *sum form* ("GPARV"): with counts ``(A, B, C, D) ~ Multinomial(n; pS pA, pS qA, qS pC, qS qC)``
 and coefficients affine in ``t = e^eps``,
 
@@ -59,7 +59,7 @@ from jaxshuffle._config import array_module, as_float64
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle._numerics import materialize
 from jaxshuffle._numerics import window_start as _window_start
-from jaxshuffle.divergence import REL_ERR, REL_TAIL, Divergence
+from jaxshuffle.engine.two_count.divergence import REL_ERR, REL_TAIL, Divergence
 
 _FLUSH = 2.3e-308
 _LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such tails are exact, never walked)

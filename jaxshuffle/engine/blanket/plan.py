@@ -16,8 +16,8 @@ from jax.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_fixed
 from jaxshuffle._config import array_digest, check, remember, require_x64
-from jaxshuffle.blanket.kernel import KINDS, BlanketPlan, SumForm, coefficients, gaussian_delta, krr_sum_form
-from jaxshuffle.plan import memory_budget, plan_windows
+from jaxshuffle.engine.blanket.kernel import KINDS, BlanketPlan, SumForm, coefficients, gaussian_delta, krr_sum_form
+from jaxshuffle.engine.two_count.plan import memory_budget, plan_windows
 
 #: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
 LANES_PER_BATCH = 8

@@ -16,11 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, check, remember
 from jaxshuffle._numerics import newton_margin
-from jaxshuffle.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
-from jaxshuffle.blanket.plan import (
+from jaxshuffle.engine._search import EpsilonBracket, Status, band_probe, lane_constant, linear_newton, tangent_lower
+from jaxshuffle.engine.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
+from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
     BlanketPlan,
     _check,
@@ -46,7 +48,6 @@ class _Search(NamedTuple):
 def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
     """Certified bracket for one point of sum form ``KINDS[code]``: ``D(lower) > delta >= D(upper)``
     from bands and tangents."""
-    from jaxshuffle.search import Status, lane_constant
     kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
     # every form is defined for a real k >= kmin: at a real k' it is the form of k-RR with clients
     # sampled per round (docs/math.md 13.11), so the integer check of k stays with the eager callers
@@ -75,25 +76,19 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
         is_hi, is_lo = d.upper <= delta, d.lower > delta
         lo = jnp.where(is_lo, jnp.maximum(lo, x), lo)
         hi = jnp.where(is_hi, jnp.minimum(hi, x), hi)
-        # Convexity in t: the certified tangent is above delta up to t_cross.
-        t = jnp.exp(x)
-        sl = d.tangent_slope
-        t_cross = (t - (delta - d.tangent_value) / jnp.where(sl > 0, sl, 1.0)) * (1.0 - 1e-14)
-        lo_tan = jnp.log(jnp.maximum(t_cross, 1.0)) * (1.0 - 1e-14)
-        use = (sl > 0) & (d.tangent_value < delta) & (t_cross > 1.0) & (lo_tan > lo) & (lo_tan < hi)
+        # Convexity in t: the certified tangent is above delta up to its crossing.
+        lo_tan, use = tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
         lo = jnp.where(use, lo_tan, lo)
+        t = jnp.exp(x)
         # Newton on D(t) (convex, decreasing), aimed a margin above the root (relative to the point:
         # newton_margin says why)
         margin = newton_margin(rtol, x, lo, hi)
-        t_new = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
-        newton = jnp.log(jnp.maximum(t_new, 1e-300)) + 2.0 * margin
+        newton = linear_newton(t, d.value, d.q_mass, delta) + 2.0 * margin
         ok = (d.q_mass > 0) & jnp.isfinite(newton) & (newton > lo) & (newton < hi)
         nxt = jnp.where(ok, jnp.clip(newton, lo + margin, hi - margin), 0.5 * (lo + hi))
         amb = ~is_hi & ~is_lo & (x > 0)
         n_amb = st.n_amb + amb.astype(jnp.int32)
-        step = jnp.maximum(margin, 2.0 * (d.upper - d.lower) / jnp.maximum(t * d.q_mass, 1e-300))
-        probe = jnp.where(hi - x > 1.5 * step, x + step, jnp.maximum(x - step, 0.5 * (lo + x)))
-        nxt = jnp.where(amb, probe, nxt)
+        nxt = jnp.where(amb, band_probe(x, lo, hi, margin, d.upper, d.lower, t, d.q_mass), nxt)
         to_zero = (lo == 0) & ~st.tried_zero & (newton <= 0.25 * x) & ~amb
         nxt = jnp.where(to_zero, 0.0, nxt)
         zero = (x == 0) & is_hi
@@ -123,7 +118,6 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
     ``log D(eps) = log delta``); without, the same values from a program about half the size (the
     root equation is a second copy of the kernel, traced and linearised on every call).
     """
-    from jaxshuffle.search import EpsilonBracket, Status
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
     sg = jax.lax.stop_gradient
     # lanes run a few at a time (vmapped inside a batch, sequential across batches, as many as the
@@ -170,8 +164,6 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
     ``KINDS[code[i]]``): the same values, from the program without the implicit-gradient root (no
     caller here differentiates), run as an exported program (:mod:`jaxshuffle._programs`), so a
     warm process loads it instead of tracing the search."""
-    from jaxshuffle import _programs
-    from jaxshuffle.search import EpsilonBracket
 
     def lanes(e, kk, nn, d, c):
         return tuple(_coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
@@ -266,7 +258,6 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``),
     or as one group under ``plan`` when given (``make_plan(*group points, has_z)`` where ``has_z`` is given).
     A plan never affects soundness, only cost."""
-    from jaxshuffle.search import EpsilonBracket
     P = points[0].size
     out = EpsilonBracket(*(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32)))
     if P == 0:  # no points, no programs: empty results, as jaxshuffle.epsilon
@@ -333,7 +324,6 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     low: each dataset's bracket moves its lower end only where its divergence band's lower side
     exceeds delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
     """
-    from jaxshuffle.search import EpsilonBracket
     points = _check(eps0, k, n, delta, "blanket")
     shape = points[0].shape
     res = _grouped_lanes(points, LOWER_KINDS, None, lambda *p: _merged_plan(*p, LOWER_KINDS), rtol, 40)

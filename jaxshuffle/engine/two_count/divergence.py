@@ -56,8 +56,8 @@ import numpy as np
 from jaxshuffle import _binomial
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle._numerics import materialize
-from jaxshuffle.pair import TwoCountPair, fields_valid
-from jaxshuffle.plan import (
+from jaxshuffle.engine.two_count.pair import TwoCountPair, fields_valid
+from jaxshuffle.engine.two_count.plan import (
     INV_S_MAX,
     R_FLOOR,
     Plan,

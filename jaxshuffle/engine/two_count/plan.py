@@ -32,7 +32,7 @@ import numpy as np
 from jaxshuffle._bisect import bisect_numpy
 from jaxshuffle._config import broadcast_shapes_or_raise, check, concrete, f64, require_x64
 from jaxshuffle._numerics import window_start as _window_start
-from jaxshuffle.pair import TwoCountPair, check_fields
+from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
 
 R_FLOOR = 1e-150  # r0, r1 are raised to this in the kernel; the change in D is bounded and added
 INV_S_MAX = 1e200  # stands for 1/(1-r0-r1) when that is 0 (only ever multiplies 0 or dominates)

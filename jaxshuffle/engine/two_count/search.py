@@ -28,9 +28,7 @@ and ``delta`` through ``jax.lax.custom_root`` (implicit function theorem on
 
 from __future__ import annotations
 
-import enum
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +36,18 @@ import numpy as np
 
 from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
-from jaxshuffle.divergence import point_divergence, window_weights
-from jaxshuffle.pair import TwoCountPair, fields_valid
-from jaxshuffle.plan import (
+from jaxshuffle.engine._search import (  # Status, EpsilonBracket, lane_constant: re-exported
+    CROSSING_NUDGE,
+    EpsilonBracket,
+    Status,
+    band_probe,
+    lane_constant,
+    linear_newton,
+    tangent_lower,
+)
+from jaxshuffle.engine.two_count.divergence import point_divergence, window_weights
+from jaxshuffle.engine.two_count.pair import TwoCountPair, fields_valid
+from jaxshuffle.engine.two_count.plan import (
     EPS_CAP,
     Plan,
     bucket_plans,
@@ -50,32 +57,6 @@ from jaxshuffle.plan import (
     run_buckets,
     window_start,
 )
-
-
-class Status(enum.IntEnum):
-    """Per-point outcome of :func:`epsilon` (an int8 array in the result)."""
-
-    CONVERGED = 0  #: ``upper - lower <= rtol * upper``
-    ZERO = 1  #: ``eps = 0`` already satisfies delta (``lower = upper = 0``)
-    INFINITE = 2  #: delta is below the mass of outcomes impossible under the other hypothesis
-    MAX_ITER = 3  #: iteration cap reached; the bracket is still certified, only wider
-    ERROR_LIMITED = 4  #: the certified error band, not rtol, limits the bracket (still certified)
-    INVALID = 5  #: invalid input under jit: ``lower = 0, upper = inf``
-    UNBOUNDED = 6  #: no finite eps <= 700 certified: ``upper = inf``
-
-    @property
-    def label(self) -> str:
-        """Lower-case name with dashes (``"max-iter"``), as the CLI and the sweep files write it."""
-        return self.name.lower().replace("_", "-")
-
-
-class EpsilonBracket(NamedTuple):
-    """Result of :func:`epsilon`: ``lower <= eps(pair) <= upper``, certified, per point."""
-
-    lower: jax.Array
-    upper: jax.Array
-    status: jax.Array
-    iterations: jax.Array
 
 
 def _infinite_loss_mass(u, v, w, r0, r1, n):
@@ -105,16 +86,12 @@ def _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done):
     so ``D <= delta`` where the chord crosses ``delta``. Both points are nudged by 1e-14 relative to the safe
     side, far more than the few roundings between them and the exact crossings.
     """
-    t = jnp.exp(x)
-    s = d.tangent_slope
-    t_cross = (t - (delta - d.tangent_value) / jnp.where(s > 0, s, 1.0)) * (1.0 - 1e-14)
-    lo_tan = jnp.log(jnp.maximum(t_cross, 1.0)) * (1.0 - 1e-14)
-    use_tan = ~done & (s > 0) & (d.tangent_value < delta) & (t_cross > 1.0) & (lo_tan > lo) & (lo_tan < hi)
-    lo = jnp.where(use_tan, lo_tan, lo)
+    lo_tan, use_tan = tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
+    lo = jnp.where(~done & use_tan, lo_tan, lo)
     t_a, t_b = jnp.exp(x_a), jnp.exp(x_b)
     frac = (up_a - delta) / jnp.where(up_a > up_b, up_a - up_b, 1.0)
-    t_chord = (t_a + frac * (t_b - t_a)) * (1.0 + 1e-14)
-    hi_chord = jnp.log(jnp.where(jnp.isfinite(t_chord), t_chord, 1.0)) * (1.0 + 1e-14)
+    t_chord = (t_a + frac * (t_b - t_a)) * (1.0 + CROSSING_NUDGE)
+    hi_chord = jnp.log(jnp.where(jnp.isfinite(t_chord), t_chord, 1.0)) * (1.0 + CROSSING_NUDGE)
     use_chord = (~done & (x_a >= 0) & jnp.isfinite(up_a) & jnp.isfinite(x_b) & (x_a < x_b) & (up_a > delta)
                  & (up_b <= delta) & (hi_chord > lo) & (hi_chord < hi))
     return lo, jnp.where(use_chord, hi_chord, hi)
@@ -150,20 +127,6 @@ def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
     below = lambda x: ~(_gaussian_model_divergence(u, v, w, shift, jnp.exp(x)) > delta)  # noqa: E731
     lo, hi = bisect_jax(below, lo, hi, steps=40)
     return jnp.where(ok, jnp.exp(0.5 * (lo + hi)), jnp.nan)
-
-
-def lane_constant(like, value, dtype=None):
-    """``value`` as a per-lane array under ``vmap`` (batched like ``like``), for a loop's starting carry.
-
-    A ``while_loop`` whose predicate is batched carries every value batched; the batching rule finds
-    which by tracing the body again each time a constant carry turns batched. Starting each carry
-    as a select on a batched ``like`` (``where(like, value, value)``, which XLA folds away) settles it in
-    one pass: a first call of the two-count search traced in 0.55 s instead of 0.93 s. Without
-    ``dtype`` the value keeps a Python scalar's weak type, as ``jnp.asarray(value)`` would.
-    """
-    if dtype is None:
-        return jnp.where(like, value, value)
-    return jnp.where(like, jnp.asarray(value, dtype), jnp.asarray(value, dtype))
 
 
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
@@ -222,9 +185,8 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         usable = (fp < 0) & (d.value > 0) & (newton > lo) & (newton < hi)
         # Where that step leaves the bracket (log D flat: D ~ linear in t near t = max(u/v, v/u)),
         # Newton on D itself in t, which for a convex decreasing D approaches the root from below.
-        t_lin = t + (d.value - delta) / jnp.maximum(d.q_mass, 1e-300)
-        newton_lin = jnp.log(jnp.maximum(t_lin, 1e-300))
-        usable_lin = (d.q_mass > 0) & (t_lin > 0) & (newton_lin > lo) & (newton_lin < hi)
+        newton_lin = linear_newton(t, d.value, d.q_mass, delta)
+        usable_lin = (d.q_mass > 0) & (newton_lin > lo) & (newton_lin < hi)  # lo >= 0: the step's t is > 0
         # Which model (log D linear in eps, or D linear in t) would have predicted the previous point better?
         log_d = jnp.log(jnp.maximum(d.value, 1e-320))
         miss_log = jnp.abs(log_d + fp * (x_prev - x) - log_d_prev)
@@ -247,10 +209,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         # x inside the certified band of the root: probe a margin above, then below.
         ambiguous = ambiguous & (x > 0)  # at eps = 0 the lower end 0 needs no certificate
         n_amb = n_amb + ambiguous.astype(jnp.int32)
-        # The band's width in eps, (D_hi - D_lo) / |dD/deps|, sets the probe step.
-        step = jnp.maximum(margin, 2.0 * (d.upper - d.lower) / jnp.maximum(t * d.q_mass, 1e-300))
-        probe = jnp.where(hi - x > 1.5 * step, x + step, jnp.maximum(x - step, 0.5 * (lo + x)))
-        nxt = jnp.where(ambiguous, probe, nxt)
+        nxt = jnp.where(ambiguous, band_probe(x, lo, hi, margin, d.upper, d.lower, t, d.q_mass), nxt)
         # Heading for 0 from a bracket still open at 0: test eps = 0 itself (status ZERO).
         tried_zero = tried_zero | (x == 0)
         to_zero = (lo == 0) & ~tried_zero & ~ambiguous & ((fp >= 0) | (newton <= 0.25 * x))
