@@ -368,7 +368,7 @@ def _pckv_rows(eps1, eps2, d):
                                            (2.0, 0.3, 4)])
 def test_pckv_grr_lower_parameters_from_the_matrix(eps1, eps2, d):
     from jaxshuffle import exact
-    from jaxshuffle.randomizers.ldp import pckv_grr_lower
+    from jaxshuffle.randomizers.key_value import pckv_grr_lower
 
     M = _pckv_rows(eps1, eps2, d)
     # x0 = <k0, +1> (row 0), x1 = <k1, +1> (row 2), others <k2, +1> (row 4)
@@ -384,7 +384,7 @@ def test_pckv_grr_lower_below_exact(eps1, eps2):
     from jaxshuffle import exact
     from jaxshuffle.accountant import amplify
     from jaxshuffle.randomizers import pckv_grr
-    from jaxshuffle.randomizers.ldp import pckv_grr_lower
+    from jaxshuffle.randomizers.key_value import pckv_grr_lower
 
     d, delta = 3, 0.01
     M = _pckv_rows(eps1, eps2, d)

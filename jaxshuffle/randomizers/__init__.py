@@ -56,6 +56,7 @@ points give NaN fields.
 """
 
 from jaxshuffle.randomizers.catalog import CATALOG, Entry, build, build_lower, check_options, entry
+from jaxshuffle.randomizers.key_value import pckv_grr, privkv
 from jaxshuffle.randomizers.ldp import (
     binary_rr,
     binary_rr_lower,
@@ -72,8 +73,6 @@ from jaxshuffle.randomizers.ldp import (
     laplace_lower,
     local_hash,
     local_hash_lower,
-    pckv_grr,
-    privkv,
     privunit,
     rappor,
     sampling_rappor,

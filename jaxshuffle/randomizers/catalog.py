@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
+from jaxshuffle.randomizers.key_value import *  # noqa: F401,F403  (the key-value rows and their option specs)
 from jaxshuffle.randomizers.ldp import *  # noqa: F401,F403  (the rows' functions and option specs)
 from jaxshuffle.randomizers.metric import *  # noqa: F401,F403
 from jaxshuffle.randomizers.multi_message import *  # noqa: F401,F403
