@@ -23,7 +23,8 @@ from small_sweep import SMALL
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
-from jaxshuffle.sweeps import run as run_mod
+from jaxshuffle.sweeps import execution as execution_mod
+from jaxshuffle.sweeps import progress as progress_mod
 from jaxshuffle.sweeps.run import SweepInterrupted, SweepLocked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +127,7 @@ def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | 
     """Wrap Runner.run: raise KeyboardInterrupt on run number ``fail_on``; send SIGINT to this process
     from inside the chunk-file write after run number ``signal_in_write``."""
     calls = {"run": 0}
-    real_run, real_write = run_mod.Runner.run, run_mod.atomic_write
+    real_run, real_write = execution_mod.Runner.run, execution_mod.atomic_write
 
     def run(self, *a, **k):
         calls["run"] += 1
@@ -140,8 +141,8 @@ def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | 
             time.sleep(0.05)
         return real_write(path, data)
 
-    monkeypatch.setattr(run_mod.Runner, "run", run)
-    monkeypatch.setattr(run_mod, "atomic_write", write)
+    monkeypatch.setattr(execution_mod.Runner, "run", run)
+    monkeypatch.setattr(execution_mod, "atomic_write", write)  # the chunk files: SweepRun.record
     return calls
 
 
@@ -349,7 +350,7 @@ class _FakeTTY(io.StringIO):
 
 def test_progress_shows_compiling_and_times_evaluation_only():
     tty = _FakeTTY()
-    p = run_mod._Progress(False, total_points=40, done_points=0, programs=2, file=tty)
+    p = progress_mod._Progress(False, total_points=40, done_points=0, programs=2, file=tty)
     p.start_chunk(True)
     assert "compiling program 1/2" in tty.getvalue()
     p.update(4, work=100.0, dt=30.0, compiled=True, work_left=300.0, programs_left=1)
@@ -369,7 +370,7 @@ def test_progress_shows_compiling_and_times_evaluation_only():
 
 def test_progress_is_silent_without_a_terminal_or_when_quiet():
     for quiet, stream in ((False, io.StringIO()), (True, _FakeTTY())):
-        p = run_mod._Progress(quiet, total_points=10, done_points=0, programs=1, file=stream)
+        p = progress_mod._Progress(quiet, total_points=10, done_points=0, programs=1, file=stream)
         p.start_chunk(True)
         p.update(5, work=1.0, dt=1.0, compiled=True, work_left=1.0, programs_left=0)
         p.close()

@@ -1,6 +1,6 @@
 """The sweep's progress display on stderr: a tqdm bar whose rate and ETA count evaluation time only.
 
-:mod:`jaxshuffle.sweeps.run` drives it (``from jaxshuffle.sweeps.run import _Progress`` keeps working).
+:mod:`jaxshuffle.sweeps.execution` drives it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The sweep driver: :func:`sweep` (resumable, sharded, multi-host with ``shard=(i, N)``).
 
 A run goes through phases, each a function of its own: the settings, fingerprint and platform
-(:func:`_plan`), the output directory (:func:`_open_store`), the finished jobs restored and the
-progressive CSV (:class:`_SweepRun`), the chunks (:func:`_run_chunks`) and the final metadata
-and files (:func:`_finish`). The user's options travel as one :class:`RunSettings`.
+(:func:`_plan`) and the output directory (:func:`_open_store`) here; the finished jobs restored and the
+progressive CSV (:class:`~jaxshuffle.sweeps.execution.SweepRun`), the chunks
+(:func:`~jaxshuffle.sweeps.execution.run_chunks`) and the final metadata and files
+(:func:`~jaxshuffle.sweeps.execution.finish`) in :mod:`jaxshuffle.sweeps.execution`. The user's
+options travel as one :class:`~jaxshuffle.sweeps.execution.RunSettings`.
 
 Stopping on a signal and the output directory's lock are in :mod:`jaxshuffle.sweeps.stops`;
 :class:`SweepInterrupted` and :class:`SweepLocked` are re-exported here. The progress bar is in
@@ -17,45 +19,40 @@ import hashlib
 import json
 import math
 import os
-import signal
-import sys
 import time
-import warnings
 from pathlib import Path
-from typing import NamedTuple
-
-import numpy as np
 
 from jaxshuffle._config import VERSION, require_x64
+from jaxshuffle.sweeps.execution import (
+    OpenStore,
+    RunPlan,
+    RunSettings,
+    SweepRun,
+    announce,
+    finish,
+    run_chunks,
+    start_workers,
+)
 from jaxshuffle.sweeps.grid import build_spec
-from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan, make_grid
-from jaxshuffle.sweeps.progress import _Progress
-from jaxshuffle.sweeps.schedule import Runner, chunk_layout, plan_jobs
-from jaxshuffle.sweeps.stops import SweepInterrupted, _DeferSignals, _lock_out
+from jaxshuffle.sweeps.jobs import make_grid
+from jaxshuffle.sweeps.schedule import chunk_layout, plan_jobs
+from jaxshuffle.sweeps.stops import SweepInterrupted as SweepInterrupted  # re-exported: a sweep's own exceptions
 from jaxshuffle.sweeps.stops import SweepLocked as SweepLocked  # re-exported (the CLI and tests import it here)
+from jaxshuffle.sweeps.stops import _DeferSignals, _lock_out
 from jaxshuffle.sweeps.store import (
-    COLUMNS,
-    MAX_ITER,
-    METHODS,
     RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
     SweepResult,
     SweepStoreError,
     atomic_write,
-    checksum_bytes,
-    checksum_path,
     chunk_dir_of,
     clear_store,
     csv_is_torn,
-    csv_text,
-    environment,
     holds_other_files,
     load_chunks,
-    npz_bytes,
     read_manifest,
     utc_now,
     write_error,
-    write_results,
 )
 
 #: How a sweep's manifest says its chunk files carry checksum sidecars (see :mod:`jaxshuffle.sweeps.store`).
@@ -64,30 +61,6 @@ CHUNK_CHECKSUM = "sha256"
 
 # ----------------------------------------------------------------------------------------
 # The sweep
-
-
-class RunSettings(NamedTuple):
-    """The options of one sweep run, checked and fixed for the whole run.
-
-    :func:`sweep` builds it once from its keywords (``shard`` parsed into ``shard_i``/``shard_n``);
-    every phase of the driver reads it, so no phase takes the options one by one.
-    """
-
-    rtol: float
-    lower: bool
-    scaled_variant: bool
-    upper_from: str
-    merge_buckets: bool
-    shard_i: int
-    shard_n: int
-    devices: object
-    chunk_size: int | None
-    memory: float | None
-    quiet: bool
-    overwrite: bool
-    wait: bool
-    executor: object
-    rounds_settings: dict | None
 
 
 def _devices(devices):
@@ -101,19 +74,6 @@ def _devices(devices):
             raise ValueError(f"devices: must be between 1 and {len(local)} (local devices)")
         return local[:devices]
     return list(devices)
-
-
-def _ranges(points: np.ndarray) -> str:
-    """Sorted integers as ranges: ``0-3, 7, 9-10``."""
-    parts, p = [], [int(x) for x in points]
-    i = 0
-    while i < len(p):
-        j = i
-        while j + 1 < len(p) and p[j + 1] == p[j] + 1:
-            j += 1
-        parts.append(f"{p[i]}" if i == j else f"{p[i]}-{p[j]}")
-        i = j + 1
-    return ", ".join(parts)
 
 
 def parse_shard(shard) -> tuple[int, int]:
@@ -306,39 +266,24 @@ def _run_locked(spec, out, s: RunSettings, guard, locks: list) -> SweepResult:
     """The phases of one run, inside ``_run``'s signal guard; the locks taken are appended to ``locks``."""
     plan = _plan(spec, out, s)
     store = _open_store(out, s, plan, guard, locks)
-    run = _SweepRun(spec, s, plan, store, guard)
+    run = SweepRun(spec, s, plan, store, guard)
     if store.read_only and run.todo:
         raise SweepStoreError(f"out: {store.out_dir} is not writable and its sweep is not finished "
                               f"({len(run.mine) - len(run.todo)} of {len(run.mine)} chunks done): make it writable, "
                               "or copy it to a writable directory and run the same sweep there to resume",
                               store.out_dir)
     run.start_csv()
-    workers = _start_workers(run)
-    _announce(run)
-    elapsed, failed = _run_chunks(run, workers)
-    return _finish(run, workers, elapsed, failed)
+    workers = start_workers(run)
+    announce(run)
+    elapsed, failed = run_chunks(run, workers)
+    return finish(run, workers, elapsed, failed)
 
 
 # ----------------------------------------------------------------------------------------
 # Settings, fingerprint and platform
 
 
-class _Plan(NamedTuple):
-    """What the grid, the options and the platform decide before the output directory is read."""
-
-    spec: dict
-    devs: list  # the local devices (those the environment record names)
-    remote: bool  # the chunks run on an executor's workers
-    platform: str  # the platform the buckets and the chunk layout are planned for
-    settings: dict  # the settings in the fingerprint
-    fingerprint: str
-    grid: object
-    buckets: list  # [(plan, job ids, c_lo)]
-    layout_settings: dict  # what the chunk layout of a new sweep comes from
-    t_plan: float  # when planning started (perf_counter)
-
-
-def _plan(spec, out, s: RunSettings) -> _Plan:
+def _plan(spec, out, s: RunSettings) -> RunPlan:
     """Choose the platform and the fingerprinted settings, build the grid, its buckets and the layout settings."""
     devs = _devices(s.devices)
     # With --shard every host must derive the same buckets and chunk layout from the grid alone:
@@ -360,7 +305,7 @@ def _plan(spec, out, s: RunSettings) -> _Plan:
                 memory = 2.0 ** 32
     layout_settings = {"ndev": len(devs) if s.shard_n == 1 and not remote else 1, "memory": float(memory),
                        "chunk_size": s.chunk_size, "platform": platform_name}
-    return _Plan(spec, devs, remote, platform_name, settings, fingerprint, grid, buckets, layout_settings, t_plan)
+    return RunPlan(spec, devs, remote, platform_name, settings, fingerprint, grid, buckets, layout_settings, t_plan)
 
 
 def _settings(spec, out, s: RunSettings, platform_name: str) -> tuple[dict, str, str]:
@@ -390,19 +335,7 @@ def _settings(spec, out, s: RunSettings, platform_name: str) -> tuple[dict, str,
 # The output directory
 
 
-class _Store(NamedTuple):
-    """The output directory as opened for this run (``out_dir`` None: in memory only)."""
-
-    out_dir: Path | None
-    read_only: bool  # a finished sweep in a directory this process cannot write: read, write nothing
-    manifest: dict | None
-    chunks: list  # the chunk layout (a resumed sweep's own)
-    done_chunks: dict  # chunk index -> the arrays of its chunk file
-    torn_line: int | None  # the torn last row of results.csv, repaired from the chunk files
-    plan_s: float  # planning time, the wait for the lock left out
-
-
-def _open_store(out, s: RunSettings, plan: _Plan, guard, locks: list) -> _Store:
+def _open_store(out, s: RunSettings, plan: RunPlan, guard, locks: list) -> OpenStore:
     """Claim ``out`` (lock), compare or write its manifest, lay out the chunks and load the finished ones."""
     out_dir = Path(out) if out is not None else None
     manifest, layout_settings, torn_line = None, plan.layout_settings, None
@@ -428,7 +361,7 @@ def _open_store(out, s: RunSettings, plan: _Plan, guard, locks: list) -> _Store:
                                       checksums=manifest.get("chunk_checksum") == CHUNK_CHECKSUM,
                                       repair=not read_only)
     plan_s = time.perf_counter() - plan.t_plan - lock_s
-    return _Store(out_dir, read_only, manifest, chunks, done_chunks, torn_line, plan_s)
+    return OpenStore(out_dir, read_only, manifest, chunks, done_chunks, torn_line, plan_s)
 
 
 def _claim(out_dir: Path, chunk_dir: Path, s: RunSettings, locks: list) -> tuple[bool, float]:
@@ -501,366 +434,3 @@ def _old_sweep(out_dir: Path, s: RunSettings, fingerprint: str, read_only: bool,
             clear_store(out_dir)
         return None, None
     return old, (csv_is_torn(out_dir / "results.csv") if s.shard_n == 1 else None)
-
-
-# ----------------------------------------------------------------------------------------
-# The run's state: finished jobs and points, the progressive CSV
-
-
-class _SweepRun:
-    """The mutable state of one run: the per-job result arrays, which jobs and points are done, the CSV.
-
-    :meth:`record` stores a finished chunk (arrays, chunk file, CSV rows), :meth:`advance` moves the
-    progress on, :meth:`stopped` says what a signal leaves saved.
-    """
-
-    def __init__(self, spec, s: RunSettings, plan: _Plan, store: _Store, guard):
-        self.spec, self.s, self.plan, self.store, self.guard = spec, s, plan, store, guard
-        self.grid = grid = plan.grid
-        J = grid.n_jobs
-        self.lower, self.upper = np.zeros(J), np.full(J, np.inf)
-        self.status, self.iterations = np.full(J, 5, np.int8), np.zeros(J, np.int32)
-        self.extra = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
-        self.job_done = np.zeros(J, dtype=bool)
-        self._restore(store.done_chunks)
-        self.mine = [ci for ci in range(len(store.chunks)) if ci % s.shard_n == s.shard_i]
-        self.todo = [ci for ci in self.mine if not self.job_done[self.chunk_ids(ci)].all()]  # by coverage, not name
-        self.chunks_done = len(self.mine) - len(self.todo)
-        # Points finished so far (for the progressive CSV): every job of the point done.
-        self.pending = grid.pending(self.job_done)
-        self.csv_cols = ["index", *grid.table.keys(), *grid.result_order]
-        self.csv_path: Path | None = None
-        self.csv_file = None
-        self.progress: _Progress | None = None
-        self.is_compiled = None  # (plan, chunk size) -> whether its program is compiled already
-        self.work_left = 0.0
-        self.remaining: dict = {}  # (plan, chunk size) -> chunks still to run
-
-    def _restore(self, done_chunks: dict) -> None:
-        """Put the finished chunks' values into the arrays and mark their jobs done."""
-        for data in done_chunks.values():
-            ids = data["jobs"]
-            if self.extra is not None:
-                extra = data.get("extra")
-                if extra is None or extra.shape != (len(ids), self.grid.extra_width):
-                    continue  # a rounds chunk without its columns (damaged): computed again
-                self.extra[ids] = extra
-            self.lower[ids], self.upper[ids] = data["lower"], data["upper"]
-            self.status[ids], self.iterations[ids] = data["status"], data["iterations"]
-            self.job_done[ids] = True
-
-    def chunk_ids(self, ci: int) -> np.ndarray:
-        """The job ids of chunk ``ci``."""
-        ch = self.store.chunks[ci]
-        return self.plan.buckets[ch["bucket"]][1][ch["start"]:ch["stop"]]
-
-    def chunk_jobs(self, ci: int) -> tuple:
-        """Chunk ``ci``'s plan, job ids, ``c_lo`` and (padded) size."""
-        ch = self.store.chunks[ci]
-        plan, ids_all, clo_all = self.plan.buckets[ch["bucket"]]
-        return plan, ids_all[ch["start"]:ch["stop"]], clo_all[ch["start"]:ch["stop"]], ch["size"]
-
-    def work(self, ci: int) -> float:
-        """Chunk ``ci``'s work for the ETA: its size times its bucket's window."""
-        ch = self.store.chunks[ci]
-        return ch["size"] * self.plan.buckets[ch["bucket"]][0].window
-
-    def points_done(self) -> np.ndarray:
-        """The grid points whose every job is done."""
-        return np.nonzero(self.pending == 0)[0]
-
-    def columns(self, points: np.ndarray) -> dict:
-        """The result columns of ``points``."""
-        return self.grid.combine(self.lower, self.upper, self.status, self.iterations, points, self.extra)
-
-    def start_csv(self) -> None:
-        """Write ``results.csv`` afresh from the finished points (unsharded, writable ``out`` only)."""
-        out_dir, s = self.store.out_dir, self.s
-        if out_dir is None or s.shard_n != 1 or self.store.read_only:
-            return
-        self.csv_path = out_dir / "results.csv"
-        # rebuilt from the chunk files: this also repairs a torn last row
-        cols = self.columns(self.points_done())
-        with self.guard.writing():
-            atomic_write(self.csv_path, csv_text(cols, self.csv_cols, True).encode())
-        if self.store.torn_line is not None and not s.quiet:
-            print(f"[sweep] {self.csv_path}: repaired the torn last row (line {self.store.torn_line}) from the chunk "
-                  "files", file=sys.stderr, flush=True)
-
-    def count_work(self) -> int:
-        """Set the work and the chunks left per program; returns the number of programs still to compile."""
-        self.work_left = float(sum(self.work(ci) for ci in self.todo))
-        for ci in self.todo:
-            ch = self.store.chunks[ci]
-            kk = (self.plan.buckets[ch["bucket"]][0], ch["size"])
-            self.remaining[kk] = self.remaining.get(kk, 0) + 1
-        return sum(1 for kk in self.remaining if not self.is_compiled(*kk))
-
-    def record(self, ci, ids, lo, up, st, it, extra=None) -> np.ndarray:
-        """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished.
-
-        ``extra``: a rounds chunk's composed-epsilon columns (stored in its chunk file too)."""
-        out_dir = self.store.out_dir
-        with self.guard.writing():  # a signal here waits until the chunk and its CSV rows are on disk
-            self.lower[ids], self.upper[ids], self.status[ids], self.iterations[ids] = lo, up, st, it
-            more = {}
-            if extra is not None:
-                self.extra[ids] = extra
-                more["extra"] = np.asarray(extra, dtype=np.float64)
-            fresh = ids[~self.job_done[ids]]
-            self.job_done[ids] = True
-            if out_dir is not None:  # the checksum sidecar first: a chunk file on disk always has its own
-                path = out_dir / "chunks" / f"c{ci:06d}.npz"
-                fields = dict(jobs=ids, lower=lo, upper=up, status=st, iterations=it, **more,
-                              fingerprint=np.asarray(self.plan.fingerprint))
-                arrays = {k: np.asarray(v) for k, v in fields.items()}
-                atomic_write(checksum_path(path), checksum_bytes(path, arrays))
-                atomic_write(path, npz_bytes(**arrays))
-            touched = self.grid.points_of_jobs(fresh)
-            self.pending -= np.bincount(touched, minlength=self.grid.size)
-            touched = np.unique(touched)
-            fin = touched[self.pending[touched] == 0]
-            if self.csv_file is not None and fin.size:
-                self._append_csv(fin)
-            self.chunks_done += 1
-        return fin
-
-    def _append_csv(self, points: np.ndarray) -> None:
-        """Append the rows of ``points`` to ``results.csv``, on disk before this returns."""
-        try:
-            self.csv_file.write(csv_text(self.columns(points), self.csv_cols, False))
-            self.csv_file.flush()
-            os.fsync(self.csv_file.fileno())
-        except OSError as exc:  # name the file (a torn row is repaired on resume)
-            if not exc.filename:
-                exc.filename = str(self.csv_path)
-            raise
-
-    def advance(self, ci: int, fin_points: int, dt: float, compiled: bool) -> None:
-        """Move the progress on by chunk ``ci``, which finished ``fin_points`` points in ``dt`` seconds."""
-        plan, _, _, size = self.chunk_jobs(ci)
-        self.work_left -= self.work(ci)
-        self.remaining[(plan, size)] -= 1
-        programs_left = sum(1 for kk, cnt in self.remaining.items() if cnt > 0 and not self.is_compiled(*kk))
-        self.progress.update(int(fin_points), self.work(ci), dt, compiled, self.work_left, programs_left)
-
-    def stopped(self, exc: KeyboardInterrupt) -> SweepInterrupted:
-        """The :class:`SweepInterrupted` for ``exc``, saying what is saved."""
-        out_dir, s = self.store.out_dir, self.s
-        if self.csv_path is not None:
-            saved = f"{int((self.pending == 0).sum())} of {self.grid.size} points saved in {self.csv_path}"
-        elif out_dir is not None:
-            saved = (f"{self.chunks_done} of {len(self.mine)} chunks of shard {s.shard_i}/{s.shard_n} saved in "
-                     f"{out_dir / 'chunks'}")
-        else:
-            saved = "nothing saved (out=None keeps the results in memory)"
-        return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
-
-    def close(self) -> None:
-        """Close the progress bar and the CSV (a failed close is already reported by the failed append)."""
-        if self.progress is not None:
-            self.progress.close()
-        if self.csv_file is not None:
-            try:
-                self.csv_file.close()
-            except OSError:  # the failed append is reported already; resume rebuilds the file
-                pass
-
-
-# ----------------------------------------------------------------------------------------
-# The chunks
-
-
-class _Workers(NamedTuple):
-    """Where the chunks run: here (``runner``) or on an executor's workers (``pool``)."""
-
-    env: dict  # the environment record of the metadata
-    runner: Runner | None
-    pool: object  # a ChunkPool with an executor, else None
-    programs: int  # programs this run compiles
-
-
-def _start_workers(run: _SweepRun) -> _Workers:
-    """The local runner or the executor's chunk pool, and the work and programs left."""
-    s, plan = run.s, run.plan
-    env = environment(plan.devs)
-    runner = Runner(s.rtol, plan.devs) if not plan.remote else None
-    pool = None
-    if plan.remote:
-        from jaxshuffle.sweeps.distributed import ChunkPool
-
-        pool = ChunkPool(s.executor, s.rtol)
-        run.is_compiled = lambda plan, size: bool(pool.plan_workers.get((plan, size)))
-    else:
-        run.is_compiled = runner.is_compiled
-    programs = run.count_work()
-    return _Workers(env, runner, pool, programs)
-
-
-def _announce(run: _SweepRun) -> None:
-    """One line on stderr (unless quiet): the grid, its chunks, those already done and where they run."""
-    s, plan, grid = run.s, run.plan, run.grid
-    if s.quiet:
-        return
-    where = f"{len(plan.devs)} {plan.devs[0].platform} device(s)"
-    if plan.remote:
-        from jaxshuffle.sweeps.distributed import describe
-
-        where, link = describe(s.executor)
-        if link:
-            where += f", dashboard {link}"
-    what = (f"{grid.n_jobs} distinct (T, delta) cells in {len(plan.buckets)} (options, n) groups "
-            "(one composed_epsilon each)"
-            if grid.extra_width else f"{grid.n_jobs} distinct searches in {len(plan.buckets)} window buckets")
-    print(f"[sweep] {grid.size} points, {what}, "
-          f"{len(run.store.chunks)} chunks ({len(run.mine) - len(run.todo)} of this "
-          f"{'shard' if s.shard_n > 1 else 'sweep'}'s {len(run.mine)} already done), {where}",
-          file=sys.stderr, flush=True)
-
-
-def _run_chunks(run: _SweepRun, workers: _Workers) -> tuple[float, list[dict]]:
-    """Run the chunks still to do; returns the seconds taken and the chunks that failed twice (executor only).
-
-    A Ctrl-C (or a SIGTERM through a handler that raises, the CLI's) becomes :class:`SweepInterrupted`.
-    """
-    sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
-    t0 = time.perf_counter()
-    failed: list[dict] = []
-    try:
-        if run.csv_path is not None:
-            run.csv_file = open(run.csv_path, "a", newline="")
-        run.progress = _Progress(run.s.quiet, run.grid.size, int((run.pending == 0).sum()), workers.programs)
-        if not run.plan.remote:
-            _local_chunks(run, workers.runner, sleep)
-        else:
-            _remote_chunks(run, workers.pool, sleep, failed)
-    except KeyboardInterrupt as exc:
-        raise run.stopped(exc) from None
-    finally:
-        run.close()
-    return time.perf_counter() - t0, failed
-
-
-def _local_chunks(run: _SweepRun, runner: Runner, sleep: float) -> None:
-    """Run the chunks here, one after the other."""
-    for ci in run.todo:
-        plan, ids, clo, size = run.chunk_jobs(ci)
-        compiled = not runner.is_compiled(plan, size)
-        run.progress.start_chunk(compiled)
-        t = time.perf_counter()
-        arrays = runner.run(plan, run.grid.job_rows(plan, ids), clo, size)
-        dt = time.perf_counter() - t
-        fin = run.record(ci, ids, *arrays)
-        run.advance(ci, fin.size, dt, compiled)
-        if sleep:
-            time.sleep(sleep)
-
-
-def _remote_chunks(run: _SweepRun, pool, sleep: float, failed: list[dict]) -> None:
-    """Run the chunks on the executor's workers; a chunk that failed twice is warned about and added to ``failed``."""
-    from jaxshuffle.sweeps.distributed import Task
-
-    def tasks():  # made as the window of futures in flight advances (memory bounded)
-        for ci in run.todo:
-            plan, ids, clo, size = run.chunk_jobs(ci)
-            yield Task(ci, plan, run.grid.job_rows(plan, ids), clo, size)
-
-    slots = max(1, pool.window // pool.cap)
-    try:
-        for task, arrays, info in pool.results(tasks()):
-            _, ids, _, _ = run.chunk_jobs(task.ci)
-            if arrays is None:  # failed twice: reported, its points stay missing
-                pts = np.unique(run.grid.points_of_jobs(ids))
-                failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": info})
-                # stacklevel: the warning names the caller of sweep() (above it: _run_chunks, _run_locked, _run, sweep)
-                warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
-                              f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
-                              "again to compute them", RuntimeWarning, stacklevel=6)
-                run.work_left -= run.work(task.ci)
-                run.remaining[(task.plan, task.size)] -= 1
-                continue
-            fin = run.record(task.ci, ids, *arrays)
-            # progress rates: a worker's evaluation time shared by the workers running at once
-            run.advance(task.ci, fin.size, info["seconds"] / slots, bool(info["compiled"]))
-            if sleep:
-                time.sleep(sleep)
-    finally:
-        pool.close()
-
-
-# ----------------------------------------------------------------------------------------
-# The metadata and the results
-
-
-def _finish(run: _SweepRun, workers: _Workers, elapsed: float, failed: list[dict]) -> SweepResult:
-    """The metadata, the shard file (with ``shard``) and the results (files too when the sweep is whole)."""
-    s, out_dir, read_only = run.s, run.store.out_dir, run.store.read_only
-    try:  # a signal during the final writes (deferred until they end) still reports what is saved
-        all_done = bool(run.job_done.all())
-        meta = _meta(run, workers, elapsed, failed, all_done)
-        if out_dir is not None and s.shard_n > 1 and not read_only:
-            _write_shard(run)
-        if all_done or s.shard_n == 1:
-            points = np.arange(run.grid.size) if all_done else run.points_done()
-            cols = run.columns(points)
-            result = SweepResult({k: cols[k] for k in run.csv_cols}, meta, out_dir)
-            if out_dir is not None and (all_done or s.shard_n == 1) and not read_only:
-                with run.guard.writing():
-                    write_results(out_dir, result, run.csv_cols)
-            return result
-        cols = run.columns(run.points_done())
-        return SweepResult({k: cols[k] for k in run.csv_cols}, meta, out_dir)
-    except KeyboardInterrupt as exc:
-        raise run.stopped(exc) from None
-
-
-def _meta(run: _SweepRun, workers: _Workers, elapsed: float, failed: list[dict], all_done: bool) -> dict:
-    """The result's metadata (``sweep.json``'s run record): environment, settings, buckets, timing, executor."""
-    from jaxshuffle.plan import TRUNC_FRACTION
-
-    s, plan, grid, runner, pool = run.s, run.plan, run.grid, workers.runner, workers.pool
-    meta = {**workers.env, "methods": METHODS, "columns": COLUMNS, "fingerprint": plan.fingerprint, "grid": run.spec,
-            "settings": plan.settings,
-            "tolerances": {"rtol": float(s.rtol), "max_iter": MAX_ITER,
-                           "window_truncation": f"{TRUNC_FRACTION:g} * delta of binomial mass (Chernoff bound, "
-                                                "added to the certified divergence band)"},
-            "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
-                         {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
-                         {"sampled": pl.randomizer} if not hasattr(pl, "max_step") else
-                         {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
-                        | {"searches": int(len(ids))} for pl, ids, _ in plan.buckets],
-            "points": grid.size, "searches": grid.n_jobs, "chunks": len(run.store.chunks),
-            "shard": [s.shard_i, s.shard_n], "complete": all_done,
-            "timing": {"plan_s": run.store.plan_s, "run_s": elapsed, "chunks_run": len(run.todo),
-                       "programs_compiled": (len(runner.compiled) if runner is not None
-                                             else sum(pool.programs.values()))},
-            "written": utc_now()}
-    if plan.remote and not s.quiet and pool.programs:
-        per = ", ".join(f"{w}: {pool.programs[w]} ({pool.chunks_per_worker.get(w, 0)} chunks)"
-                        for w in sorted(pool.programs))
-        print(f"[sweep] programs compiled per worker: {per}", file=sys.stderr, flush=True)
-    if plan.remote:
-        from jaxshuffle.sweeps.distributed import describe
-
-        meta["executor"] = {"kind": describe(s.executor)[0],
-                            "workers": {w: {"programs_compiled": pool.programs[w],
-                                            "chunks": pool.chunks_per_worker.get(w, 0),
-                                            "eval_s": pool.seconds_per_worker.get(w, 0.0)} for w in pool.programs},
-                            "driver_busy_s": max(elapsed - pool.wait_s, 0.0),
-                            "failed": failed}
-    return meta
-
-
-def _write_shard(run: _SweepRun) -> None:
-    """Write this shard's jobs (and the manifest) to ``shard-i-of-N.npz`` for ``sweep merge``."""
-    s, out_dir = run.s, run.store.out_dir
-    mine_ids = np.concatenate([run.chunk_ids(ci) for ci in run.mine]) if run.mine else np.zeros(0, np.int64)
-    more = {"extra": run.extra[mine_ids]} if run.extra is not None else {}
-    with run.guard.writing():
-        atomic_write(out_dir / f"shard-{s.shard_i}-of-{s.shard_n}.npz",
-                     npz_bytes(jobs=mine_ids, lower=run.lower[mine_ids], upper=run.upper[mine_ids],
-                               status=run.status[mine_ids], iterations=run.iterations[mine_ids], **more,
-                               manifest=np.asarray(json.dumps(run.store.manifest))))
-    if not s.quiet:
-        print(f"[sweep] shard {s.shard_i}/{s.shard_n} done -> {out_dir / f'shard-{s.shard_i}-of-{s.shard_n}.npz'}; "
-              f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)
