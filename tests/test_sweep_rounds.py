@@ -19,6 +19,7 @@ from jaxshuffle import sweeps as sw
 from jaxshuffle.accountant import rounds as rounds_mod
 from jaxshuffle.randomizers import CATALOG
 from jaxshuffle.sweeps import jobs as jobs_mod
+from jaxshuffle.sweeps.grids import make_grid
 
 # 2 groups (eps0) x 3 T x 2 delta rules: two composed_epsilon calls in all
 GRID = dict(randomizer="general", eps0="1,1.01", n=300, rounds="1,4,16", delta="1e-6,0.01/n", discretization=1e-2,
@@ -267,7 +268,7 @@ def test_sweep_without_rounds_keeps_its_spec_and_columns():
     """No rounds axis: no 'rounds' key in the spec (the fingerprint of an existing sweep is unchanged)."""
     spec = sw.grid.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
     assert "rounds" not in spec
-    grid = jobs_mod.make_grid(spec, {"lower": True, "upper_from": "best"})
+    grid = make_grid(spec, {"lower": True, "upper_from": "best"})
     assert isinstance(grid, jobs_mod.SweepGrid) and grid.result_order == sw.store.RESULT_ORDER
     assert "rounds" not in grid.table
     with_rounds = sw.grid.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"}, rounds="1..100:3")
@@ -276,7 +277,7 @@ def test_sweep_without_rounds_keeps_its_spec_and_columns():
     # rounds varies between n and delta: each (eps0, n) block holds its T values consecutively
     assert table["rounds"].tolist() == [1, 10, 100] * 4
     assert table["n"].tolist() == [4] * 3 + [16] * 3 + [4] * 3 + [16] * 3
-    rgrid = jobs_mod.make_grid(with_rounds, {"rounds": {}})
+    rgrid = make_grid(with_rounds, {"rounds": {}})
     assert len(rgrid.mechanism_buckets) == 4 and rgrid.n_jobs == 12
     plans = {b[0] for b in rgrid.mechanism_buckets}
     assert plans == {jobs_mod.RoundsPlan("general", ("eps0",))}

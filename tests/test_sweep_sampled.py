@@ -17,6 +17,7 @@ from jaxshuffle.accountant import amplify
 from jaxshuffle.accountant.rounds import composed_epsilon
 from jaxshuffle.sweeps import jobs as jobs_mod
 from jaxshuffle.sweeps import sampled as sampled_mod
+from jaxshuffle.sweeps.grids import make_grid
 
 GRID = dict(randomizer="grr", k=3, eps0="1,2", n="60,200", sample_rate="0.3,1", delta="1e-3", quiet=True)
 RTOL = 1e-6
@@ -71,13 +72,13 @@ def test_sampled_sweep_resumes_from_its_chunk_files(sampled_run, tmp_path, monke
 
 def test_spec_without_the_axis_is_unchanged_and_the_axis_sits_after_n():
     spec = sw.grid.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
-    assert "sample_rate" not in spec and isinstance(jobs_mod.make_grid(spec, {"lower": True, "upper_from": "best"}),
+    assert "sample_rate" not in spec and isinstance(make_grid(spec, {"lower": True, "upper_from": "best"}),
                                                     jobs_mod.SweepGrid)
     spec = sw.grid.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"}, sample_rate="0.1,1")
     table, _, _ = sw.grid.expand(spec)
     assert table["sample_rate"].tolist() == [0.1, 1.0] * 4
     assert table["n"].tolist() == [4, 4, 16, 16] * 2
-    grid = jobs_mod.make_grid(spec, {"lower": True, "upper_from": "best"})
+    grid = make_grid(spec, {"lower": True, "upper_from": "best"})
     assert isinstance(grid, sampled_mod.SampledGrid) and grid.n_jobs == 8
     # buckets never mix g = 1 with g < 1 (amplify would evaluate such a batch twice), nor bands of n
     for plan, ids, _ in grid.mechanism_buckets:

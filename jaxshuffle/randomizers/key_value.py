@@ -7,8 +7,7 @@ function states its mechanism's definition; values are checked against the expli
 
 from __future__ import annotations
 
-from jaxshuffle.randomizers.ldp import D2
-from jaxshuffle.randomizers.params import EPS1, EPS2, Arg, Inputs, LowerParams, VRParams
+from jaxshuffle.randomizers.params import D2, EPS1, EPS2, Arg, Inputs, LowerParams, VRParams
 
 __all__ = ["KEYS", "S_KV", "pckv_grr", "pckv_grr_lower", "privkv"]
 

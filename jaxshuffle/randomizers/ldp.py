@@ -19,6 +19,7 @@ from jaxshuffle.randomizers.matrices import (  # noqa: F401  (re-exported: their
     subset_selection_matrix,
 )
 from jaxshuffle.randomizers.params import (
+    D2,
     EPS0,
     Arg,
     Inputs,
@@ -132,9 +133,6 @@ def grr_lower(eps0, k) -> LowerParams:
     eps0, k = inp.values
     p = xp.exp(eps0)
     return inp.lower(p, (p - 1.0) / (p + k - 1.0), xp.where(k >= 3.0, p, 1.0), p)
-
-
-D2 = Arg("d", "int", 2.0, help="number of options (domain size)")
 
 
 def binary_rr(eps0, d) -> VRParams:

@@ -2,11 +2,13 @@
 
 Modules: :mod:`~jaxshuffle.sweeps.grid` (the grid syntax: the only parser), :mod:`~jaxshuffle.sweeps.jobs`
 (the searches behind each point), :mod:`~jaxshuffle.sweeps.schedule` (buckets, chunks, the runner),
-:mod:`~jaxshuffle.sweeps.store` (files, load), :mod:`~jaxshuffle.sweeps.merge` (shards),
-:mod:`~jaxshuffle.sweeps.run` (the driver :func:`sweep`), :mod:`~jaxshuffle.sweeps.distributed` (chunks on a
-Dask cluster or any executor), :mod:`~jaxshuffle.sweeps.frames` (results as pandas, xarray, Parquet: the
-``frames`` extra). The command line is in
-:mod:`jaxshuffle.cli.sweep`.
+:mod:`~jaxshuffle.sweeps.sampled` and :mod:`~jaxshuffle.sweeps.grids` (the sample-rate grid; which grid a spec
+makes), :mod:`~jaxshuffle.sweeps.store` (files, load), :mod:`~jaxshuffle.sweeps.merge` (shards),
+:mod:`~jaxshuffle.sweeps.run` (the driver :func:`sweep`: planning, the output directory) and
+:mod:`~jaxshuffle.sweeps.execution` (a run's state, chunks and final files),
+:mod:`~jaxshuffle.sweeps.distributed` (chunks on a Dask cluster or any executor),
+:mod:`~jaxshuffle.sweeps.frames` (results as pandas, xarray, Parquet: the ``frames`` extra). The command line
+is in :mod:`jaxshuffle.cli.sweep`.
 
 :func:`sweep` evaluates every combination of a randomizer's options (``eps0``, ``k``, ...),
 the number of users ``n`` and ``delta`` (a number or a rule in ``n`` such as ``0.01/n``)

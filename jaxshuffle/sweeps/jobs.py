@@ -51,7 +51,7 @@ MECHANISM_CHUNK = 4
 MECHANISM_COST = 1 << 14
 
 
-def _option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int) -> np.ndarray:
+def option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int) -> np.ndarray:
     """Rows ``(options..., tail...)`` of one randomizer laid out ``width`` wide: its ``n_options`` option
     values first, the ``n_tail`` shared columns (n, rounds, delta) last, NaN between (other randomizers
     have more options)."""
@@ -258,7 +258,7 @@ class SweepGrid:
             for b in np.unique(band):
                 sel = ids[band == b]
                 self.mechanism_buckets.append((MechanismPlan(g.name, names), sel, np.zeros(len(sel))))
-            blocks.append(_option_block(distinct, len(names), width, 2))
+            blocks.append(option_block(distinct, len(names), width, 2))
             next_id += len(distinct)
         self.mechanism_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
@@ -450,7 +450,7 @@ class RoundsGrid:
             for a, b in zip(np.sort(first), stops):
                 plan = RoundsPlan(g.name, names, blanket_points, discretization, sampled=sampled)
                 self.mechanism_buckets.append((plan, ids[a:b], np.zeros(b - a)))
-            blocks.append(_option_block(distinct, len(names), width, self.tail))
+            blocks.append(option_block(distinct, len(names), width, self.tail))
             next_id += len(distinct)
         self.rounds_rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
@@ -482,16 +482,3 @@ class RoundsGrid:
         for c, key in enumerate(("p", "beta", "q")):
             out[key] = self.pqb[points, c]
         return out
-
-
-def make_grid(spec: dict, settings: dict):
-    """The grid of a sweep from its spec and settings: :class:`RoundsGrid` with a rounds axis, else
-    :class:`~jaxshuffle.sweeps.sampled.SampledGrid` with a sample_rate axis, else :class:`SweepGrid`."""
-    if "rounds" in spec:
-        r = settings.get("rounds") or {}
-        return RoundsGrid(spec, r.get("blanket_points"), r.get("discretization"))
-    if "sample_rate" in spec:
-        from jaxshuffle.sweeps.sampled import SampledGrid
-
-        return SampledGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])
-    return SweepGrid(spec, settings["lower"], settings.get("scaled_variant", False), settings["upper_from"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxshuffle.sweeps.jobs import make_grid
+from jaxshuffle.sweeps.grids import make_grid
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,

@@ -34,7 +34,7 @@ from jaxshuffle.sweeps.execution import (
     start_workers,
 )
 from jaxshuffle.sweeps.grid import build_spec
-from jaxshuffle.sweeps.jobs import make_grid
+from jaxshuffle.sweeps.grids import make_grid
 from jaxshuffle.sweeps.schedule import chunk_layout, plan_jobs
 from jaxshuffle.sweeps.stops import SweepInterrupted as SweepInterrupted  # re-exported: a sweep's own exceptions
 from jaxshuffle.sweeps.stops import SweepLocked as SweepLocked  # re-exported (the CLI and tests import it here)

@@ -28,9 +28,9 @@ from jaxshuffle.sweeps.grid import catalog_rows, expand
 from jaxshuffle.sweeps.jobs import (
     MECHANISM_COST,
     SweepGrid,
-    _option_block,
     catalog_lower_params,
     one_job_per_point,
+    option_block,
     point_table,
 )
 
@@ -135,7 +135,7 @@ class SampledGrid:
             for band in np.unique(key, axis=0):
                 sel = ids[np.all(key == band, axis=1)]
                 self.mechanism_buckets.append((plan, sel, np.zeros(len(sel))))
-            blocks.append(_option_block(distinct[order], len(names), width, 3))
+            blocks.append(option_block(distinct[order], len(names), width, 3))
             next_id += len(distinct)
         self.rows = np.concatenate(blocks) if blocks else np.zeros((0, width))
         self.n_jobs = next_id
