@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from jaxshuffle.accountant.amplify import UpperSource
 from jaxshuffle.accountant.rounds import SOURCES as ROUND_SOURCES
 from jaxshuffle.engine.two_count.search import Status
@@ -70,3 +72,15 @@ ROUNDS_RESULT_ORDER = ("upper", "upper_source", "certified", "pld", "pld_lower",
 ROUNDS_EXTRA = ("pld", "pld_lower", "blanket_pld", "basic", "advanced", "discretization")
 STRING_COLUMNS = {"randomizer", "delta_rule", "status", "upper_source", "status_lower", "status_paper", "clone_proof"}
 BOOL_COLUMNS = {"certified", "paper_certified", "has_lower"}
+
+
+def label_columns(out: dict) -> dict:
+    """``out`` with its code columns as the names the files write (statuses, the upper source, the clone
+    proof) and its flag columns as bools, in place; returns ``out``."""
+    for k in ("status", "status_lower", "status_paper"):
+        out[k] = np.asarray(STATUS_NAMES)[out[k].astype(np.int64)]
+    out["upper_source"] = np.asarray(SOURCE_NAMES)[out["upper_source"].astype(np.int64)]
+    out["clone_proof"] = np.asarray(CLONE_PROOF_NAMES)[out["clone_proof"].astype(np.int64)]
+    for k in BOOL_COLUMNS:
+        out[k] = out[k].astype(bool)
+    return out

@@ -19,14 +19,11 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle.sweeps.columns import (
-    BOOL_COLUMNS,
-    CLONE_PROOF_NAMES,
     RESULT_ORDER,
     ROUND_SOURCES,
     ROUNDS_EXTRA,
     ROUNDS_RESULT_ORDER,
-    SOURCE_NAMES,
-    STATUS_NAMES,
+    label_columns,
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
 
@@ -333,13 +330,7 @@ class SweepGrid:
                 parts.setdefault(k, []).append(v)
         for k in RESULT_ORDER:
             out[k] = np.concatenate(parts[k]) if k in parts else np.zeros(0)
-        for k in ("status", "status_lower", "status_paper"):
-            out[k] = np.asarray(STATUS_NAMES)[out[k].astype(np.int64)]
-        out["upper_source"] = np.asarray(SOURCE_NAMES)[out["upper_source"].astype(np.int64)]
-        out["clone_proof"] = np.asarray(CLONE_PROOF_NAMES)[out["clone_proof"].astype(np.int64)]
-        for k in BOOL_COLUMNS:
-            out[k] = out[k].astype(bool)
-        return out
+        return label_columns(out)
 
 
 # ----------------------------------------------------------------------------------------

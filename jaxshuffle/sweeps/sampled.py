@@ -18,11 +18,8 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle.sweeps.columns import (
-    BOOL_COLUMNS,
-    CLONE_PROOF_NAMES,
     RESULT_ORDER,
-    SOURCE_NAMES,
-    STATUS_NAMES,
+    label_columns,
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
 from jaxshuffle.sweeps.jobs import (
@@ -164,10 +161,4 @@ class SampledGrid:
             cols[key] = self.pqb[points, c]
         for k in RESULT_ORDER:
             out[k] = cols[k]
-        for k in ("status", "status_lower", "status_paper"):
-            out[k] = np.asarray(STATUS_NAMES)[out[k].astype(np.int64)]
-        out["upper_source"] = np.asarray(SOURCE_NAMES)[out["upper_source"].astype(np.int64)]
-        out["clone_proof"] = np.asarray(CLONE_PROOF_NAMES)[out["clone_proof"].astype(np.int64)]
-        for k in BOOL_COLUMNS:
-            out[k] = out[k].astype(bool)
-        return out
+        return label_columns(out)
