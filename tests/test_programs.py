@@ -102,7 +102,7 @@ def test_program_key_follows_the_package_source(tmp_path, monkeypatch):
     shutil.copytree(os.path.dirname(_programs.__file__), pkg, ignore=shutil.ignore_patterns("__pycache__"))
     before = _programs.source_digest(str(pkg))
     assert before == _programs.source_digest(str(pkg))
-    kernel = pkg / "blanket" / "kernel.py"
+    kernel = pkg / "engine" / "blanket" / "kernel.py"
     kernel.write_text(kernel.read_text() + "\n# an edit\n")
     assert _programs.source_digest(str(pkg)) != before
     key = _programs._key("epsilon-search", ("plan",), [np.zeros(3)])
