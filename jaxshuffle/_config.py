@@ -225,7 +225,12 @@ def foreign_compilation_cache() -> str | None:
 
 
 def cache_info() -> dict:
-    """The caches in use: ``{"dir", "xla_dir", "files", "bytes"}`` (``dir`` None when off)."""
+    """The caches in use: ``{"dir", "xla_dir", "files", "bytes"}`` (``dir`` None when off).
+
+    Returns:
+      A dict: ``dir`` (jaxshuffle's cache root, None when the cache is off), ``xla_dir`` (JAX's compilation
+        cache folder, None when unset), ``files`` and ``bytes`` (what the cache folders hold).
+    """
     files, size = 0, 0
     for folder in _cache_folders():
         for root, _, names in os.walk(folder):
@@ -245,6 +250,9 @@ def clear_cache() -> int:
 
     A JAX compilation cache folder the user set elsewhere (:func:`foreign_compilation_cache`) is left
     alone: it may hold other programs' entries. Symbolic links are removed as links, never followed.
+
+    Returns:
+      The number of files removed (files that could not be removed are skipped, not counted).
     """
     removed = 0
     for folder in _own_cache_folders():
@@ -281,10 +289,19 @@ def use_every_cpu_core() -> None:
 def configure(*, cache: bool | str | None = None) -> dict:
     """Package settings, callable before the first computation.
 
-    ``cache``: ``False`` switches the persistent compilation cache off for this process,
-    ``True`` turns it on at the default place (:func:`cache_dir`), a path puts it there.
     JAX fixes the cache at its first compilation, so later changes apply to programs compiled
-    afterwards only. Returns :func:`cache_info`.
+    afterwards only.
+
+    Args:
+      cache: ``False`` switches the persistent compilation cache off for this process,
+        ``True`` turns it on at the default place (:func:`cache_dir`), a path puts it there;
+        ``None`` (default) leaves it as it is.
+
+    Returns:
+      The dict :func:`cache_info` returns, after the change.
+
+    Raises:
+      TypeError: naming ``cache``, for anything but True, False, None or a directory path.
     """
     if cache is False:
         jax.config.update("jax_compilation_cache_dir", None)

@@ -112,9 +112,29 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: 
     the clone and earlier bounds. ``upper_from`` is :func:`~jaxshuffle.accountant.amplify`'s
     (``"best"``, ``"worst-case"`` or ``"blanket"``): which sound source gives the row
     ``certified upper (jaxshuffle)``. ``sample_rate`` (one ``g`` in (0, 1]): below 1, the sampled
-    round's rows (module docstring). Raises ValueError for unknown names, bad options, a bad
-    ``upper_from`` (``"blanket"`` for a randomizer that carries no mechanism included) or a bad
-    ``sample_rate`` (or one below 1 for a randomizer whose sampled round has no bound).
+    round's rows (module docstring). The closed forms beside it: docs/math.md section 3.
+
+    Args:
+      randomizer: a catalog name (``CATALOG``) whose entry takes ``eps0``.
+      eps0: local budgets, broadcast against ``n`` and ``delta``.
+      n: numbers of users.
+      delta: target deltas in (0, 1).
+      rtol: relative width of every epsilon bracket.
+      upper_from: :func:`~jaxshuffle.accountant.amplify`'s ``upper_from`` (``"best"``, ``"worst-case"``
+        or ``"blanket"``).
+      sample_rate: one probability ``g`` in (0, 1] that each user takes part (default 1).
+      **options: the randomizer's other options (e.g. ``k=10``), as :func:`~jaxshuffle.randomizers.build`.
+
+    Returns:
+      The table, a :class:`Comparison`: every bound over the broadcast grid, each with its ``kind`` (module
+        docstring): ``certified``, certified upper bounds (errs high); ``lower``, lower bounds (errs low);
+        ``paper`` and ``reference``, values as published, not certified (upper bounds only where their
+        ``certified`` flag is True); ``pitfall``, NOT bounds.
+
+    Raises:
+      ValueError: naming the parameter, for unknown names, bad options, a bad
+        ``upper_from`` (``"blanket"`` for a randomizer that carries no mechanism included) or a bad
+        ``sample_rate`` (or one below 1 for a randomizer whose sampled round has no bound).
     """
     from jaxshuffle.accountant.subsampling import scalar_sample_rate
 

@@ -114,6 +114,8 @@ def amplify(randomizer: VRParams, n, delta, *,
             upper_from: str = "best", sample_rate=1.0, with_lower: bool = True) -> AmplificationReport:
     """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
 
+    Which number is on which side, and why: the module docstring (docs/math.md sections 5 and 7).
+
     Args:
       randomizer: variation-ratio parameters (e.g. ``jaxshuffle.randomizers.grr(1.0, 3)``);
         any batch shape; or a mechanism object with a ``vr_params()`` method
@@ -148,17 +150,17 @@ def amplify(randomizer: VRParams, n, delta, *,
         ``clone_proof`` NONE. ``upper_from="worst-case"`` is refused there.
 
     Returns:
-      :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, blanket
-      pair, 0 if delta >= beta) -- certified; ``lower`` <= the mechanism's epsilon (the
-      largest certified lower end of the lower pairs and exact datasets); ``paper`` =
-      Theorem 4.7 at the randomizer's beta (labelled by ``paper_certified``). The two-count
-      searches run as one batched engine call, the blanket searches (k-ary RR: ``randomizer.
-      mechanism``) as another (eager only: the engines plan static windows from concrete values).
+      The report, an :class:`AmplificationReport`. ``upper`` = min(worst-case pair, scaled pair, blanket pair,
+        0 if delta >= beta) -- certified upper bound (errs high); ``lower`` <= the mechanism's epsilon (the
+        largest certified lower end of the lower pairs and exact datasets: errs low); ``paper`` = Theorem 4.7
+        at the randomizer's beta (labelled by ``paper_certified``: not certified elsewhere). The two-count
+        searches run as one batched engine call, the blanket searches (k-ary RR: ``randomizer.mechanism``) as
+        another (eager only: the engines plan static windows from concrete values).
 
     Raises:
-      ValueError naming the parameter for invalid input (n not an integer >= 1, delta
-      outside (0, 1), parameters outside their ranges, single-message lower parameters for a
-      multi-message randomizer or the reverse).
+      ValueError: naming the parameter for invalid input (n not an integer >= 1, delta
+        outside (0, 1), parameters outside their ranges, single-message lower parameters for a
+        multi-message randomizer or the reverse).
     """
     if not isinstance(randomizer, VRParams) and hasattr(randomizer, "vr_params"):
         randomizer = randomizer.vr_params()  # a mechanism object, e.g. randomizers.witchhat(m, f, b)

@@ -121,13 +121,26 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     blanket pair's PLD (about a minute at ``n = 1e4`` with the default ``blanket_points``).
     ``upper`` is then ``composed_epsilon(...).upper`` at ``value``, recomputed from scratch.
 
+    Vectorised bisection: every probe is one batched :func:`amplify` call (upper side only)
+    over all points; the bracket is found by doubling from ``target_eps`` (amplification
+    never raises epsilon above eps0) and narrowed by geometric bisection. Why the answer never
+    overshoots: docs/math.md section 12.
+
     Args:
       randomizer: a catalog name with an ``eps0`` option (other options as keyword
         arguments, e.g. ``calibrate_eps0("grr", 0.5, 10_000, 1e-6, k=10)``) or a callable
         ``eps0 -> VRParams`` (array in, array out).
-      target_eps, n, delta: broadcast together (and with array-valued options).
-      rtol: relative width of the returned bracket ``[value, over]``.
+      target_eps: the target amplified epsilon, finite and > 0; broadcast with ``n``, ``delta``
+        (and with array-valued options).
+      n: number of users (an integer >= 1), broadcast with ``target_eps`` and ``delta``.
+      delta: target delta in (0, 1), broadcast with ``target_eps`` and ``n``.
+      rtol: relative width of the returned bracket ``[value, over]``, in (0, 1).
       eps0_max: search limit (``CAPPED`` where still feasible there).
+      scaled_variant: also use the (u+v)-scaled pair (:func:`amplify`'s option); accepted only for a
+        randomizer it is proven for (every pair of inputs at total variation beta: k-ary RR, binary RR
+        on two options), since calibration returns only certified values.
+      engine_rtol: relative width of every epsilon bracket of the probes (:func:`amplify`'s ``rtol``).
+      max_probes: probe limit (``MAX_ITER`` where it is reached; ``value`` is still feasible).
       upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
         default the smallest, e.g. the blanket pair for k-ary RR). For a row that carries a finite
         matrix (subset selection, Hadamard response, binary RR), whose matrix engine costs seconds per point
@@ -139,16 +152,25 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         ``amplify(..., sample_rate=g)``'s upper (one round; k-ary RR or a randomizer carrying its
         matrix, whose engine runs at every probe) or, with ``rounds``, ``composed_epsilon(...,
         sample_rate=g)``'s (k-ary RR). ``clone_proof`` is then ``CloneProof.NONE``.
+      rounds: number of rounds ``T`` on the same users, an integer >= 1 (above; default 1).
+      discretization: with ``rounds > 1``, the PLD loss grid spacing (default
+        :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds).
+      blanket_points: with ``rounds > 1``, profile points of the k-RR blanket pair's PLD, as in
+        :func:`~jaxshuffle.accountant.rounds.composed_epsilon` (0 skips it).
+      **options: the catalog randomizer's other options (e.g. ``k=10``); not with a callable.
 
-    Returns :class:`Calibration`: ``value`` is a probed eps0 with certified
-    ``amplify(...).upper <= target_eps`` (never overshoots), ``over`` a probed eps0 with
-    certified upper ``> target_eps`` and ``over - value <= rtol * over``. So ``value`` is within
-    ``rtol`` of the largest feasible eps0 when the certified bound is nondecreasing in eps0 (it
-    is for the worst-case pair; the search never relies on it for the target guarantee).
+    Returns:
+      The answer, a :class:`Calibration`: ``value`` is a probed eps0 with certified
+        ``amplify(...).upper <= target_eps`` (never overshoots: errs low, on the safe side), ``over`` a probed
+        eps0 with certified upper ``> target_eps`` and ``over - value <= rtol * over``. So ``value`` is within
+        ``rtol`` of the largest feasible eps0 when the certified bound is nondecreasing in eps0 (it is for the
+        worst-case pair; the search never relies on it for the target guarantee).
 
-    Vectorised bisection: every probe is one batched :func:`amplify` call (upper side only)
-    over all points; the bracket is found by doubling from ``target_eps`` (amplification
-    never raises epsilon above eps0) and narrowed by geometric bisection.
+    Raises:
+      ValueError: naming the parameter, for a randomizer without an ``eps0`` option, ``eps0`` given as
+        an option, bad options, ``rtol`` outside (0, 1), a ``target_eps`` not finite and > 0, a bad
+        ``n``, ``delta``, ``rounds``, ``upper_from`` or ``sample_rate``, or ``scaled_variant`` for a
+        randomizer it is not proven for.
     """
     family = _eps0_family(randomizer, options)
     if not 0 < rtol < 1:
@@ -395,25 +417,45 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     :func:`calibrate_eps0` with ``rounds`` (``upper_from`` and ``scaled_variant`` do not apply;
     points are probed one by one). ``upper`` is then that rule's value at ``value``.
 
+    Search: factor-8 expansion from ``n = 1``, then bisection on integers (geometric while
+    the bracket spans more than a factor 2); each probe one batched :func:`amplify` call.
+    Why the answer never overshoots: docs/math.md section 12.
+
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with
         its options as keyword arguments (``calibrate_n("grr", 0.5, 1e-6, eps0=2.0, k=10)``).
-      target_eps, delta: broadcast with the randomizer's batch shape.
-      n_max: search limit (``UNATTAINABLE`` where still infeasible there).
+      target_eps: the target amplified epsilon, finite and > 0; broadcast with ``delta`` and the
+        randomizer's batch shape.
+      delta: target delta in (0, 1), broadcast with ``target_eps`` and the randomizer's batch shape.
+      n_max: search limit, an integer >= 1 (``UNATTAINABLE`` where still infeasible there).
       max_window: cost cap: ``n_max`` is lowered by factors of 8 until every search at it plans
         a window of at most this many counts (the default, 2^18, is what n ~ 1e8-1e9 needs at
         typical parameters; a probe then takes about a second on a CPU). Where the target is
         unattainable below that limit, ``over`` reports the limit probed.
+      scaled_variant: as in :func:`calibrate_eps0` (only for a randomizer the scaled pair is proven for).
+      engine_rtol: relative width of every epsilon bracket of the probes (:func:`amplify`'s ``rtol``).
+      max_probes: probe limit (``MAX_ITER`` where it is reached; ``value`` is still feasible).
       upper_from: which certified upper bound is calibrated (:func:`amplify`'s ``upper_from``;
         finite-matrix rows as in :func:`calibrate_eps0`: ``"best"`` calibrates the two-count bound).
+      rounds: number of rounds ``T`` on the same users, an integer >= 1 (above; default 1).
+      discretization: with ``rounds > 1``, the PLD loss grid spacing, as in :func:`calibrate_eps0`.
+      blanket_points: with ``rounds > 1``, profile points of the k-RR blanket pair's PLD, as in
+        :func:`calibrate_eps0`.
       sample_rate: as in :func:`calibrate_eps0` (``n`` counts every user, taking part or not).
+      **options: the catalog randomizer's options (e.g. ``eps0=2.0, k=10``); not with a :class:`VRParams`.
 
-    Returns :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible
-    and ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is
-    nonincreasing in ``n`` up to the engine's bracket width (adding a user is a
-    post-processing of the two-count pair), so ``n`` is the smallest feasible count.
-    Search: factor-8 expansion from ``n = 1``, then bisection on integers (geometric while
-    the bracket spans more than a factor 2); each probe one batched :func:`amplify` call.
+    Returns:
+      The answer, a :class:`Calibration` with ``value = n`` (integer-valued float64) verified feasible and
+        ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is nonincreasing in
+        ``n`` up to the engine's bracket width (adding a user is a post-processing of the two-count pair), so
+        ``n`` is the smallest feasible count (never overshoots the target: ``upper <= target_eps`` at
+        ``value``).
+
+    Raises:
+      ValueError: naming the parameter, for a randomizer that is neither a catalog name nor a
+        :class:`VRParams`, bad options, a ``target_eps`` not finite and > 0, a bad ``delta``,
+        ``n_max``, ``rounds``, ``upper_from`` or ``sample_rate``, or ``scaled_variant`` for a randomizer
+        it is not proven for.
     """
     if isinstance(randomizer, str):
         params = check_options(randomizer, options).fn(**options)

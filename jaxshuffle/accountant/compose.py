@@ -223,13 +223,16 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
 class CompositionBound(NamedTuple):
     """Composed epsilon brackets of a sequence of shuffled rounds.
 
-    upper: certified epsilon at each delta (``inf`` where none can be claimed): every round's pair
-      dominates its shuffled mechanism, so the composition is ``(upper, delta)``-DP.
-    lower: the composed *pairs'* epsilon from below (NaN when a round has no optimistic PLD): it
-      shows how tight ``upper`` is numerically; it is not a lower bound for the mechanism.
-    delta: the deltas asked for.
-    sources: each round's pair, in the order given (``RoundPLD.source``: for a shuffled round the
-      proof that certified it, e.g. ``"standard clone"``, ``"stronger clone"``, ``"blanket"``).
+    Composition by FFT and its safe-side errors: docs/math.md sections 13.4 and 13.5.
+
+    Attributes:
+      upper: certified epsilon at each delta (``inf`` where none can be claimed): every round's pair
+        dominates its shuffled mechanism, so the composition is ``(upper, delta)``-DP.
+      lower: the composed *pairs'* epsilon from below (NaN when a round has no optimistic PLD): it
+        shows how tight ``upper`` is numerically; it is not a lower bound for the mechanism.
+      delta: the deltas asked for.
+      sources: each round's pair, in the order given (``RoundPLD.source``: for a shuffled round the
+        proof that certified it, e.g. ``"standard clone"``, ``"stronger clone"``, ``"blanket"``).
     """
 
     upper: np.ndarray
@@ -279,11 +282,20 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
         :func:`~jaxshuffle.accountant.interop.from_dp_accounting`). Every round must share one
         discretization.
       delta: target delta(s), in (0, 1).
-      tail: composed mass allowed outside the FFT window, per side (added to delta).
+      tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).
 
     Both directions of the neighbouring relation are composed (``P||Q`` and ``Q||P`` round by
-    round) and the larger epsilon is reported: ``upper`` is certified (an upper bound on the
-    composed shuffled mechanism's epsilon), ``lower`` bounds the composed pairs' epsilon from below.
+    round) and the larger epsilon is reported (docs/math.md sections 13.4-13.5).
+
+    Returns:
+      The bracket, a :class:`CompositionBound` of ``delta``'s shape: ``upper`` is certified (an upper bound on
+        the composed shuffled mechanism's epsilon, errs high), ``lower`` bounds the composed pairs' epsilon
+        from below (a numerical check of ``upper``'s tightness, not a lower bound for the mechanism).
+
+    Raises:
+      ValueError: naming the parameter, for ``rounds`` that are not a non-empty list of
+        ``(RoundPLD, count)`` pairs (a count an integer >= 1, every round certified, one neighbouring
+        relation), or ``delta``, ``tail`` outside their ranges.
     """
     rounds = _check_rounds(rounds)
     delta = np.asarray(delta, np.float64)
@@ -305,12 +317,17 @@ def compose_delta(rounds: Sequence[tuple[RoundPLD, int]], eps, *, tail: float = 
     Args:
       rounds: ``(round_pld, count)`` pairs, as :func:`compose`.
       eps: epsilons (any shape, each finite; below 0 the bound is the trivial 1).
-      tail: composed mass allowed outside the FFT window, per side (added to delta).
+      tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).
 
-    Returns an array of ``eps``'s shape: an upper bound on the composed mechanism's delta at each
-    ``eps`` (the larger of both directions of the relation), non-increasing in ``eps``. It agrees
-    with :func:`compose` on the safe side: at ``eps = compose(rounds, delta).upper`` it is ``<= delta``
-    (docs/math.md section 13.4).
+    Returns:
+      An array of ``eps``'s shape: a certified upper bound (errs high) on the composed mechanism's delta at
+        each ``eps`` (the larger of both directions of the relation), non-increasing in ``eps``. It agrees
+        with :func:`compose` on the safe side: at ``eps = compose(rounds, delta).upper`` it is ``<= delta``
+        (docs/math.md section 13.4).
+
+    Raises:
+      ValueError: naming the parameter, for bad ``rounds`` (as :func:`compose`), a non-finite ``eps``
+        or ``tail`` outside (0, 1e-3).
     """
     rounds = _check_rounds(rounds)
     eps = np.asarray(eps, np.float64)
@@ -324,8 +341,23 @@ def compose_delta(rounds: Sequence[tuple[RoundPLD, int]], eps, *, tail: float = 
 def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRAP_TAIL) -> CompositionBound:
     """Composed epsilon of ``T`` identical rounds for each ``T`` in ``counts`` and each ``delta``.
 
-    Returns a :class:`CompositionBound` whose arrays have shape ``counts.shape + delta.shape``.
     Build ``round_pld`` for the largest count (``rounds=max(counts)``) so the grid suits it.
+    Composition by FFT: docs/math.md section 13.4.
+
+    Args:
+      round_pld: one round's :class:`~jaxshuffle.accountant.pld.RoundPLD` (certified).
+      counts: numbers of rounds ``T``, integers >= 1 (any shape).
+      delta: target delta(s), in (0, 1) (any shape).
+      tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).
+
+    Returns:
+      The brackets, a :class:`CompositionBound` whose arrays have shape ``counts.shape + delta.shape``:
+        ``upper`` certified (errs high), ``lower`` the composed pairs' epsilon from below (as
+        :func:`compose`).
+
+    Raises:
+      ValueError: naming the parameter, for ``counts`` that are not integers >= 1, or a bad
+        ``round_pld``, ``delta`` or ``tail`` (as :func:`compose`).
     """
     counts = np.asarray(counts)
     delta = np.asarray(delta, np.float64)

@@ -22,10 +22,12 @@ WORST_CASE, BLANKET = "worst-case pair", "blanket pair (k-ary RR)"
 class DeltaCurve(NamedTuple):
     """Certified upper delta of one shuffled round at each eps.
 
-    eps: the epsilons asked (float64, as given). upper: an upper bound on the round's
-    ``delta(eps)`` (both orders of the neighbours), the smallest certified source's.
-    source: which source gave it (``"worst-case pair"`` or ``"blanket pair (k-ary RR)"``).
-    clone_proof: the proof behind the worst-case pair (``"standard"``, ``"stronger"``, ...).
+    Attributes:
+      eps: the epsilons asked (float64, as given).
+      upper: an upper bound on the round's ``delta(eps)`` (both orders of the neighbours), the smallest
+        certified source's (certified, errs high).
+      source: which source gave it (``"worst-case pair"`` or ``"blanket pair (k-ary RR)"``).
+      clone_proof: the proof behind the worst-case pair (``"standard"``, ``"stronger"``, ...).
     """
 
     eps: np.ndarray
@@ -45,7 +47,17 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     Sources: the worst-case two-count pair with the clone constant proven for the randomizer
     (:func:`~jaxshuffle.randomizers.clone.certified_worst_case_pair`, evaluated by
     :func:`~jaxshuffle.hockey_stick_bounds`), and for k-ary RR the blanket pair (the blanket
-    engine's certified profile). The smaller is reported, with its source.
+    engine's certified profile). The smaller is reported, with its source. The hockey-stick
+    divergence is the curve ``delta(eps)``: docs/math.md section 2 (two-count pair) and section 7
+    (blanket pair); the clone constants: section 5.4.
+
+    Returns:
+      The curve, a :class:`DeltaCurve`: ``upper``, of ``eps``'s shape, a certified upper bound (errs high) on
+        the round's delta at each ``eps`` (at most 1), with its source and clone proof.
+
+    Raises:
+      ValueError: naming the parameter, for a ``randomizer`` that is not one scalar ``VRParams``, an
+        ``n`` outside the integers in [2, 1e12], or an ``eps`` not finite and ``>= 0``.
     """
     from jaxshuffle.engine.two_count.divergence import hockey_stick_bounds
     from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair

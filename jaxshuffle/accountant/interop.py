@@ -58,7 +58,22 @@ def to_dp_accounting(round_pld: RoundPLD, *, neighboring_relation=_REQUIRED):
     The returned object carries it as ``.neighboring_relation`` (a string).
 
     ``pmf_remove`` is ``PLD(P||Q)`` and ``pmf_add`` is ``PLD(Q||P)`` (the same for a symmetric pair).
-    Only certified rounds are exported.
+    Only certified rounds are exported. Interop and the neighbouring relation: docs/math.md
+    sections 13.7 and 13.10.
+
+    Args:
+      round_pld: a certified :class:`~jaxshuffle.accountant.pld.RoundPLD` (e.g. from
+        :func:`~jaxshuffle.accountant.pld.shuffled_round`).
+      neighboring_relation: the relation of the composition it goes into (required; above).
+
+    Returns:
+      A dp_accounting ``PrivacyLossDistribution`` built from the round's pessimistic PLDs: a certified upper
+        bound (errs high) on the round's privacy curve; ``.neighboring_relation`` says its relation.
+
+    Raises:
+      ValueError: naming the parameter, for a ``round_pld`` that is not a certified ``RoundPLD``, or a
+        ``neighboring_relation`` that is not the round's own.
+      ImportError: without dp_accounting (the ``interop`` extra).
     """
     if not isinstance(round_pld, RoundPLD):
         raise ValueError(f"round_pld: expected a RoundPLD, got {type(round_pld).__name__}")
@@ -106,6 +121,25 @@ def from_dp_accounting(pessimistic, discretization: float, *, neighboring_relati
     ``value_discretization_interval=discretization`` (the shuffled rounds' grid); it is trusted as an
     upper bound for its mechanism (``certified``). ``optimistic``: optionally the same mechanism with
     ``pessimistic_estimate=False``, for the lower side; without it the composition's ``lower`` is NaN.
+    Interop and the neighbouring relation: docs/math.md sections 13.7 and 13.10.
+
+    Args:
+      pessimistic: a dp_accounting ``PrivacyLossDistribution`` built with ``pessimistic_estimate=True``
+        on the grid ``discretization`` (above).
+      discretization: the loss grid spacing of the shuffled rounds it composes with (and of the PLDs).
+      neighboring_relation: the relation the PLD was built for (required; above).
+      optimistic: optionally the same mechanism's PLD with ``pessimistic_estimate=False`` (above).
+      source: the label the round carries (``RoundPLD.source``, listed in a composition's ``sources``).
+
+    Returns:
+      The round, a :class:`~jaxshuffle.accountant.pld.RoundPLD` (``certified=True``): the pessimistic PLD,
+        trusted as an upper bound (errs high) for its mechanism, and the optimistic one (if given) for the
+        lower side.
+
+    Raises:
+      ValueError: naming the parameter, for an object that is not a ``PrivacyLossDistribution``, a PLD on
+        another grid, masses that are not finite probabilities, a pessimistic PLD built optimistic (or
+        the reverse), or a ``neighboring_relation`` unknown or other than the one the PLD carries.
     """
     for name, pld in (("pessimistic", pessimistic), ("optimistic", optimistic)):
         if pld is not None and not (hasattr(pld, "_pmf_remove") and hasattr(pld, "_pmf_add")):

@@ -77,11 +77,14 @@ MAX_DEFAULT_ROUNDS = 4000
 class DiscretePLD(NamedTuple):
     """A privacy-loss distribution on the grid ``loss = (lower_index + j) * discretization``.
 
-    probs: float64 masses (``probs[j]`` at loss ``(lower_index + j) * discretization``).
-    lower_index: grid index of ``probs[0]`` (a Python int).
-    discretization: the grid spacing (a Python float).
-    infinity_mass: mass at loss ``+inf`` (a Python float).
-    pessimistic: True for an upper-bound discretisation, False for a lower-bound one.
+    Discretising on the safe side: docs/math.md section 13.3.
+
+    Attributes:
+      probs: float64 masses (``probs[j]`` at loss ``(lower_index + j) * discretization``).
+      lower_index: grid index of ``probs[0]`` (a Python int).
+      discretization: the grid spacing (a Python float).
+      infinity_mass: mass at loss ``+inf`` (a Python float).
+      pessimistic: True for an upper-bound discretisation, False for a lower-bound one.
     """
 
     probs: np.ndarray
@@ -128,7 +131,19 @@ class RoundPLD(NamedTuple):
     ``neighboring_relation`` is what the guarantee is about: :data:`REPLACE_ONE` for every shuffled
     round (a user's input replaced; docs/math.md section 13.10). Rounds compose only with rounds of
     the same relation. Under replace-one a Gaussian sum of vectors clipped to norm ``C`` has
-    sensitivity ``2 C``, not the add/remove ``C``.
+    sensitivity ``2 C``, not the add/remove ``C``. A pair's PLD, row by row: docs/math.md section 13.2.
+
+    Attributes:
+      upper_forward: pessimistic :class:`DiscretePLD` of ``P || Q`` (composes to upper bounds).
+      upper_backward: pessimistic :class:`DiscretePLD` of ``Q || P`` (``upper_forward`` itself for a
+        symmetric pair).
+      lower_forward: optimistic :class:`DiscretePLD` of ``P || Q``, or None (no lower side).
+      lower_backward: optimistic :class:`DiscretePLD` of ``Q || P``, or None.
+      certified: True when the pair dominates the shuffled mechanism (above).
+      source: label of the pair or import (e.g. ``"stronger-clone"``, ``"dp_accounting"``).
+      max_loss: bound on every finite loss (``|log(u/v)|`` for a pair; ``inf`` when unknown), used by
+        :func:`rdp`.
+      neighboring_relation: :data:`REPLACE_ONE` or :data:`ADD_OR_REMOVE_ONE` (above).
     """
 
     upper_forward: DiscretePLD
@@ -325,12 +340,18 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
       discretization: grid spacing of the losses; default :func:`default_discretization` for
         ``rounds`` rounds.
       rounds: the number of compositions the grid is chosen for (only used for the default grid).
-      tail: P-mass left outside the evaluated cells (moved to ``+inf`` in the pessimistic PLD).
+      tail: P-mass left outside the evaluated cells (moved to ``+inf`` in the pessimistic PLD), in
+        (0, 1e-3).
 
-    Returns a :class:`RoundPLD`. Its pessimistic side composes to certified upper bounds when the
-    pair is an upper pair (``pair.bound == "upper"``); the optimistic side bounds the *pair's*
-    composed divergence from below (a lower bound for the mechanism only for a lower pair).
-    Raises ValueError naming the parameter for bad input, and for ``w > 0`` (not a dominating pair).
+    The PLD of a pair and its safe-side discretisation: docs/math.md sections 13.2 and 13.3.
+
+    Returns:
+      The round, a :class:`RoundPLD`. Its pessimistic side composes to certified upper bounds (errs high) when
+        the pair is an upper pair (``pair.bound == "upper"``); the optimistic side bounds the *pair's*
+        composed divergence from below (a lower bound for the mechanism only for a lower pair).
+
+    Raises:
+      ValueError: naming the parameter for bad input, and for ``w > 0`` (not a dominating pair).
     """
     if pair.shape != ():
         raise ValueError(f"pair: round_pld takes one scalar pair, got shape {pair.shape}")
@@ -363,18 +384,34 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
                    tail: float = CELL_TAIL, sample_rate: float = 1.0) -> RoundPLD:
     """The certified round PLD of ``n`` users running ``randomizer`` through a shuffler.
 
-    ``randomizer``: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``;
-    its certified pair is the worst-case variation-ratio pair ``vr_pair(p, (p-1)/(p+1), q)``
-    with ``n_blanket(n) + 1`` users, as in :func:`~jaxshuffle.amplify`), or a
-    :class:`~jaxshuffle.pair.TwoCountPair` used as is. Other arguments as :func:`round_pld`.
+    A certified pair dominates the shuffled mechanism at every eps, over any number of rounds:
+    docs/math.md section 13.1.
 
-    ``sample_rate``: the probability ``g`` in (0, 1] that each user takes part (Poisson client
-    sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
-    (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
-    (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``), or for any other
-    single-message randomizer its three-count pair
-    (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`); ``tail`` does not apply;
-    multi-message randomizers and a ``TwoCountPair`` are refused.
+    Args:
+      randomizer: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``;
+        its certified pair is the worst-case variation-ratio pair ``vr_pair(p, (p-1)/(p+1), q)``
+        with ``n_blanket(n) + 1`` users, as in :func:`~jaxshuffle.amplify`; the clone constant proven
+        for it, docs/math.md 5.4), or a :class:`~jaxshuffle.pair.TwoCountPair` used as is.
+      n: number of users, a finite integer >= 1 (>= 2 for a ``TwoCountPair``, as :func:`round_pld`).
+      discretization: grid spacing of the losses, as :func:`round_pld`.
+      rounds: the number of compositions the default grid is chosen for, as :func:`round_pld`.
+      tail: P-mass left outside the evaluated cells, as :func:`round_pld`.
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part (Poisson client
+        sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
+        (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
+        (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``), or for any other
+        single-message randomizer its three-count pair
+        (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`); ``tail`` does not apply;
+        multi-message randomizers and a ``TwoCountPair`` are refused.
+
+    Returns:
+      The round's :class:`RoundPLD` (``certified`` for a ``VRParams``; a ``TwoCountPair`` as :func:`round_pld`
+        says): its pessimistic side composes to certified upper bounds (errs high).
+
+    Raises:
+      ValueError: naming the parameter, for a ``randomizer`` of another type, a bad ``n``,
+        ``discretization``, ``rounds``, ``tail`` or ``sample_rate`` (or one below 1 for a randomizer
+        whose sampled round has no certified PLD).
     """
     from jaxshuffle.accountant.subsampling import scalar_sample_rate
     from jaxshuffle.randomizers.params import VRParams
@@ -408,6 +445,18 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
     From the pessimistic PLDs: ``D_a <= log(sum_j p_j e^{(a-1) l_j} + p_out e^{(a-1) max_loss}) / (a-1)``;
     losses rounded up and masses inflated only increase the sum, and the mass left outside the
     evaluated cells has a loss of at most ``max_loss = |log(u/v)|`` (docs/math.md section 13.6).
+
+    Args:
+      round_pld_: a certified :class:`RoundPLD` (:func:`shuffled_round`, :func:`round_pld`).
+      orders: Renyi orders ``a``, each finite and > 1 (any shape).
+
+    Returns:
+      An array of ``orders``' shape: a certified upper bound (errs high) on the round's Renyi DP at each order
+        (at least 0).
+
+    Raises:
+      ValueError: naming ``orders`` for an order not finite and > 1, or ``round_pld`` for a round
+        that is not certified.
     """
     orders = np.asarray(orders, np.float64)
     check((orders > 1) & np.isfinite(orders), "orders", "must be finite and > 1", value=orders)

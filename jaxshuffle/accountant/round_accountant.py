@@ -42,9 +42,14 @@ class ShuffledRound(NamedTuple):
 
     ``ShuffledRound("grr", {"eps0": 2.0, "k": 50}, 1_000_000)`` is a round of 50-ary randomized
     response at eps0 = 2 among a million users (the catalog: ``jaxshuffle list-randomizers``).
-    ``sample_rate``: the probability that each user takes part (Poisson client sampling; ``n``
-    counts every user). Below 1 it is certified for k-ary RR (``"grr"``) only, through the blanket
-    pair (docs/math.md 13.11).
+
+    Attributes:
+      randomizer: the catalog name (``jaxshuffle.randomizers.CATALOG``), e.g. ``"grr"``.
+      options: the randomizer's options by name, e.g. ``{"eps0": 2.0, "k": 50}``.
+      n: number of users, an integer in [2, 1e12].
+      sample_rate: the probability that each user takes part (Poisson client sampling; ``n``
+        counts every user). Below 1 it is certified for k-ary RR (``"grr"``) only, through the blanket
+        pair (docs/math.md 13.11).
     """
 
     randomizer: str
@@ -133,6 +138,12 @@ class RoundAccountant:
         above (:func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s rule), and the blanket pair
         for a round with clients sampled (the only pair certified for it).
 
+    Raises:
+      ValueError: naming the parameter, for a ``discretization`` outside [1e-9, 1], an
+        ``expected_rounds`` that is not an integer >= 1, an ``accuracy`` outside (0, 0.1] or a bad
+        ``blanket_points``.
+
+    Composition over rounds: docs/math.md section 13 (13.4 for the FFT, 13.9 for the blanket pair's PLD).
     A round is a :class:`ShuffledRound`, a certified :class:`~jaxshuffle.accountant.pld.RoundPLD`
     on the accountant's grid (say another mechanism's, from
     :func:`~jaxshuffle.accountant.interop.from_dp_accounting` with the replace-one relation), or a

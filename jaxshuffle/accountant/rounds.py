@@ -37,23 +37,28 @@ SOURCES = ("basic", "advanced", "PLD", "blanket PLD")
 class ComposedEpsilon(NamedTuple):
     """Certified epsilon of ``T`` rounds at total ``delta``; every array has shape ``(len(rounds), len(delta))``.
 
-    rounds: the numbers of rounds (int64, shape ``(R,)``); delta: the total deltas (shape ``(D,)``).
-    upper: the smallest of ``basic``, ``advanced``, ``pld`` and ``blanket_pld`` (an upper bound on the
-      composed mechanism's epsilon; ``inf`` where none is finite).
-    upper_source: which of :data:`SOURCES` gave ``upper`` (a str array).
-    pld: PLD composition of the worst-case pair (upper bound).
-    blanket_pld: PLD composition of the blanket pair (upper bound): k-ary RR's, or with clients sampled
-      (``sample_rate < 1``) the three-count pair of any other single-message randomizer (the blanket
-      pair of a sampled round, docs/math.md 13.11); ``inf`` for a randomizer without one, or with
-      ``blanket_points=0``.
-    lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
-      not a lower bound on the mechanism).
-    basic, advanced: basic and advanced composition of the certified one-round bound (upper bounds).
-    discretization: the loss grid of the PLD composition.
-    clone_proof: the proof behind the worst-case pair of ``pld`` (and so of ``basic`` and ``advanced``,
-      whose one-round bound is :func:`~jaxshuffle.amplify`'s): a
-      :class:`~jaxshuffle.randomizers.clone.CloneProof` name, ``"standard"``, ``"stronger"``,
-      ``"general"`` or ``"multi_message"`` (docs/math.md 5.4).
+    The smallest of several certified bounds on T rounds: docs/math.md section 13.8.
+
+    Attributes:
+      rounds: the numbers of rounds (int64, shape ``(R,)``).
+      delta: the total deltas (shape ``(D,)``).
+      upper: the smallest of ``basic``, ``advanced``, ``pld`` and ``blanket_pld`` (an upper bound on the
+        composed mechanism's epsilon; ``inf`` where none is finite).
+      upper_source: which of :data:`SOURCES` gave ``upper`` (a str array).
+      pld: PLD composition of the worst-case pair (upper bound).
+      blanket_pld: PLD composition of the blanket pair (upper bound): k-ary RR's, or with clients sampled
+        (``sample_rate < 1``) the three-count pair of any other single-message randomizer (the blanket
+        pair of a sampled round, docs/math.md 13.11); ``inf`` for a randomizer without one, or with
+        ``blanket_points=0``.
+      lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
+        not a lower bound on the mechanism).
+      basic: basic composition of the certified one-round bound (upper bound).
+      advanced: advanced composition of the certified one-round bound (upper bound).
+      discretization: the loss grid of the PLD composition.
+      clone_proof: the proof behind the worst-case pair of ``pld`` (and so of ``basic`` and ``advanced``,
+        whose one-round bound is :func:`~jaxshuffle.amplify`'s): a
+        :class:`~jaxshuffle.randomizers.clone.CloneProof` name, ``"standard"``, ``"stronger"``,
+        ``"general"`` or ``"multi_message"`` (docs/math.md 5.4).
     """
 
     rounds: np.ndarray
@@ -132,8 +137,14 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         use the sampled round's bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`:
         k-ary RR, or the matrix engine for a randomizer carrying its matrix; docs/math.md 13.11).
 
-    Returns a :class:`ComposedEpsilon`: ``upper`` is certified (the smallest of the certified
-    bounds, docs/math.md section 13.8). Bad input raises ValueError naming the parameter.
+    Returns:
+      The bounds, a :class:`ComposedEpsilon`: ``upper`` is a certified upper bound (errs high; the smallest of
+        the certified bounds, docs/math.md section 13.8); ``lower`` is the worst-case pair's composed epsilon
+        from below (a numerical check, not a lower bound on the mechanism).
+
+    Raises:
+      ValueError: naming the parameter, for bad input (``rounds``, ``delta``, ``n``, ``blanket_points``,
+        ``discretization``, ``sample_rate``, or a ``randomizer`` that is not one scalar ``VRParams``).
     """
     rounds, delta = _check_rounds_delta(rounds, delta)
     blanket_points = checked_blanket_points(blanket_points)

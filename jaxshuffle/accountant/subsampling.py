@@ -80,11 +80,14 @@ def subsampled_krr_k(eps0, k, sample_rate) -> np.ndarray:
 class SubsampledEpsilon(NamedTuple):
     """Certified epsilon of one round with clients sampled at ``sample_rate`` (arrays of the points' shape).
 
-    upper: certified upper bound on the round's epsilon at ``delta``. status: the blanket search's
-    status (:class:`jaxshuffle.Status`). k_blanket: the real ``k'`` the blanket form was evaluated at
-    (NaN for other randomizers).
-    source: the proof behind ``upper`` (k-RR: :data:`KRR_SOURCE`; others: one per point, as
-    :attr:`SubsampledBounds.source`).
+    Clients sampled per round: docs/math.md section 13.11.
+
+    Attributes:
+      upper: certified upper bound on the round's epsilon at ``delta``.
+      status: the blanket search's status (:class:`jaxshuffle.Status`).
+      k_blanket: the real ``k'`` the blanket form was evaluated at (NaN for other randomizers).
+      source: the proof behind ``upper`` (k-RR: :data:`KRR_SOURCE`; others: one per point, as
+        :attr:`SubsampledBounds.source`).
     """
 
     upper: np.ndarray
@@ -105,9 +108,17 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
       delta: target delta(s) in (0, 1).
       sample_rate: ``g``, the probability that a user takes part in the round, in (0, 1].
 
-    Arrays broadcast. ``upper`` is certified (upper side): the blanket form of k-RR at the real
-    ``k'`` of :func:`subsampled_krr_k`. At ``sample_rate = 1`` it is
-    ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly.
+    Arrays broadcast. At ``sample_rate = 1`` it is
+    ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly (docs/math.md 13.11).
+
+    Returns:
+      The bound, a :class:`SubsampledEpsilon`: ``upper`` is certified (upper side, errs high): the blanket
+        form of k-RR at the real ``k'`` of :func:`subsampled_krr_k` (other randomizers:
+        :func:`subsampled_bounds`'s ``upper``).
+
+    Raises:
+      ValueError: naming the parameter, for a ``randomizer`` that is not a ``VRParams`` (or a
+        multi-message one), or a bad ``n``, ``delta`` or ``sample_rate``.
     """
     from jaxshuffle.engine.blanket import blanket_epsilon
     from jaxshuffle.randomizers.params import VRParams
@@ -138,11 +149,17 @@ def sampled_matrix(matrix, sample_rate: float) -> np.ndarray:
 class SubsampledBounds(NamedTuple):
     """Both sides for a round with clients sampled (:func:`subsampled_bounds`), arrays of the points' shape.
 
-    upper: certified upper bound on the round's epsilon. lower: certified lower bound (the largest
-    certified lower end over exact datasets of the sampled round; ``0`` where ``has_lower`` is False).
-    status, status_lower: the searches' :class:`~jaxshuffle.Status` codes. has_lower: where ``lower``
-    comes from a dataset's search. source: the bound behind each point's ``upper`` (an array of
-    :data:`KRR_SOURCE`, :data:`MATRIX_SOURCE` or :data:`PAIR_SOURCE`).
+    Clients sampled per round: docs/math.md section 13.11.
+
+    Attributes:
+      upper: certified upper bound on the round's epsilon.
+      lower: certified lower bound (the largest certified lower end over exact datasets of the sampled
+        round; ``0`` where ``has_lower`` is False).
+      status: the upper search's :class:`~jaxshuffle.Status` code.
+      status_lower: the lower search's :class:`~jaxshuffle.Status` code.
+      has_lower: where ``lower`` comes from a dataset's search.
+      source: the bound behind each point's ``upper`` (an array of :data:`KRR_SOURCE`,
+        :data:`MATRIX_SOURCE` or :data:`PAIR_SOURCE`).
     """
 
     upper: np.ndarray
@@ -187,10 +204,13 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, 
     Args:
       randomizer: a single-message :class:`~jaxshuffle.randomizers.VRParams` that carries its
         mechanism: k-ary RR (``R.grr``), a catalog row with a matrix (subset selection, Hadamard
-        response, binary RR), or any matrix attached with ``randomizers.with_matrix``. Others: ValueError.
+        response, binary RR), or any matrix attached with ``randomizers.with_matrix``; any other
+        single-message randomizer gets the three-count pair (below). Multi-message protocols and
+        ``p = inf``: ValueError.
       n: the number of users (each may or may not take part), integers in [2, 1e12].
       delta: target delta(s) in (0, 1).
       sample_rate: ``g`` in (0, 1].
+      rtol: relative width of every epsilon bracket (k-RR's searches).
       lower: also run the exact datasets (the lower bound); ``False``: the upper bound alone, cheaper.
 
     Arrays broadcast. k-RR: :func:`jaxshuffle.blanket.krr_bounds` at ``k' =``
@@ -202,6 +222,14 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, 
     randomizer: the three-count pair (:func:`three_count_forms`) with the clone constant proven for it
     (the standard clone ``1/(2q)``), no lower bound. ``upper`` errs high and ``lower`` low
     (docs/math.md 13.11, 18). ``source`` names the bound behind each point's ``upper``.
+
+    Returns:
+      Both sides, a :class:`SubsampledBounds`: ``upper`` a certified upper bound (errs high), ``lower`` a
+        certified lower bound (errs low; 0 where ``has_lower`` is False), their statuses and ``source``.
+
+    Raises:
+      ValueError: naming the parameter, for a ``randomizer`` that is not a ``VRParams``, a
+        multi-message one or one with ``p = inf``, or a bad ``n``, ``delta`` or ``sample_rate``.
     """
     from jaxshuffle.randomizers.params import VRParams
 

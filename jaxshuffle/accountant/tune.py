@@ -79,6 +79,13 @@ class Query:
     keyword arguments: ``query("grr", n=1e5, k=10)``. ``sample_rate``: the probability ``g`` in
     (0, 1] that each of the ``n`` users takes part in a round (Poisson client sampling; ``n`` counts
     every user); below 1 only for k-ary RR (:func:`query` checks it).
+
+    Attributes:
+      family: the catalog randomizer's name (with an ``eps0`` option), e.g. ``"grr"``.
+      n: number of users, an integer >= 2 (as a float).
+      count: rounds of this query composed at the same eps0, an integer >= 1.
+      options: the randomizer's fixed options, a tuple of ``(name, value)`` pairs (above).
+      sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (above).
     """
 
     family: str
@@ -106,6 +113,9 @@ def query(family: str, *, n, count: int = 1, sample_rate=1.0, **options) -> Quer
         (:func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate``), for k-ary RR only so
         far (``grr``; the others' three-count round costs about a minute per probe); others are refused.
       **options: the randomizer's other options (``k=10``), numbers.
+
+    Returns:
+      The query, a :class:`Query` with its options checked against the catalog and sorted by name.
 
     Raises:
       ValueError: naming the parameter for bad input; ``"sample_rate: ..."`` for a rate outside
@@ -355,18 +365,29 @@ def default_utility(queries: Sequence[Query]) -> Callable[[jax.Array], jax.Array
 class TuneResult(NamedTuple):
     """Result of :func:`tune` (numpy arrays / floats).
 
-    eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
-    lower, upper: certified composed bracket at ``eps0`` (``upper <= target``; recomputed from scratch);
-      ``lower`` is NaN when a query samples its clients (the sampled round's PLD is pessimistic only).
-    utility: ``utility(eps0)`` (an error: lower is better).
-    baseline_eps0, baseline_lower, baseline_upper, baseline_utility: the equal split (one common
-      eps0 for every query, certified by the same bisection).
-    history: the objective ``utility(eps0(theta_t))`` at each optimiser step (on the surrogate constraint).
-    surrogate: the surrogate composed epsilon at the returned ``eps0``.
-    scale: the certified factor ``c`` applied to the optimiser's allocation.
-    sources: each query's round pair, in the queries' order: the proof that certifies it
-      (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4; a query with
-      ``sample_rate < 1``: its sampled round's source, ``"blanket pair (k-ary RR, clients sampled at g)"``).
+    Certified at the end: docs/math.md section 17.3.
+
+    Attributes:
+      eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
+      lower: lower end of the certified composed bracket at ``eps0`` (recomputed from scratch);
+        NaN when a query samples its clients (the sampled round's PLD is pessimistic only).
+      upper: upper end of the certified composed bracket at ``eps0`` (``upper <= target``; recomputed
+        from scratch).
+      utility: ``utility(eps0)`` (an error: lower is better).
+      baseline_eps0: the equal split's eps0 (one common eps0 for every query, certified by the same
+        bisection).
+      baseline_lower: the equal split's ``lower``.
+      baseline_upper: the equal split's ``upper``.
+      baseline_utility: the equal split's ``utility``.
+      history: the objective ``utility(eps0(theta_t))`` at each optimiser step (on the surrogate constraint).
+      surrogate: the surrogate composed epsilon at the returned ``eps0``.
+      scale: the certified factor ``c`` applied to the optimiser's allocation.
+      target: the ``target_eps`` asked.
+      delta: the composed release's delta.
+      discretization: the common loss grid of the certified composition.
+      sources: each query's round pair, in the queries' order: the proof that certifies it
+        (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4; a query with
+        ``sample_rate < 1``: its sampled round's source, ``"blanket pair (k-ary RR, clients sampled at g)"``).
     """
 
     eps0: np.ndarray
@@ -448,11 +469,13 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
       queries: :class:`Query` list (:func:`query`), e.g. ``[query("grr", n=1e5, k=2), ...]``.
       utility: ``u(eps0_vector) -> scalar`` error to minimise, pure JAX (:mod:`jaxshuffle.utility`);
         ``None``: :func:`default_utility`.
-      target_eps: the composed release's epsilon, > 0. delta: its delta, in (0, 1).
+      target_eps: the composed release's epsilon, > 0.
+      delta: its delta, in (0, 1).
       optimizer: an ``optax.GradientTransformation`` (default Adam, step 0.1 cosine-decayed to 1e-4
         over ``steps``) on the
         unconstrained ``theta`` (``eps0 ~ exp(theta)``, projected onto the surrogate constraint).
-      steps: optimiser steps. discretization: the common loss grid of the certified composition
+      steps: optimiser steps, an integer >= 0.
+      discretization: the common loss grid of the certified composition, at least 1e-9
         (default ``max(1e-4, 2e-3 target / total rounds)``).
       rtol: relative width of the certified bisection on the common scale factor.
       init: initial eps0 direction (default equal split).
@@ -461,9 +484,16 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         stopped (so the final common scale factor is close to 1 and the allocation close to KKT
         for the certified constraint). ``history`` holds every pass's steps.
 
-    Returns a :class:`TuneResult`. The optimisation uses a smooth surrogate (module docstring); the
-    returned ``eps0`` is then scaled by a certified bisection so that ``upper <= target_eps``,
-    ``upper`` from :func:`~jaxshuffle.accountant.compose.compose` recomputed at the returned eps0.
+    Returns:
+      The allocation, a :class:`TuneResult`. The optimisation uses a smooth surrogate (module docstring;
+        docs/math.md section 17); the returned ``eps0`` is then scaled by a certified bisection so that
+        ``upper <= target_eps``, ``upper`` from :func:`~jaxshuffle.accountant.compose.compose` recomputed at
+        the returned eps0 (a certified upper bound, errs high).
+
+    Raises:
+      ValueError: naming the parameter, for bad ``queries``, a ``utility`` that is not a callable
+        returning a finite scalar with a finite gradient, a ``target_eps`` not finite and > 0, a
+        ``delta`` outside (0, 1), a bad ``steps``, ``init``, ``discretization`` or ``rtol``.
     """
     return _tune_many(queries, utility, [target_eps], delta, optimizer=optimizer, steps=steps,
                       discretization=discretization, rtol=rtol, init=init, refine=refine)[0]
@@ -545,7 +575,17 @@ def _source(q: Query, eps0: float, disc: float) -> str:
 
 
 class ParetoFront(NamedTuple):
-    """Tuned and equal-split utility against the certified composed epsilon, one entry per target."""
+    """Tuned and equal-split utility against the certified composed epsilon, one entry per target.
+
+    Attributes:
+      targets: the target epsilons, in the order given.
+      upper: each target's certified composed epsilon of the tuned allocation (``<= target``).
+      utility: each target's tuned utility (an error: lower is better).
+      baseline_upper: each target's certified composed epsilon of the equal split.
+      baseline_utility: each target's equal-split utility.
+      eps0: the tuned per-query budgets, shape ``(targets, queries)``.
+      results: each target's :class:`TuneResult`.
+    """
 
     targets: np.ndarray
     upper: np.ndarray
@@ -559,7 +599,25 @@ class ParetoFront(NamedTuple):
 def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer=None, steps: int = 200,
                  discretization: float | None = None, rtol: float = 2e-3) -> ParetoFront:
     """:func:`tune` over a list of targets: the optimisation is vmapped over targets (one compiled
-    scan), each allocation then certified. Returns a :class:`ParetoFront`."""
+    scan), each allocation then certified (docs/math.md section 17).
+
+    Args:
+      queries: :class:`Query` list (:func:`query`), as :func:`tune`.
+      utility: ``u(eps0_vector) -> scalar`` error to minimise, pure JAX; ``None``: :func:`default_utility`.
+      targets: the composed release's target epsilons, each finite and > 0 (at least one).
+      delta: the composed release's delta, in (0, 1).
+      optimizer: an ``optax.GradientTransformation``, as :func:`tune`.
+      steps: optimiser steps, an integer >= 0.
+      discretization: the common loss grid of the certified composition, as :func:`tune`.
+      rtol: relative width of the certified bisection on the common scale factor.
+
+    Returns:
+      The front, a :class:`ParetoFront`: per target, the certified composed epsilon (an upper bound, errs
+        high) and utility of the tuned allocation and of the equal split.
+
+    Raises:
+      ValueError: naming the parameter, for an empty ``targets`` or bad input, as :func:`tune`.
+    """
     targets = np.asarray(targets, np.float64).reshape(-1)
     if targets.size == 0:
         raise ValueError("targets: need at least one target epsilon")

@@ -49,7 +49,16 @@ class Status(enum.IntEnum):
 
 
 class EpsilonBracket(NamedTuple):
-    """A certified search's result: ``lower <= eps <= upper``, certified, per point."""
+    """A certified search's result: ``lower <= eps <= upper``, certified, per point.
+
+    Attributes:
+      lower: certified lower bound on the pair's epsilon (errs low); ``0`` where the search makes no
+        claim (status ``INVALID``).
+      upper: certified upper bound on the pair's epsilon (errs high); ``inf`` where no finite bound is
+        certified (status ``INFINITE``, ``UNBOUNDED`` or ``INVALID``).
+      status: the :class:`Status` code of each point (int8 array).
+      iterations: search iterations each point took (int array).
+    """
 
     lower: jax.Array
     upper: jax.Array

@@ -84,8 +84,29 @@ def sandwich(matrix, x0: int, x1: int, n: int, delta: float, *, candidates: str 
              rtol: float = 1e-9) -> SandwichReport:
     """Lower, exact, certified upper and paper epsilon for a finite mechanism (see module doc).
 
-    Raises :class:`OrderViolation` if ``lower > exact`` or ``exact > upper`` beyond the
-    resolution of the exact search (1e-9 relative + 1e-10), and ValueError for bad input.
+    Exact enumeration: docs/math.md section 4; the upper side's clone constant ``r*``: section 5.4.
+
+    Args:
+      matrix: the mechanism, a ``K x Y`` row-stochastic matrix, ``matrix[x, y] = P(R(x) = y)``.
+      x0: the victim's input under the first hypothesis (a row index).
+      x1: the victim's input under the second hypothesis (a row index).
+      n: number of users, an integer >= 1 (small: the exact side enumerates the shuffled outputs).
+      delta: target delta in (0, 1).
+      candidates: the other users' datasets the exact side searches: ``"all-equal"`` (default; every
+        ``others = (v,) * (n-1)``) or ``"mixtures"`` (also every two-value mixture).
+      rtol: relative width of :func:`~jaxshuffle.accountant.amplify`'s brackets (upper, paper, lower).
+
+    Returns:
+      The report, a :class:`SandwichReport`: ``lower`` (Theorem 5.1, errs low; 0 where the theorem does not
+        apply), ``exact`` (the worst exact epsilon over the candidate datasets: exact for each, a lower bound
+        on the worst case over every dataset), ``upper`` (certified upper bound, errs high) and ``paper``
+        (Theorem 4.7, not certified unless ``paper_certified``).
+
+    Raises:
+      OrderViolation: if ``lower > exact`` or ``exact > upper`` beyond the
+        resolution of the exact search (1e-9 relative + 1e-10), or ``exact > paper`` where the paper
+        value is certified.
+      ValueError: naming the parameter (``matrix``, ``n``, ``delta``, ``candidates``, ...) for bad input.
     """
     m = validate_matrix(matrix)
     worst = worst_case_epsilon(m, x0, x1, n, delta, candidates=candidates)

@@ -39,6 +39,15 @@ class Entry:
 
     ``fn(**kwargs)`` returns :class:`VRParams`; ``lower(**kwargs)`` (same options) returns
     :class:`LowerParams` where derived. ``example`` is a valid set of options.
+
+    Attributes:
+      fn: the row's builder (e.g. :func:`grr`): options as keyword arguments, :class:`VRParams` out.
+      args: the row's options (:class:`Arg`: name, kind, valid range, help, default), in ``fn``'s order.
+      description: one line on the mechanism, as ``jaxshuffle list-randomizers`` prints it.
+      source: where the row comes from (the paper's table and the original work).
+      example: a valid set of options, by name.
+      lower: the row's Theorem 5.1 builder (:class:`LowerParams` out), or None where none is derived.
+      constraints: the options' joint constraints in words (e.g. ``"k <= d - 1"``), or ``""``.
     """
 
     fn: Callable[..., VRParams]
@@ -139,14 +148,40 @@ CATALOG: dict[str, Entry] = {
 
 
 def entry(name: str) -> Entry:
-    """The catalog row ``name`` (ValueError listing the valid names otherwise)."""
+    """The catalog row ``name`` (ValueError listing the valid names otherwise).
+
+    Args:
+      name: a catalog name, a key of ``CATALOG`` (e.g. ``"grr"``, ``"subset-selection"``).
+
+    Returns:
+      The row's :class:`Entry`.
+
+    Raises:
+      ValueError: naming ``randomizer`` and listing the valid names, for an unknown name.
+    """
     if not isinstance(name, str) or name not in CATALOG:
         raise ValueError(f"randomizer: unknown name {name!r}; choose one of {', '.join(sorted(CATALOG))}")
     return CATALOG[name]
 
 
 def check_options(name: str, options: Mapping, skip: tuple[str, ...] = ()) -> Entry:
-    """Validate option names of row ``name`` (unknown or missing required ones raise ValueError)."""
+    """Validate option names of row ``name`` (unknown or missing required ones raise ValueError).
+
+    Only names are checked here; values are checked by the row's builder when it is called.
+
+    Args:
+      name: a catalog name (``CATALOG``).
+      options: the options given, by name (values are not read).
+      skip: option names the caller supplies itself (e.g. ``("eps0",)`` for a calibration): neither
+        accepted in ``options`` nor required.
+
+    Returns:
+      The row's :class:`Entry`.
+
+    Raises:
+      ValueError: naming the option, for an unknown or skipped option or a missing required one (or
+        ``randomizer``, for an unknown name).
+    """
     row = entry(name)
     names = [a.name for a in row.args]
     for key in options:
@@ -160,11 +195,35 @@ def check_options(name: str, options: Mapping, skip: tuple[str, ...] = ()) -> En
 
 
 def build(name: str, **options) -> VRParams:
-    """``VRParams`` of catalog row ``name`` with keyword options, e.g. ``build("grr", eps0=1.0, k=10)``."""
+    """``VRParams`` of catalog row ``name`` with keyword options, e.g. ``build("grr", eps0=1.0, k=10)``.
+
+    Args:
+      name: a catalog name (``CATALOG``).
+      **options: the row's options (``eps0=1.0, k=10``), numbers or arrays (they broadcast).
+
+    Returns:
+      The row's :class:`VRParams` (upper-bound side, Theorem 4.7; docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option, for an unknown name, an unknown or missing option, or a value
+        outside its range (eager calls).
+    """
     return check_options(name, options).fn(**options)
 
 
 def build_lower(name: str, **options) -> LowerParams | None:
-    """Theorem 5.1 ``LowerParams`` of row ``name`` (``None`` where the row has none derived)."""
+    """Theorem 5.1 ``LowerParams`` of row ``name`` (``None`` where the row has none derived).
+
+    Args:
+      name: a catalog name (``CATALOG``).
+      **options: the row's options, as :func:`build`.
+
+    Returns:
+      The row's :class:`LowerParams` (their pair's epsilon is a lower bound, errs low; docs/math.md section
+        10), or ``None`` where the row has none derived.
+
+    Raises:
+      ValueError: naming the option, as :func:`build` (and for the lower parameters' own constraints).
+    """
     row = check_options(name, options)
     return None if row.lower is None else row.lower(**options)

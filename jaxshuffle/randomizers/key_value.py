@@ -28,6 +28,20 @@ def pckv_grr(eps1, eps2, d) -> VRParams:
     ``p = max(e^eps2, 2 e^{eps1+eps2}/(e^eps2 + 1))`` (PCKV's composed budget),
     ``q = p``, ``beta = (a b - c) + |a (1-b) - c|`` (two different keys; the same key with
     opposite values gives the smaller ``a (2b - 1)``).
+
+    Args:
+      eps1: the key's budget, in [0, 700].
+      eps2: the value's budget, in [0, 700].
+      d: number of keys (PCKV's padding keys included), an integer >= 2.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d), numpy=True)
     xp = inp.xp
@@ -90,6 +104,21 @@ def privkv(eps1, eps2, d, s) -> VRParams:
     (d (e^eps1+1))`` (also printing ``e^{eps2+1}`` for ``e^eps2 + 1``). Its first term is
     ``2 s T_pm`` where one shared key contributes ``T_pm`` once, and its second term exceeds
     ``T_pa`` by ``(e^eps1 - 1)(1 - b)/(e^eps1 + 1)``: a valid but loose bound.
+
+    Args:
+      eps1: the key's budget, in [0, 700].
+      eps2: the value's budget, in [0, 700].
+      d: number of keys, an integer >= 2.
+      s: largest number of keys a user holds, an integer in [1, d].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS1, eps1), (EPS2, eps2), (D2, d), (S_KV, s), numpy=True)
     xp = inp.xp

@@ -51,6 +51,18 @@ def general(eps0) -> VRParams:
     The worst-case total variation is attained by binary randomized response (Kairouz, Oh,
     Viswanath, "Extremal mechanisms for local differential privacy", 2014); with these
     parameters the Theorem 4.7 pair is the stronger clone (Feldman, McMillan, Talwar 2023).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), numpy=True)
     xp = inp.xp
@@ -66,6 +78,19 @@ def laplace(eps0) -> VRParams:
     ``R(x)`` has density ``(eps0/2) exp(-eps0 |y - x|)``, ``x in [0, 1]``.
 
     ``p = e^eps0``, ``beta = TV(Lap(0), Lap(1)) = 1 - e^{-eps0/2}``, ``q = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700]. The noise's scale is
+        ``1/eps0``.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), numpy=True)
     xp = inp.xp
@@ -94,6 +119,19 @@ def privunit(eps0, c) -> VRParams:
     for ``c <= 1/2``; for ``c > 1/2`` two caps always overlap, the area of
     ``cap(x) minus cap(-x)`` is ``1 - c``, and the table value even exceeds the worst case
     ``(e^eps0-1)/(e^eps0+1)`` as ``c -> 1``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      c: cap area: the fraction of the sphere the cap covers, in (0, 1).
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (C, c), numpy=True)
     xp = inp.xp
@@ -114,6 +152,19 @@ def grr(eps0, k) -> VRParams:
 
     ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + k - 1)``, ``q = e^eps0``; carries the
     mechanism itself (:class:`KaryRR`), so that ``amplify`` adds the tight blanket bound.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      k: number of options (domain size), an integer >= 2.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`KaryRR`): float64
+        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
     xp = inp.xp
@@ -127,6 +178,19 @@ def grr_lower(eps0, k) -> LowerParams:
 
     ``p0 = e^eps0``; with ``k >= 3`` the others hold a third value: ``q0 = q1 = e^eps0``
     (the lower pair equals the upper pair); with ``k = 2``: ``x* = x0``, ``q0 = 1, q1 = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      k: number of options (domain size), an integer >= 2.
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
     xp = inp.xp
@@ -145,6 +209,19 @@ def binary_rr(eps0, d) -> VRParams:
     ``p = e^eps0``, ``beta = a^2 - (1-a)^2 = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``,
     ``q = e^eps0`` (``beta`` does not depend on ``d``). Carries its matrix (:class:`RowMatrix`,
     :func:`~jaxshuffle.randomizers.matrices.binary_rr_matrix`, ``2^d`` columns) for ``d <= 11``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of options (domain size), an integer >= 2.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
+        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
     xp = inp.xp
@@ -159,6 +236,19 @@ def rappor(eps0, d) -> VRParams:
     Original: Erlingsson, Pihur, Korolova, "RAPPOR: randomized aggregatable
     privacy-preserving ordinal response", 2014. Identical to :func:`binary_rr`:
     ``p = e^eps0``, ``beta = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``, ``q = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of options (domain size), an integer >= 2.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`binary_rr`): float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     return binary_rr(eps0, d)
 
@@ -169,6 +259,19 @@ def binary_rr_lower(eps0, d) -> LowerParams:
     ``Y0 = {y0 = 1, y1 = 0}``: ``p0 = a^2/(1-a)^2 = e^eps0``. With ``d >= 3`` the others hold
     ``e_2``, whose mass on ``Y1`` is ``a(1-a)``: ``q0 = q1 = e^{eps0/2}`` (so binary RR is
     not exactly tight: the upper ``q`` is ``e^eps0``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of options (domain size), an integer >= 2.
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
     xp = inp.xp
@@ -195,6 +298,20 @@ def subset_selection(eps0, d, k) -> VRParams:
     (:class:`RowMatrix`, :func:`~jaxshuffle.randomizers.matrices.subset_selection_matrix`), so that
     ``amplify`` adds the certified blanket bound where the matrix is small enough
     (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of options (domain size), an integer >= 2.
+      k: subset size, an integer in [1, d - 1].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
+        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
     xp = inp.xp
@@ -211,6 +328,20 @@ def subset_selection_lower(eps0, d, k) -> LowerParams:
     ``p0 = e^eps0``; with ``d >= 3`` the others hold a third option, whose mass on
     ``Y1 = {S: 1 in S, 0 not in S}`` gives ``q0 = q1 = e^eps0 (d-2)/((k-1) e^eps0 + d - k - 1)``
     (``= e^eps0`` for ``k = 1``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of options (domain size), an integer >= 2.
+      k: subset size, an integer in [1, d - 1].
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
     xp = inp.xp
@@ -245,6 +376,22 @@ def local_hash(eps0, l, collision=0.0) -> VRParams:
     with a never-colliding pair (``collision = 0``, the default, valid for every family); for
     uniformly random hash functions (``collision = 1/l``) the exact value is smaller by the
     factor ``1 - 1/l``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      l: hash range (length), an integer >= 2.
+      collision: least collision probability ``P[H(x) = H(x')]`` over input pairs for the hash family, in
+        [0, 1) (default 0: a family with a never-colliding pair, the table's value; ``1/l``: uniformly
+        random hash functions).
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
     xp = inp.xp
@@ -260,6 +407,22 @@ def local_hash_lower(eps0, l, collision=0.0) -> LowerParams:
     with probability ``collision``, independently of ``H(x0) != H(x1)`` (true for the
     injective family, ``collision = 0``, and for uniformly random functions,
     ``collision = 1/l``): ``q0 = q1 = e^eps0 / (collision e^eps0 + 1 - collision)``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      l: hash range (length), an integer >= 2.
+      collision: least collision probability ``P[H(x) = H(x')]`` over input pairs for the hash family, in
+        [0, 1) (default 0: a family with a never-colliding pair, the table's value; ``1/l``: uniformly
+        random hash functions).
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
     xp = inp.xp
@@ -289,6 +452,22 @@ def hadamard_response(eps0, K, s, B=1) -> VRParams:
     for ``B > 1``. Carries its matrix (:class:`RowMatrix`,
     :func:`~jaxshuffle.randomizers.matrices.hadamard_response_matrix`) where it is built: ``B = 1``,
     ``s = K/2``, ``K`` a power of two up to 64 (:data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES`).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      K: output domain size, an integer >= 2.
+      s: size of each input's output set ``C_x``, an integer >= 1 with ``s <= K/B`` and ``s < K`` (``K/2``
+        for ``B = 1``).
+      B: number of blocks, an integer >= 1 (default 1).
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
+        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
     xp = inp.xp
@@ -308,6 +487,22 @@ def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:
     in two blocks, the others in a third: ``p0 = q0 = q1 = e^eps0``. ``B = 2``: inputs in
     the two blocks, the others in ``x0``'s block (a different row):
     ``q0 = 2 e^eps0/(e^eps0 + 1)``, ``q1 = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      K: output domain size, an integer >= 2.
+      s: size of each input's output set ``C_x``, an integer >= 1 with ``s <= K/B`` and ``s < K`` (``K/2``
+        for ``B = 1``).
+      B: number of blocks, an integer >= 1 (default 1). Also ``K >= 4 B`` (three inputs per Hadamard block).
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
     xp = inp.xp
@@ -368,6 +563,20 @@ def sampling_rappor(eps0, d, s) -> VRParams:
 
     ``E|M - M'|`` is summed by an O(j) ``while_loop``: differentiate with ``jax.jacfwd``
     (reverse mode does not pass through the loop).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of items (domain size, padding items included), an integer >= 2.
+      s: size of each user's item set, an integer in [1, d - 1].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), numpy=True)
     xp = inp.xp
@@ -397,6 +606,21 @@ def wheel(eps0, d, s, arc) -> VRParams:
 
     ``p = e^eps0``, ``q = e^eps0``, ``beta = j arc (e^eps0 - 1)/Omega`` with
     ``j = min(s, d - s)`` (the table's ``s arc (e^eps0 - 1)/Omega`` assumes ``d >= 2s``).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of items (domain size, padding items included), an integer >= 2.
+      s: size of each user's item set, an integer in [1, d - 1].
+      arc: arc length on the wheel (the paper's ``p``), in (0, 1] with ``s * arc <= 1``.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc), numpy=True)
     xp = inp.xp
@@ -440,6 +664,21 @@ def k_subset_exponential(eps0, d, k, s) -> VRParams:
     ``p = e^eps0``, ``q = e^eps0``, and with ``u = min(2s, d)`` (the largest ``|X or X'|``),
     ``beta = (e^eps0 - 1)(C(d-s,k) - C(d-u,k))/Omega`` (the table's formula for ``d >= 2s``;
     ``s = 1`` is :func:`subset_selection`).
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      d: number of items (domain size), an integer >= 2.
+      k: output subset size, an integer in [1, d - s].
+      s: size of each user's item set, an integer in [1, d - 1].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (D2, d), (K_EXP, k), (S_SET, s), numpy=True)
     xp = inp.xp
@@ -468,6 +707,18 @@ def duchi(eps0) -> VRParams:
 
     ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + 1)`` (attained by opposite vertices for
     odd ``dim``; an upper bound otherwise), ``q = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     return general(eps0)
 
@@ -482,6 +733,18 @@ def harmony(eps0) -> VRParams:
 
     ``p = e^eps0``, ``beta = (e^eps0 - 1)/(e^eps0 + 1)`` (inputs ``x = 1``, ``x' = -1``),
     ``q = e^eps0``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
+        mechanism's own value (docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     return general(eps0)
 
@@ -502,6 +765,20 @@ def collision(eps0, s, l) -> VRParams:
     ``p = e^eps0``, ``q = e^eps0``, ``beta = min(s, l-s)(e^eps0 - 1)/Omega``: the sup over
     hash realizations (``h`` injective on ``X``, images as far apart as ``l`` allows), as
     the row in the paper authors' repository (wangsw/PrivacyAmplification) gives it.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      s: items per user (padded), an integer in [1, l - 1].
+      l: hash range (length), an integer >= 2.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), (S_COL, s), (L, l), numpy=True)
     xp = inp.xp
@@ -517,6 +794,18 @@ def laplace_lower(eps0) -> LowerParams:
     ``Y1 = {y > 1/2}``: ``p0 = R(1)(Y1)/R(0)(Y1) = 2 e^{eps0/2} - 1``,
     ``beta = 1 - e^{-eps0/2}``, and ``x* = 1/2`` maximizes ``min(q0, q1)``:
     ``q0 = q1 = 2 - e^{-eps0/2}``.
+
+    Args:
+      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+
+    Returns:
+      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
+        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((EPS0, eps0), numpy=True)
     xp = inp.xp

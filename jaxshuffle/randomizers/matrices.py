@@ -18,7 +18,16 @@ from jaxshuffle._config import check
 
 
 def binary_rr_matrix(eps0: float, d: int) -> np.ndarray:
-    """``R[x, b]`` of :func:`binary_rr`: ``b in {0,1}^d`` (column index = bits), each bit kept w.p. ``a``."""
+    """``R[x, b]`` of :func:`binary_rr`: ``b in {0,1}^d`` (column index = bits), each bit kept w.p. ``a``.
+
+    Args:
+      eps0: local budget, a finite number >= 0 (not validated).
+      d: number of options, an integer >= 2 (the matrix has ``2^d`` columns; not validated).
+
+    Returns:
+      The ``d x 2^d`` float64 matrix ``R[x, y] = P(R(x) = y)``, exact up to float64 rounding: the mechanism
+        itself, whose ``(p, beta, q)`` are :func:`binary_rr`'s (docs/math.md section 18.6).
+    """
     a = math.exp(eps0 / 2) / (math.exp(eps0 / 2) + 1.0)
     bits = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1  # (2^d, d)
     onehot = np.eye(d, dtype=np.int64)  # (d, d)
@@ -34,6 +43,15 @@ def subset_selection_matrix(eps0: float, d: int, k: int) -> np.ndarray:
     each other are so bit for bit: the engine's pair forms then merge equal categories and
     identical forms (normalising each row by its own float sum left ulp-level differences that kept
     8 categories and 4 forms apart where there are 5 and 1, and cost 10x more lines).
+
+    Args:
+      eps0: local budget, a finite number >= 0 (not validated).
+      d: number of options, an integer >= 2 (not validated).
+      k: subset size, an integer in [1, d - 1] (not validated).
+
+    Returns:
+      The ``d x C(d, k)`` float64 matrix ``R[x, y] = P(R(x) = y)``, exact up to float64 rounding: the
+        mechanism itself, whose ``(p, beta, q)`` are :func:`subset_selection`'s (docs/math.md section 18.6).
     """
     subsets = np.array(list(itertools.combinations(range(d), k)))
     inside = (subsets[None, :, :] == np.arange(d)[:, None, None]).any(axis=2)
@@ -80,6 +98,16 @@ def hadamard_response_matrix(eps0: float, K: int) -> np.ndarray:
 
     ``K``: a power of two in ``[4, 4096]`` (``K = 2`` would leave a single input); ``eps0``: a
     finite scalar ``>= 0``. Otherwise ValueError naming the parameter.
+
+    Args:
+      eps0: local budget, a finite scalar >= 0.
+      K: output domain size, a power of two in [4, 4096].
+
+    Returns:
+      The ``(K - 1) x K`` float64 matrix above (docs/math.md section 18.7).
+
+    Raises:
+      ValueError: naming ``eps0`` or ``K``, for a value outside its range.
     """
     eps0 = _check_eps0_scalar(eps0)
     allowed = f"must be a power of two in [4, {HR_MATRIX_MAX_K}] (4, 8, 16, ...)"
@@ -132,6 +160,18 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
 
     ``l``: an integer ``>= 2``; ``d`` (the input domain size): an integer in ``[2, 12]``
     (``2^d`` columns); ``eps0``: a finite scalar ``>= 0``. Otherwise ValueError naming it.
+
+    Args:
+      eps0: local budget, a finite scalar >= 0.
+      l: hash range, an integer >= 2.
+      d: input domain size, an integer in [2, 12] (``2^d`` columns).
+
+    Returns:
+      The ``d x 2^d`` float64 matrix above (pattern columns; all-zero columns dropped; docs/math.md section
+        18.7).
+
+    Raises:
+      ValueError: naming ``eps0``, ``l`` or ``d``, for a value outside its range.
     """
     eps0 = _check_eps0_scalar(eps0)
     ell = _check_int_scalar(l, "l", 2, None, "must be an integer >= 2 (hash range)")
@@ -191,6 +231,18 @@ def row_matrix(builder: str, *options) -> np.ndarray | None:
 
     Exact up to float64 rounding, as the builders themselves (``subset_selection_matrix``,
     ``hadamard_response_matrix``, ``binary_rr_matrix``).
+
+    Args:
+      builder: the row's builder name, a key of :data:`ROW_MATRICES` (``"binary-rr"``,
+        ``"subset-selection"``, ``"hadamard-response"``).
+      *options: the row's options at one point, in the row's order (``eps0`` first), scalars.
+
+    Returns:
+      The point's float64 matrix ``R[x, y] = P(R(x) = y)`` (docs/math.md section 18.6), or ``None`` where the
+        builder does not cover the point.
+
+    Raises:
+      KeyError: for a ``builder`` that is not in :data:`ROW_MATRICES`.
     """
     if not row_covers(builder, *options):
         return None

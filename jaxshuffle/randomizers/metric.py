@@ -34,6 +34,21 @@ def metric_general(d01, dmax) -> VRParams:
     Metric privacy: Chatzikokolakis, Andres, Bordenabe, Palamidessi, "Broadening the scope
     of differential privacy using metrics", 2013. ``p = e^{d01}``,
     ``beta = (e^{d01} - 1)/(e^{d01} + 1)``, ``q = e^{dmax}``.
+
+    Args:
+      d01: metric distance ``d_X(x1^0, x1^1)`` between the victim's two inputs (``p = e^d01``), a finite
+        number >= 0.
+      dmax: largest distance from either of the victim's inputs to any input (``q = e^dmax``), finite and
+        at least ``d01``.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = _metric_inputs(d01, dmax)
     d01, dmax = inp.values
@@ -48,6 +63,21 @@ def metric_laplace(d01, dmax) -> VRParams:
     metric spaces", 2018. Density ``exp(-|y - x|)/2`` (distances in units of the metric).
 
     ``p = e^{d01}``, ``beta = TV(Lap(0,1), Lap(d01,1)) = 1 - e^{-d01/2}``, ``q = e^{dmax}``.
+
+    Args:
+      d01: metric distance ``d_X(x1^0, x1^1)`` between the victim's two inputs (``p = e^d01``), a finite
+        number >= 0.
+      dmax: largest distance from either of the victim's inputs to any input (``q = e^dmax``), finite and
+        at least ``d01``.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = _metric_inputs(d01, dmax)
     d01, dmax = inp.values
@@ -129,6 +159,13 @@ def planar_laplace_beta(d01) -> jax.Array:
     computed by a fixed composite Gauss-Legendre rule on ``[0, Z]``, ``h cosh Z = 45``, plus
     the exact tail ``int_Z^inf sech = 2 arctan(e^{-Z})``. Relative error ~1e-15 for every
     ``d01 >= 0`` (checked against mpmath in the tests).
+
+    Args:
+      d01: distance between the two centres, >= 0 (any shape; not validated).
+
+    Returns:
+      The total variation ``beta`` (float64, ``d01``'s shape), to about 1e-15 relative: an accurate evaluation
+        of the integral, not a certified bound.
     """
     h = 0.5 * f64(d01)
     hs = jnp.where(h > 0.0, h, 1.0)
@@ -150,6 +187,21 @@ def planar_laplace(d01, dmax) -> VRParams:
     ``p = e^{d01}``, ``q = e^{dmax}``, ``beta = 2 int_0^{d01/2} int_R
     e^{-sqrt((x - d01/2)^2 + y^2)}/(2 pi) dy dx = (2/pi)(int_0^h K_0 - h K_0(h))``, ``h = d01/2``,
     evaluated by :func:`planar_laplace_beta`.
+
+    Args:
+      d01: metric distance ``d_X(x1^0, x1^1)`` between the victim's two inputs (``p = e^d01``), a finite
+        number >= 0.
+      dmax: largest distance from either of the victim's inputs to any input (``q = e^dmax``), finite and
+        at least ``d01``.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
+        section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = _metric_inputs(d01, dmax)
     d01, dmax = inp.values

@@ -31,6 +31,19 @@ def balcer_cheu(coin, blanket_per_user) -> VRParams:
     ``~ Bernoulli(coin)``.
 
     ``p = inf``, ``beta = 1``, ``q = max(1/coin, 1/(1 - coin))``.
+
+    Args:
+      coin: probability that a blanket bit is 1, in (0, 1).
+      blanket_per_user: input-independent (blanket) messages each user sends, an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((COIN, coin), (BLANKET, blanket_per_user))
     coin, m = inp.values
@@ -44,6 +57,18 @@ def balcer_uniform(blanket_per_user) -> VRParams:
     pan-privacy", SODA 2021. Each user sends its bit and ``blanket_per_user`` uniform bits.
 
     ``p = inf``, ``beta = 1``, ``q = 2``.
+
+    Args:
+      blanket_per_user: input-independent (blanket) messages each user sends, an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((BLANKET, blanket_per_user))
     (m,) = inp.values
@@ -59,6 +84,19 @@ def cheu_zhilyaev(f, blanket_per_user) -> VRParams:
     zero vector with bits flipped w.p. ``f``.
 
     ``p = (1-f)^2/f^2``, ``beta = 1 - 2f``, ``q = (1-f)/f``.
+
+    Args:
+      f: bit-flip probability, in (0, 1/2].
+      blanket_per_user: fake messages each user sends (the paper's ``m - 1``), an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((F_CZ, f), (BLANKET, blanket_per_user))
     f, m = inp.values
@@ -77,6 +115,20 @@ def balls_into_bins(d, s, blanket_per_user) -> VRParams:
 
     ``p = inf``, ``beta = min(s, d - s)/s`` (``= 1`` for ``d >= 2s``, the table's value),
     ``q = d/s``.
+
+    Args:
+      d: number of bins (domain size), an integer >= 2.
+      s: number of special bins per value, an integer in [1, d - 1].
+      blanket_per_user: blanket balls each user throws, an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((D_BINS, d), (S_BINS, s), (BLANKET, blanket_per_user))
     d, s, m = inp.values
@@ -92,6 +144,19 @@ def pure_dump(d, blanket_per_user) -> VRParams:
     dummy points uniform on ``[d]``.
 
     ``p = inf``, ``beta = 1``, ``q = d``.
+
+    Args:
+      d: domain size, an integer >= 2.
+      blanket_per_user: dummy points each user sends, an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((D_BINS, d), (BLANKET, blanket_per_user))
     d, m = inp.values
@@ -106,6 +171,20 @@ def mix_dump(f, d, blanket_per_user) -> VRParams:
     other ``d - 1`` values) and sends ``blanket_per_user`` dummy points uniform on ``[d]``.
 
     ``p = (1-f)(d-1)/f``, ``beta = ((1-f)(d-1) - f)/(d-1)``, ``q = (1-f) d``.
+
+    Args:
+      f: GRR flip probability, in (0, (d-1)/d].
+      d: domain size, an integer >= 2.
+      blanket_per_user: dummy points each user sends, an integer >= 1.
+
+    Returns:
+      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
+        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
+        input-independent messages, docs/math.md section 10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = Inputs((F_MIX, f), (D_BINS, d), (BLANKET, blanket_per_user))
     f, d, m = inp.values

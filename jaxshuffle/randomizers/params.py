@@ -47,6 +47,10 @@ class KaryRR:
     ``R(x) = x`` with probability ``e^eps0/(e^eps0 + k - 1)``, each other option ``1/(e^eps0 + k - 1)``.
     :func:`jaxshuffle.amplify` then adds the tight blanket (three-count) bound and the exact
     lower bounds of :func:`jaxshuffle.blanket.krr_bounds` (docs/math.md section 7).
+
+    Attributes:
+      eps0: the local budget (float64 array, the parameters' shape).
+      k: the number of options, integer-valued (float64 array, the parameters' shape).
     """
 
     eps0: jax.Array
@@ -61,6 +65,9 @@ class MatrixMechanism:
     A :class:`VRParams` that carries one (``mechanism``) describes exactly this mechanism;
     :func:`jaxshuffle.amplify` then adds the certified blanket bound and the exact datasets' lower
     bound of :func:`jaxshuffle.blanket_matrix.matrix_bounds` (docs/math.md section 18).
+
+    Attributes:
+      matrix: the ``K x K'`` row-stochastic matrix (float64), one point (checked by :func:`with_matrix`).
     """
 
     matrix: jax.Array
@@ -77,6 +84,11 @@ class RowMatrix:
     adds the certified blanket bound of that matrix (:func:`jaxshuffle.blanket_matrix.matrix_bounds`,
     docs/math.md section 18), as for a :class:`MatrixMechanism`. ``options`` broadcast to the
     :class:`VRParams` fields' shape (NaN where the point is invalid).
+
+    Attributes:
+      builder: the row's builder name, a key of
+        :data:`~jaxshuffle.randomizers.matrices.ROW_MATRICES` (static in the pytree).
+      options: the row's options, in its builder's order (arrays broadcasting to the fields' shape).
     """
 
     builder: str = dataclasses.field(metadata=dict(static=True))
@@ -257,6 +269,16 @@ class LowerParams:
     For a multi-message protocol, ``blanket_per_user`` is its ``m`` and ``others_join_blanket``
     says whether the other users' own messages are distributed like blanket messages on the
     marker sets (then they count in the lower pair's blanket; docs/math.md section 16.4).
+    Definitions: docs/math.md section 10 ("Theorem 5.1 lower parameters").
+
+    Attributes:
+      p0: the expected ratio ``P1(Y1) / P0(Y1)`` on the differing outputs (>= 1).
+      beta: the total variation ``P1(Y1) - P0(Y1)`` of the pair of inputs, in ``[0, (p0-1)/(p0+1)]``.
+      q0: ``P0(Y0) / R*(Y0)``, the victim's mass on ``Y0`` against the worst other input's (>= 1).
+      q1: ``P1(Y1) / R*(Y1)``, the same on ``Y1`` (>= 1).
+      blanket_per_user: ``None`` for a single-message randomizer; for a multi-message protocol its ``m``.
+      others_join_blanket: whether the other users' own messages join the lower pair's blanket (above;
+        static in the pytree).
     """
 
     p0: jax.Array
@@ -285,6 +307,16 @@ class Arg:
 
     The range is ``low .. high`` with open or closed ends (``high = inf`` means finite
     values only); ``"int"`` options are float64 arrays holding integers.
+
+    Attributes:
+      name: the option's name, as the builder's keyword and the CLI's ``--name``.
+      kind: ``"real"`` or ``"int"``.
+      low: the range's lower end.
+      high: the range's upper end (default ``inf``: finite values only).
+      low_open: whether ``low`` itself is excluded (default False).
+      high_open: whether ``high`` itself is excluded (default True).
+      help: one line on the option, as the CLI's help prints it.
+      default: the option's default value, or ``None`` for a required option.
     """
 
     name: str
@@ -347,6 +379,15 @@ class Inputs:
     ``jnp`` values: XLA flushes subnormal numbers to zero and numpy does not, so a row validated in
     one module and computed in the other could accept a value it then turns into NaN. The row's
     parameters come back as jax arrays either way.
+
+    Args:
+      *spec_values: ``(Arg, value)`` pairs, one per option, in the row's order; the values are
+        broadcast together as float64 and checked against each :class:`Arg`'s range.
+      numpy: compute in numpy where every value is plain (above; default False: ``jnp``).
+
+    Raises:
+      ValueError: naming the option, its value and its range, for an invalid value or shapes that do not
+        broadcast (eager: concrete values; traced values are masked instead, NaN fields).
     """
 
     def __init__(self, *spec_values: tuple[Arg, object], numpy: bool = False):

@@ -85,7 +85,13 @@ class WitchHat:
     """WitchHat with cap ``m``, width ``f`` and input bound ``b`` (float64 arrays, one shape).
 
     Build it with :func:`witchhat` (validates). Invalid points built under ``jit`` hold NaN.
-    Every method broadcasts its argument against the parameters.
+    Every method broadcasts its argument against the parameters. The mechanism, its estimator and
+    its privacy: docs/math.md section 14.
+
+    Attributes:
+      m: the cap, in (0, 700]: the metric ``min(m, 2|a - b'|/f)`` never exceeds ``m``.
+      f: the width (units of ``x``), > 0: the metric's slope is ``2/f``.
+      b: the input bound, > 0: inputs ``x`` lie in ``[-b, b]``.
     """
 
     m: jax.Array
@@ -272,6 +278,18 @@ def witchhat(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> WitchHat:
     """WitchHat with cap ``m`` in ``(0, 700]``, width ``f > 0``, input bound ``b > 0`` (broadcast).
 
     Eager: ValueError naming ``m``, ``f`` or ``b`` with its value and range. Traced: NaN fields.
+    The mechanism: docs/math.md section 14.
+
+    Args:
+      m: the cap, in (0, 700].
+      f: the width, > 0 (finite).
+      b: the input bound, > 0 (finite).
+
+    Returns:
+      The mechanism, a :class:`WitchHat` (float64 arrays of the broadcast shape).
+
+    Raises:
+      ValueError: naming ``m``, ``f`` or ``b`` with its value and range (eager calls).
     """
     require_x64()
     inp = _inputs(m, f, b)
@@ -281,7 +299,22 @@ def witchhat(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> WitchHat:
 
 def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
     """Catalog row ``witchhat`` (not in the seed tables: the metric-DP supplement, sections D and E):
-    ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring)."""
+    ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring; docs/math.md section 14).
+
+    Args:
+      m: the cap, in (0, 700].
+      f: the width, > 0 (finite).
+      b: the input bound, > 0 (finite).
+
+    Returns:
+      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
+        the upper-bound side (Theorem 4.7), each parameter the mechanism's own value (docs/math.md section
+        10).
+
+    Raises:
+      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
+        ``jit``/``vmap`` invalid points give NaN fields instead).
+    """
     inp = _inputs(m, f, b)
     m, f, b = inp.values
     w = WitchHat(*(jnp.where(inp.ok, v, 1.0) for v in (m, f, b)))
@@ -320,7 +353,7 @@ def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike
       points: ``(k,)`` inputs in ``[-b, b]`` (the domain on which the target metric is given).
       local: ``(..., k, k)`` local semi-metrics, e.g. ``local_metric_candidates(...).local``.
       b: input bound.
-      second_moment: data second moment for choosing ``f`` (see below).
+      second_moment: data second moment for choosing ``f`` (see below; default 0).
 
     ``m`` is the candidate's diameter ``max local``; edges with ``local < m`` need
     ``2 |a - b'| / f <= local(a, b')``, i.e. ``f >= f_min = max 2 |a - b'| / local``; among those
@@ -329,7 +362,12 @@ def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike
     on every edge and the WitchHat's diameter on ``[-b, b]`` is ``min(m, 4b/f) <= max local``
     when ``points`` include ``-b`` and ``b`` (otherwise compare ``eps0`` with ``max local``), so
     an amplified bound that increases in the distances and the diameter (Corollaries 1, 2)
-    stays below the candidate's.
+    stays below the candidate's (docs/math.md section 14, "From the local-metric solver to WitchHat").
+
+    Returns:
+      ``(m, f)``: float64 arrays of ``local``'s batch shape (``local.shape[:-2]``); NaN where a candidate has
+        no positive diameter or a zero local distance between distinct points. Not validated further: nothing
+        raises.
     """
     pts, L, b = f64(points), f64(local), f64(b)
     d = jnp.broadcast_to(jnp.abs(pts[:, None] - pts[None, :]), L.shape)
@@ -351,7 +389,22 @@ def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, del
     ``points`` (a ``(k, k)`` matrix). Returns ``(m, f, amplified)``: ``(M,)`` caps and widths
     (:func:`witchhat_from_local_metric`) and the ``(M, k, k)`` amplified distances of the
     WitchHat's own metric with diameter ``eps0`` (:func:`jaxshuffle.metric.amplified_distance`),
-    which are ``<=`` the candidate's amplified distances, hence ``<=`` the target.
+    which are ``<=`` the candidate's amplified distances, hence ``<=`` the target (docs/math.md
+    section 14, "From the local-metric solver to WitchHat").
+
+    Args:
+      candidates: a :class:`jaxshuffle.metric.LocalMetricCandidates` (its ``local``, ``(M, k, k)``).
+      points: the ``(k,)`` points the target metric is given on, in ``[-b, b]``.
+      b: the input bound.
+      n: number of users.
+      delta: target delta, in (0, 1).
+      corollary: which amplification corollary gives the amplified distances, 1 or 2.
+      second_moment: data second moment for choosing ``f`` (default 0), as
+        :func:`witchhat_from_local_metric`.
+
+    Returns:
+      ``(m, f, amplified)`` as above: the amplified distances are the corollary's closed form (docs/math.md
+        section 3; an upper bound by that corollary, not certified by the numerical engine).
     """
     from jaxshuffle.metric import (
         amplified_distance,  # lazy: keeps the randomizers package light

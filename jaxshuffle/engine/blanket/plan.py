@@ -264,6 +264,23 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     A plan never affects soundness: a point it does not cover (a larger eps, n or k) gets
     a wider band (the c-mass outside the tracked lines is charged) or no claim (a line moving
     more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
+    The plan's window, lines and steps: docs/math.md section 7 ("The blanket engine").
+
+    Args:
+      eps0: local budget of k-ary randomized response, finite, in [0, 50].
+      k: number of values, a real number >= 2 (>= 3 for ``kind="all_z"``), below 1e12.
+      n: number of users, an integer in [1, 1e12].
+      delta: target delta in (0, 1).
+      kind: the sum form to plan for: ``"blanket"`` (default), ``"all_z"``, ``"all_x0"``, ``"all_x0_mirror"``.
+      block: steps ``s -> s+2`` per anchor (rounded up to a power of two; smaller for small ``n``).
+      chunk: blocks evaluated together (memory), at most ``window / (2 block)``.
+
+    Returns:
+      The plan, a :class:`BlanketPlan`: static shapes for one compiled program; a plan, not a bound (it only
+        sets cost).
+
+    Raises:
+      ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``kind``) for bad input.
     """
     eps0, k, n, delta = _check(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))

@@ -191,13 +191,32 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
                     max_iter: int = 40, real_k: bool = False):
     """Certified epsilon bracket of the k-RR sum form ``kind`` for ``n`` users at ``delta``.
 
-    Returns :class:`jaxshuffle.search.EpsilonBracket` (broadcast shape of the inputs).
-    ``kind="blanket"`` (default): ``upper`` is a certified upper bound on the epsilon of the
-    shuffled k-ary randomized response (every dataset of the others), ``lower`` certifies that
-    the blanket bound itself cannot go lower. Bad input raises ValueError naming the parameter.
     ``real_k=True`` accepts a real ``k`` (``>= 2``; ``>= 3`` for ``all_z``): every form at a real
     ``k'`` is the same form of k-RR with clients sampled per round (docs/math.md 13.11,
-    :mod:`jaxshuffle.accountant.subsampling`).
+    :mod:`jaxshuffle.accountant.subsampling`). The blanket pair and its sum forms: docs/math.md section 7.
+
+    Args:
+      eps0: local budget of k-ary randomized response, finite, in [0, 50].
+      k: number of values, an integer >= 2 (>= 3 for ``kind="all_z"``), below 1e12.
+      n: number of users, an integer in [1, 1e12].
+      delta: target delta in (0, 1).
+      kind: the sum form: ``"blanket"`` (default; the blanket pair, every dataset of the others), or
+        one exact dataset of the others: ``"all_z"``, ``"all_x0"``, ``"all_x0_mirror"``.
+      rtol: relative width of the bracket.
+      plan: a :class:`~jaxshuffle.blanket.BlanketPlan` from :func:`plan_blanket` covering every point;
+        ``None`` (default) plans here (a plan only sets cost, never soundness).
+      max_iter: iteration cap of the search (``status = MAX_ITER`` where it is reached; still certified).
+      real_k: accept a real ``k`` (clients sampled per round, above).
+
+    Returns:
+      The bracket, a :class:`jaxshuffle.search.EpsilonBracket` (broadcast shape of the inputs).
+        ``kind="blanket"`` (default): ``upper`` is a certified upper bound (errs high) on the epsilon of the
+        shuffled k-ary randomized response (every dataset of the others), ``lower`` certifies that the blanket
+        bound itself cannot go lower. For an exact dataset's ``kind``, the bracket of that dataset's epsilon:
+        its ``lower`` is a certified lower bound (errs low) on the shuffled k-RR's epsilon.
+
+    Raises:
+      ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``kind``) for bad input.
 
     Example::
 
@@ -213,10 +232,12 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
 class KaryRRBounds(NamedTuple):
     """Both sides for shuffled k-ary RR (:func:`krr_bounds`), arrays of the points' shape.
 
-    upper: certified upper bound on the shuffled k-RR's epsilon (the blanket pair's bracket, upper end).
-    lower: certified lower bound: the largest certified lower end over the exact all-z (k >= 3),
-      all-x0 and mirrored all-x0 datasets of the others.
-    status: search status of ``upper``; status_lower: that of the dataset giving ``lower``.
+    Attributes:
+      upper: certified upper bound on the shuffled k-RR's epsilon (the blanket pair's bracket, upper end).
+      lower: certified lower bound: the largest certified lower end over the exact all-z (k >= 3),
+        all-x0 and mirrored all-x0 datasets of the others.
+      status: search status of ``upper``.
+      status_lower: search status of the dataset giving ``lower``.
     """
 
     upper: jax.Array
@@ -291,11 +312,28 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
 
     One compiled program evaluates the four sum forms of every point as lanes of one batch
     (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
-    certified band of its search (``rtol``). Bad input raises ValueError naming the parameter.
+    certified band of its search (``rtol``).
 
-    ``k_forms``: a real ``k' >= k`` at which every sum form is evaluated instead of ``k`` (clients
-    sampled per round: :func:`jaxshuffle.accountant.subsampling.subsampled_krr_k`, docs/math.md
-    13.11); the all-z dataset is still used only where the integer ``k >= 3`` (a third input exists).
+    Args:
+      eps0: local budget of k-ary randomized response, finite, in [0, 50].
+      k: number of values, an integer >= 2, below 1e12.
+      n: number of users, an integer in [1, 1e12].
+      delta: target delta in (0, 1).
+      rtol: relative width of each search's bracket.
+      plan: a :class:`~jaxshuffle.blanket.BlanketPlan` covering the blanket pair and the exact datasets
+        of every point (:func:`~jaxshuffle.blanket.plan_krr_bounds`); ``None`` (default) plans here.
+      max_iter: iteration cap of each search.
+      k_forms: a real ``k' >= k`` at which every sum form is evaluated instead of ``k`` (clients
+        sampled per round: :func:`jaxshuffle.accountant.subsampling.subsampled_krr_k`, docs/math.md
+        13.11), in ``[k, 1e12)``; the all-z dataset is still used only where the integer ``k >= 3``
+        (a third input exists). ``None`` (default): ``k``.
+
+    Returns:
+      Both sides, a :class:`KaryRRBounds` (broadcast shape of the inputs): ``upper`` a certified upper bound
+        (errs high), ``lower`` a certified lower bound (errs low), and their search statuses.
+
+    Raises:
+      ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``k_forms``) for bad input.
     """
     points = _check(eps0, k, n, delta, "blanket")
     kinds = ("blanket",) + LOWER_KINDS
@@ -320,9 +358,22 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     """Certified *lower* bound on the shuffled k-RR's epsilon: the largest certified lower end of
     the exact all-z (k >= 3) and all-x0 (both directions) datasets' epsilons.
 
-    Returns :class:`jaxshuffle.search.EpsilonBracket` whose ``lower`` is the certified value (errs
-    low: each dataset's bracket moves its lower end only where its divergence band's lower side
-    exceeds delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
+    Lower bounds of the blanket engine: docs/math.md section 7.
+
+    Args:
+      eps0: local budget of k-ary randomized response, finite, in [0, 50].
+      k: number of values, an integer >= 2, below 1e12.
+      n: number of users, an integer in [1, 1e12].
+      delta: target delta in (0, 1).
+      rtol: relative width of each dataset's bracket.
+
+    Returns:
+      The bracket, a :class:`jaxshuffle.search.EpsilonBracket` whose ``lower`` is the certified value (errs
+        low: each dataset's bracket moves its lower end only where its divergence band's lower side exceeds
+        delta) and whose ``upper`` is the largest of the datasets' upper ends (an estimate).
+
+    Raises:
+      ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``) for bad input.
     """
     points = _check(eps0, k, n, delta, "blanket")
     shape = points[0].shape

@@ -80,7 +80,18 @@ _CHAIN_REL = 2 * _ULP * (2 + 21 + 690 + 746)
 
 
 class Divergence(NamedTuple):
-    """max(D_t(P||Q), D_t(Q||P)) with its certified band ``lower <= D <= upper``."""
+    """max(D_t(P||Q), D_t(Q||P)) with its certified band ``lower <= D <= upper``.
+
+    Attributes:
+      value: central estimate of the divergence, not certified.
+      lower: certified lower bound on the divergence (errs low).
+      upper: certified upper bound on the divergence (errs high; ``inf`` where the step overflowed).
+      q_mass: ``-dD/dt`` of the larger direction (for Newton and implicit gradients).
+      step_overflow: True where ``|k_{c+1}-k_c|`` exceeded ``plan.max_step`` (band is ``+inf`` then).
+      tangent_value: certified tangent's value at ``t`` (eps >= 0): ``D(t') >= tangent_value +
+        (t - t') tangent_slope`` for ``t' <= t``.
+      tangent_slope: certified tangent's slope at ``t`` (see ``tangent_value``).
+    """
 
     value: jax.Array
     lower: jax.Array
@@ -508,11 +519,24 @@ def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
 def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30) -> Divergence:
     """Certified ``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` broadcast over pair, ``n``, ``eps``.
 
-    Returns :class:`Divergence` with ``lower <= true divergence <= upper`` (the band
-    covers truncation to a window leaving out at most ``trunc_tol`` mass, float
-    rounding and the tested accuracy of the binomial routines) and ``value``, the
-    central estimate. Bad input raises ValueError naming the parameter. Works under
-    ``grad``/``jvp``; inside ``jit`` use :func:`divergence_with_plan`.
+    Works under ``grad``/``jvp``; inside ``jit`` use :func:`divergence_with_plan`. The divergence:
+    docs/math.md section 2; its certified band: section 8.
+
+    Args:
+      pair: the :class:`~jaxshuffle.pair.TwoCountPair` (any batch shape).
+      n: number of users, a finite integer >= 1 (the victim and ``n - 1`` others).
+      eps: epsilon at which to evaluate, any real number (``t = e^|eps|``).
+      trunc_tol: largest binomial mass the window may leave out (counted in the band).
+
+    Returns:
+      The band, a :class:`Divergence` with ``lower <= true divergence <= upper`` (certified: ``lower`` errs
+        low, ``upper`` errs high; the band covers truncation to a window leaving out at most ``trunc_tol``
+        mass, float rounding and the tested accuracy of the binomial routines) and ``value``, the central
+        estimate (not certified).
+
+    Raises:
+      ValueError: naming the parameter (``n``, ``eps``, a pair field) for bad input.
+      TypeError: naming ``pair``, for anything but a :class:`~jaxshuffle.pair.TwoCountPair`.
     """
     flat, values, shape = prepare_batch(pair, n, eps, "eps", "hockey_stick")
     u, v, w, r0, r1, n_, e_ = values
@@ -534,6 +558,20 @@ def hockey_stick(pair: TwoCountPair, n, eps) -> jax.Array:
     """``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` of the pair for ``n`` users (float64 array).
 
     The central estimate; :func:`hockey_stick_bounds` gives the certified band around it.
-    Broadcasts over the pair's batch shape, ``n`` and ``eps`` (any real ``eps``).
+    Broadcasts over the pair's batch shape, ``n`` and ``eps`` (any real ``eps``). The divergence:
+    docs/math.md section 2.
+
+    Args:
+      pair: the :class:`~jaxshuffle.pair.TwoCountPair` (any batch shape).
+      n: number of users, a finite integer >= 1.
+      eps: epsilon at which to evaluate, any real number.
+
+    Returns:
+      The divergence, float64, broadcast shape: an estimate, not certified (the certified band is
+        :func:`hockey_stick_bounds`'s ``lower``, ``upper``).
+
+    Raises:
+      ValueError: naming the parameter (``n``, ``eps``, a pair field) for bad input.
+      TypeError: naming ``pair``, for anything but a :class:`~jaxshuffle.pair.TwoCountPair`.
     """
     return hockey_stick_bounds(pair, n, eps).value

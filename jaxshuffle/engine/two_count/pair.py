@@ -49,8 +49,11 @@ class TwoCountPair:
     """Probabilities of the two-count pair; fields broadcast over any batch shape.
 
     Attributes:
-      u, v, w: the victim's marker probabilities under P (swapped u <-> v under Q).
-      r0, r1: each other user's probability of marker (1,0), (0,1).
+      u: the victim's probability of marker (1,0) under P (of (0,1) under Q: u <-> v swapped).
+      v: the victim's probability of marker (0,1) under P (of (1,0) under Q).
+      w: the victim's probability of marker (0,0), under P and Q alike.
+      r0: each other user's probability of marker (1,0).
+      r1: each other user's probability of marker (0,1).
       bound: ``"upper"`` if the pair dominates the shuffled mechanism (its epsilon
         is an upper bound when ``w == 0``), ``"lower"`` if the mechanism dominates
         the pair (Theorem 5.1: its epsilon is a lower bound).
@@ -123,7 +126,25 @@ def two_count_pair(u, v, w, r0, r1, *, bound: Bound = "upper", source: str = "cu
     """A pair from raw probabilities, validated when called eagerly.
 
     Requirements: ``u, v, w >= 0`` with ``u + v + w = 1``; ``r0, r1 >= 0`` with
-    ``r0 + r1 <= 1``.
+    ``r0 + r1 <= 1``. Definitions of the fields: docs/math.md section 1.
+
+    Args:
+      u: the victim's probability of marker (1,0) under P (of (0,1) under Q), in [0, 1].
+      v: the victim's probability of marker (0,1) under P (of (1,0) under Q), in [0, 1].
+      w: the victim's probability of marker (0,0), in [0, 1]; ``u + v + w = 1``.
+      r0: each other user's probability of marker (1,0), in [0, 1].
+      r1: each other user's probability of marker (0,1), in [0, 1]; ``r0 + r1 <= 1``.
+      bound: ``"upper"`` (default) if the pair dominates the mechanism it stands for (its epsilon
+        is an upper bound, certified only where ``w == 0``), ``"lower"`` if the mechanism dominates it.
+      source: short label of the theorem or reduction that produced the pair (default ``"custom"``).
+
+    Returns:
+      The pair, a :class:`TwoCountPair` with float64 fields broadcast together. Which side its epsilon is on
+        is what ``bound`` says; the pair itself is no bound until a search evaluates it.
+
+    Raises:
+      ValueError: naming the field (``u``, ..., ``"u+v+w"``, ``"r0+r1"``) for a value that is not a
+        probability model, or shapes that do not broadcast (eager calls only; traced points are not checked).
     """
     u, v, w, r0, r1 = (f64(x) for x in (u, v, w, r0, r1))
     broadcast_shapes_or_raise(u=u, v=v, w=w, r0=r0, r1=r1)
@@ -207,9 +228,26 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
     ``p = inf`` (multi-message rows of Table 4) gives ``alpha = 0``, ``alpha p = beta``:
     ``u = beta, v = 0, w = 1 - beta, r = beta/q``. Rounding: :func:`vr_fields`.
 
-    Raises ValueError (eagerly) if ``p < 1``, ``beta`` is outside
-    ``[0, (p-1)/(p+1)]``, any ``q < 1``, or the others' marker probabilities exceed 1
-    in total. Under tracing, invalid points become NaN fields (engine status INVALID).
+    Under tracing, invalid points become NaN fields (engine status INVALID).
+
+    Args:
+      p: probability ratio ``e^eps0`` (>= 1; ``inf`` for the multi-message rows); with ``q0, q1``,
+        the Theorem 5.1 ratio ``p0``.
+      beta: total variation, in ``[0, (p-1)/(p+1)]`` (in ``[0, 1]`` when ``p = inf``).
+      q: blanket ratio (>= 1) of the Theorem 4.7 upper pair; give either ``q`` or both ``q0`` and ``q1``.
+      q0: Theorem 5.1 ratio (>= 1) of the victim's ``x0`` mass on ``Y0`` to the other users' (lower pair).
+      q1: Theorem 5.1 ratio (>= 1) of the victim's ``x1`` mass on ``Y1`` to the other users' (lower pair).
+
+    Returns:
+      The pair, a :class:`TwoCountPair`: with ``q``, the upper pair (``bound="upper"``, source
+        ``"vr-thm4.7"``): its epsilon is a certified upper bound (errs high) only where ``certified``
+        (``w == 0``), elsewhere the paper's value, not certified; with ``q0, q1``, the lower pair
+        (``bound="lower"``, source ``"vr-thm5.1"``): its epsilon is a lower bound (errs low).
+
+    Raises:
+      ValueError: naming the parameter (eagerly) if ``p < 1``, ``beta`` is outside
+        ``[0, (p-1)/(p+1)]``, any ``q < 1``, the others' marker probabilities exceed 1
+        in total, or neither (or both) of ``q`` and ``(q0, q1)`` is given.
     """
     lower = q is None
     if lower and (q0 is None or q1 is None):
@@ -267,6 +305,16 @@ def stronger_clone_pair(eps0) -> TwoCountPair:
     clone condition with ``r = 1/(p+1)`` (k-ary RR, binary RR on two options; docs/math.md 5.4); its
     general proof for every eps0-LDP randomizer was withdrawn by its authors, so for other
     randomizers use :func:`standard_clone_pair` (``amplify`` picks the proven one).
+
+    Args:
+      eps0: local budget, in [0, 700] (any shape).
+
+    Returns:
+      The pair, a :class:`TwoCountPair` (``bound="upper"``, ``w = 0``): its epsilon is a certified upper bound
+        (errs high) for the randomizers named above; for other eps0-LDP randomizers, not certified.
+
+    Raises:
+      ValueError: naming ``eps0``, for a value outside [0, 700] (eager calls; traced: NaN fields).
     """
     return _clone_pair(eps0, lambda p: 1.0 / (p + 1), "stronger-clone")
 
@@ -275,7 +323,17 @@ def standard_clone_pair(eps0) -> TwoCountPair:
     """Standard clone (Feldman, McMillan, Talwar 2021) for an eps0-LDP randomizer.
 
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = e^-eps0 / 2``. Sound upper bound,
-    looser than the stronger clone.
+    looser than the stronger clone (docs/math.md 5.4).
+
+    Args:
+      eps0: local budget, in [0, 700] (any shape).
+
+    Returns:
+      The pair, a :class:`TwoCountPair` (``bound="upper"``, ``w = 0``): its epsilon is a certified upper bound
+        (errs high) for every eps0-LDP randomizer.
+
+    Raises:
+      ValueError: naming ``eps0``, for a value outside [0, 700] (eager calls; traced: NaN fields).
     """
     return _clone_pair(eps0, lambda p: 0.5 / p, "standard-clone")
 

@@ -56,14 +56,17 @@ MAX_WINDOW = 1 << 22
 class Plan(NamedTuple):
     """Static shape of one compiled divergence program.
 
-    window: number of others' counts ``c`` summed (a power of two).
-    block: chain block length; one continued-fraction tail anchors each block.
-    max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
-    symmetric: all points have ``r0 == r1``, so one direction gives both.
-    linear: pmfs along the window by exact ratios in linear space (fast), made for points
-      where :func:`linear_safe` holds (:func:`bucket_plans` checks); elsewhere the band
-      widens or, where a ratio leaves float range, becomes ``[0, inf]``: still sound.
-      Default: log space (any point).
+    The divergence it computes: docs/math.md section 2.
+
+    Attributes:
+      window: number of others' counts ``c`` summed (a power of two).
+      block: chain block length; one continued-fraction tail anchors each block.
+      max_step: largest ``|k_{c+1} - k_c|`` the chain handles (larger is flagged).
+      symmetric: all points have ``r0 == r1``, so one direction gives both.
+      linear: pmfs along the window by exact ratios in linear space (fast), made for points
+        where :func:`linear_safe` holds (:func:`bucket_plans` checks); elsewhere the band
+        widens or, where a ratio leaves float range, becomes ``[0, inf]``: still sound.
+        Default: log space (any point).
     """
 
     window: int
@@ -245,6 +248,20 @@ def plan_for(pair: TwoCountPair, n, delta) -> Plan:
     call :func:`jaxshuffle.epsilon` with ``plan=`` inside ``jit``/``grad``. Points that move
     outside what the plan covers stay certified: the window's dropped mass is recomputed from
     the actual point and a larger threshold step makes the point claim nothing.
+
+    Args:
+      pair: the :class:`~jaxshuffle.pair.TwoCountPair` (any batch shape, concrete values).
+      n: number of users, a finite integer >= 1, broadcast against the pair and ``delta``.
+      delta: target delta in (0, 1).
+
+    Returns:
+      The plan, a :class:`Plan`: static shapes (window, block, threshold step, symmetry, linear or log space)
+        for ``epsilon(pair, n, delta, plan=plan)``; a plan, not a bound.
+
+    Raises:
+      ValueError: naming the parameter (``n``, ``delta``, a pair field) for invalid input, or ``n``
+        for a window beyond what the engine holds (with the largest supported ``n``).
+      TypeError: naming ``pair``, for anything but a :class:`~jaxshuffle.pair.TwoCountPair`.
     """
     flat, values, _ = prepare_batch(pair, n, delta, "delta", "plan_for")
     u, v, w, r0, r1, n_, d_ = values

@@ -290,13 +290,10 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
             max_iter: int = 60, memory: float | None = None) -> EpsilonBracket:
     """Certified epsilon bracket of the pair for ``n`` users at ``delta``.
 
-    Returns :class:`EpsilonBracket` with ``lower``, ``upper`` (float64 arrays of the
-    broadcast shape of the pair, ``n`` and ``delta``), ``status`` (:class:`Status`) and the
-    iteration count. Certified: ``hockey_stick(lower) > delta >= hockey_stick(upper)``
+    Certified: ``hockey_stick(lower) > delta >= hockey_stick(upper)``
     after every float error and truncation is accounted for, so ``lower <= eps <= upper``
-    where ``eps = min{e >= 0 : max(D_{e^e}(P||Q), D_{e^e}(Q||P)) <= delta}``.
-    ``upper`` is the pair's upper bound (a bound on the mechanism only where
-    ``pair.certified``); ``lower`` errs low. Typically ``upper - lower <= rtol * upper``.
+    where ``eps = min{e >= 0 : max(D_{e^e}(P||Q), D_{e^e}(Q||P)) <= delta}`` (the search and its
+    certificates: docs/math.md section 9). Typically ``upper - lower <= rtol * upper``.
 
     ``upper`` is differentiable (``jax.grad``/``jvp``) in the pair's continuous
     parameters and ``delta``.
@@ -308,6 +305,27 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
     works inside ``jit``: nothing raises there, an invalid point gets ``status = INVALID``,
     ``lower = 0``, ``upper = inf``; a point the plan does not cover stays certified (wider
     band, or no claim), see :mod:`jaxshuffle.plan`.
+
+    Args:
+      pair: the :class:`~jaxshuffle.pair.TwoCountPair` (any batch shape).
+      n: number of users, a finite integer >= 1, broadcast against the pair and ``delta``.
+      delta: target delta in (0, 1).
+      plan: a :class:`~jaxshuffle.plan.Plan` from :func:`jaxshuffle.plan_for`, for calls inside ``jit``;
+        ``None`` (default) plans here from concrete values.
+      rtol: relative width of the bracket, in (0, 1).
+      max_iter: iteration cap of the search (``status = MAX_ITER`` where it is reached; still certified).
+      memory: bytes a batched call may hold (default :data:`jaxshuffle.plan.DEFAULT_MEMORY_BYTES`).
+
+    Returns:
+      The bracket, an :class:`EpsilonBracket` with ``lower``, ``upper`` (float64 arrays of the broadcast shape
+        of the pair, ``n`` and ``delta``), ``status`` (:class:`Status`) and the iteration count. ``upper`` is
+        the pair's certified upper bound (errs high; a bound on the mechanism only where ``pair.certified``);
+        ``lower`` is a certified lower bound (errs low).
+
+    Raises:
+      ValueError: naming the parameter (``rtol``, ``n``, ``delta``, a pair field) for bad input
+        (without ``plan``; under ``jit`` nothing raises).
+      TypeError: naming ``pair`` or ``plan``, for an object of the wrong kind.
 
     Example::
 
