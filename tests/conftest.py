@@ -1,6 +1,7 @@
 """Test configuration: float64, JAX's strictest promotion rules, derandomized Hypothesis, the slow tier.
 
-``pytest -m "not slow"`` is the fast tier for the development loop (a few minutes on 2 cores);
+``pytest -m "not slow"`` is the fast tier for the development loop (under 3 minutes on 2 cores: a test
+that compiles programs of its own for more than a few seconds is marked slow);
 CI runs everything. Hypothesis is derandomized for every test (profile ``jaxshuffle``), so a CI
 run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws fresh examples locally.
 """

@@ -208,6 +208,7 @@ def test_krr_amplify_blanket_between_exact_bounds():
     assert (src[smaller & (src != UpperSource.TV)] == UpperSource.BLANKET).all()
 
 
+@pytest.mark.slow
 def test_upper_from_rejects_bad_values():
     with pytest.raises(ValueError, match=r"^upper_from: must be one of"):
         amplify(R.grr(1.0, 3), 10, 0.01, upper_from="clone")
@@ -215,6 +216,7 @@ def test_upper_from_rejects_bad_values():
         amplify(R.general(1.0), 10, 0.01, upper_from="blanket")
 
 
+@pytest.mark.slow
 def test_multi_message_blanket_count():
     """Balcer et al. (uniform blanket bits): the pair is exact; n users send n*m blanket bits."""
     m, n, delta = 2, 3, 0.05
@@ -399,6 +401,7 @@ def test_calibrate_eps0_never_overshoots(target, n, k):
     assert re_up[1] > target  # so value is within rtol of the largest feasible eps0
 
 
+@pytest.mark.slow
 def test_calibrate_n_smallest():
     # the two-count rules: the k-RR blanket's plans change with every probed n (a cold blanket
     # calibrate_n compiles ~13 programs, ~110 s on 2 cores); the search logic is the same
@@ -428,12 +431,14 @@ def test_calibration_errors():
         calibrate_n("grr", 0.5, 1e-6, eps0=1.0, k=3, zz=1)
 
 
+@pytest.mark.slow
 def test_calibrate_with_callable():
     cal = calibrate_eps0(lambda e: R.grr(e, 3), np.array([0.3, 0.6]), 2, 0.01, rtol=1e-3)
     assert (np.asarray(cal.upper) <= [0.3, 0.6]).all()
     assert (np.asarray(cal.status) == CalibrationStatus.CONVERGED).all()
 
 
+@pytest.mark.slow
 def test_calibrate_n_unattainable_answers_at_once_with_the_best_reachable_value():
     """Issue reproducer: the target is unattainable below the cost cap; one probe, not minutes."""
     cal = calibrate_n("general", 1e-4, 1e-10, eps0=5.0)
@@ -444,6 +449,7 @@ def test_calibrate_n_unattainable_answers_at_once_with_the_best_reachable_value(
     assert float(cal.upper) == float(direct)
 
 
+@pytest.mark.slow
 def test_eager_amplify_compiles_only_its_searches():
     """amplify on plain values computes its jobs and their combination in numpy: a first call of a
     new shape compiles the searches (``call``) and JAX's copies to the device (``stage``), and none

@@ -82,6 +82,7 @@ def _mp_log_sf_by_summation(n, k, p):
         return float(mp.log1p(-s))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,p", [(50, 0.5), (1_000, 0.3), (100_000, 0.5), (10_000_000, 0.5), (100_000_000, 2e-6)])
 def test_log_sf_matches_exact_summation(n, p):
     sd = math.sqrt(n * p * (1 - p))

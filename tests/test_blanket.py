@@ -61,6 +61,7 @@ def test_dataset_sum_forms_equal_exact():
             assert abs(krr_delta(eps0, k, n, eps, "all_z") - ex_z) <= 1e-10 * ex_z
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, max_examples=40)
 @given(eps0=st.floats(0.1, 5.0), k=st.sampled_from([2, 3, 4, 5, 10]), n=st.integers(1, 60),
        frac=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
@@ -87,6 +88,7 @@ def test_band_contains_enumeration(eps0, k, n, frac, kind):
             assert abs(float(d.q_mass) + fwd) <= slack
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, max_examples=40)
 @given(eps0=st.floats(0.1, 5.0), k=st.sampled_from([2, 3, 4, 5, 10]), n=st.integers(1, 60),
        frac=st.floats(0.05, 1.0), back=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
@@ -126,6 +128,7 @@ def test_tangent_below_the_certified_band_at_large_n():
         assert line <= float(div(jnp.float64(e2)).upper)
 
 
+@pytest.mark.slow
 def test_recurrence_matches_anchors():
     """docs blanket "recurrences": one-step blocks (a continued-fraction anchor at every s) agree with long ones."""
     plan = SMALL._replace(block=1)
@@ -134,6 +137,7 @@ def test_recurrence_matches_anchors():
     assert abs(float(a.value) - float(b.value)) <= 1e-12 * float(b.value)
 
 
+@pytest.mark.slow
 def test_edge_cases():
     """eps0 = 0 gives 0; k = 2 has no z category; a tiny plan charges the uncovered mass (still sound)."""
     r = bl.blanket_epsilon(0.0, 3, 10, 1e-3, plan=SMALL)
@@ -146,6 +150,7 @@ def test_edge_cases():
     assert float(d.lower) <= ref * (1 + REF_REL) and float(d.upper) >= ref * (1 - REF_REL)
 
 
+@pytest.mark.slow
 def test_bad_input():
     with pytest.raises(ValueError, match="eps0"):
         bl.blanket_epsilon(-1.0, 3, 10, 1e-3)
@@ -160,6 +165,7 @@ def test_bad_input():
     assert int(out.status[0]) == Status.INVALID and float(out.upper[0]) == np.inf and float(out.lower[0]) == 0.0
 
 
+@pytest.mark.slow
 def test_n2_equals_exact():
     """MATH 5/7: n = 2, k = 3, eps0 = 1, delta = 0.01: (B1) equals the exact shuffled 3-RR (0.9694082)."""
     m = np.asarray(grr_matrix(3, 1.0))
@@ -377,6 +383,7 @@ def test_plan_groups_bound_the_cost_of_shared_plans(eps0, n, k, four):
                                                                                             kinds=kinds).sum()
 
 
+@pytest.mark.slow
 def test_a_batch_split_into_groups_gives_each_point_its_own_plans_values(monkeypatch):
     """Two points whose own plans differ (window 1024, 16 lines, step 7; window 256, 48 lines, step 153)
     form two groups once the free allowance is off (they are cheap: by default one program serves both),
@@ -401,6 +408,7 @@ def test_empty_batches_give_empty_results():
     assert np.shape(bl.blanket_lower_epsilon(np.array([]), 3, 1e4, 1e-6).lower) == (0,)
 
 
+@pytest.mark.slow
 def test_amplify_runs_the_exact_lower_lanes_only_within_the_cost_cap(monkeypatch):
     """Where the blanket lane is within AUTO_MAX_CELLS but the merged four-lane plan is not, amplify
     runs the blanket lane alone (its certified upper) and keeps the two-count lower bound, instead of
@@ -427,6 +435,7 @@ def test_amplify_runs_the_exact_lower_lanes_only_within_the_cost_cap(monkeypatch
     assert low[1] == max(float(bl.krr_bounds(1.0, 10, 1e4, 1e-6).lower), float(np.asarray(two_count.lower)[1]))
 
 
+@pytest.mark.slow
 def test_amplify_skips_the_blanket_above_its_cost_cap():
     """The automatic blanket source runs only points of bounded cost (plan.AUTO_MAX_CELLS; n = 1e10 at
     k = 10 would take minutes per point): in one batch, n = 1e4 gets the blanket bound and n = 1e10

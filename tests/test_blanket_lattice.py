@@ -47,6 +47,7 @@ def random_form(rng, C):
     return w, c
 
 
+@pytest.mark.slow
 def test_lattice_bounds_enumeration_and_is_tight():
     """Random forms (5 and 6 categories, coefficients of both signs), n up to 30: the certified value
     is never below the enumerated one, and above it by at most what the lattice can add (``h``:
@@ -102,6 +103,7 @@ def test_all_negative_and_float_noise_edges():
     assert la.default_bins(1) == la.MIN_BINS and la.default_bins(1e9) == la.LATTICE_BINS
 
 
+@pytest.mark.slow
 def test_refined_matrix_bound_is_lower_and_still_certified():
     """2-subsets of 5 (ten messages, five blanket categories: coarsened): the lattice lowers the
     certified upper, which stays above the certified lower bound, and no dataset of the others (all

@@ -91,6 +91,7 @@ def test_sum_form_is_exact_for_datasets_and_bounds_every_dataset():
     assert checked > 150
 
 
+@pytest.mark.slow
 def test_victim_only_mass_is_needed():
     """MATH 7: R = [[1/2, 1/2, 0], [0, 1/2, 1/2]] has exact delta 1/2 at every eps; the victim-only term gives it."""
     R = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
@@ -102,6 +103,7 @@ def test_victim_only_mass_is_needed():
     assert bm.matrix_bounds(R, 3, 0.1, plan=SMALL).upper == np.inf
 
 
+@pytest.mark.slow
 def test_coarsening_rounds_to_the_right_side():
     """18.3: coarsening more than four categories rounds E[(sum)_+] up (upper) or down (lower); exact at <= 4."""
     rng = np.random.default_rng(1)
@@ -155,6 +157,7 @@ def test_engine_brackets_exact_on_random_matrices():
     assert counts["mechanisms"] == 6 and counts["datasets"] > 60
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=10)
 @given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 5), log_delta=st.floats(-5, -1))
 def test_engine_property(seed, n, log_delta):
@@ -163,6 +166,7 @@ def test_engine_property(seed, n, log_delta):
     _check_engine(R, n, 10 ** log_delta, {"datasets": 0, "mechanisms": 0})
 
 
+@pytest.mark.slow
 def test_search_keeps_certified_ends_and_converges():
     """18.5: the bracket search (ITP steps). On every lane of 8 random 3 x 4 matrices, both sides: the kept
     end is certified by a fresh evaluation (upper lanes: the certified upper value at ``hi`` is ``<= delta``;
@@ -198,6 +202,7 @@ def test_search_keeps_certified_ends_and_converges():
     print("steps per lane:", np.bincount(it))
 
 
+@pytest.mark.slow
 def test_krr_through_the_general_path():
     """18.5: k-RR's matrix through the general engine agrees with krr_bounds within the certified bands;
     MATH 7's cross-check (n = 2, k = 3, eps0 = 1, delta = 0.01: 0.9694082, the exact value)."""
@@ -297,6 +302,7 @@ def test_snap_merges_float_noise_on_the_side_of_the_bound(seed, upper):
     assert np.array_equal(matrix_forms._snap(apart, upper), apart)
 
 
+@pytest.mark.slow
 def test_binary_rr_forms_merge_to_five_categories_and_stay_sound():
     """Binary RR's entries agree only up to ulps (e^eps0 as 2.7182818284590455 and ...046): unsnapped, a
     pair's blanket form has 8 categories, snapped 5 (the 4 bit patterns of (y_x0, y_x1) and the null
@@ -334,6 +340,7 @@ def test_amplify_keeps_the_two_count_bound_where_a_row_builds_no_matrix():
     assert calibrate._probed_source(RZ.grr(1.0, 10), "best") == "best"
 
 
+@pytest.mark.slow
 def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
     """Hadamard response K = 8: with the exact datasets' forms, n = 1e5 would take the matrix engine over
     a minute (matrix_cells about 16 times MATRIX_AUTO_MAX_CELLS); its blanket forms alone, under their
@@ -351,6 +358,7 @@ def test_amplify_skips_the_matrix_engine_above_its_cost_cap():
     assert not np.isfinite(float(rep.blanket))
 
 
+@pytest.mark.slow
 def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(monkeypatch):
     """Hadamard response K = 8 at n = 1e3: the blanket forms alone cost 1.3e5 cells, with the exact
     datasets' forms 2.7e5. With the cap between the two, amplify runs the upper forms alone (the value
@@ -376,6 +384,7 @@ def test_amplify_runs_the_matrix_upper_alone_where_the_datasets_cost_too_much(mo
     assert float(rep.lower) == float(two_count.lower)
 
 
+@pytest.mark.slow
 def test_matrix_bounds_report_their_search_status():
     """The matrix engine's statuses come from each search's own bracket, and amplify passes them on."""
     import jaxshuffle as js

@@ -88,6 +88,7 @@ def test_calibrate_eps0_over_rounds_follows_the_composed_epsilon_rule():
         calibrate_eps0("grr", target, n, delta, k=k, rounds=T, blanket_points=1)
 
 
+@pytest.mark.slow
 def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pair(monkeypatch):
     """Above amplify's automatic cost cap (k-RR at n = 1e10, eps0 <= 1 is: checked first), the
     calibration, like amplify, runs no blanket probe, and its answer is re-certified by amplify, whose

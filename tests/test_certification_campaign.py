@@ -116,6 +116,7 @@ def _regression_arrays():
             [REGRESSION[p] for p in pts], pts)
 
 
+@pytest.mark.slow
 def test_regression_points_krr_bounds():
     e, k, n, exact, pts = _regression_arrays()
     res = jaxshuffle.krr_bounds(e, k, n, DELTA_REG)
@@ -125,6 +126,7 @@ def test_regression_points_krr_bounds():
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_regression_points_amplify():
     e, k, n, exact, pts = _regression_arrays()
     res = jaxshuffle.amplify(grr(e, k), n, DELTA_REG)

@@ -29,6 +29,7 @@ def run(capsys, argv):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_done_when_plain(capsys):
     code, out, err = run(capsys, DONE_WHEN)
     assert code == 0 and err == ""
@@ -40,6 +41,7 @@ def test_done_when_plain(capsys):
     assert "eps >= 0.969408" in out  # Theorem 5.1 lower bound (x* = x0) is exact here
 
 
+@pytest.mark.slow
 def test_done_when_json_schema(capsys):
     code, out, _ = run(capsys, DONE_WHEN + ["--json"])
     assert code == 0
@@ -69,6 +71,7 @@ def test_grid_is_cartesian(capsys):
     assert all(r["has_lower"] is False and r["lower"] == 0.0 for r in rows)
 
 
+@pytest.mark.slow
 def test_calibrate_eps0_cli(capsys):
     code, out, _ = run(capsys, ["calibrate", "--randomizer", "grr", "--k", "3", "--target", "0.5", "--n", "2",
                                 "--delta", "0.01", "--json"])
@@ -145,12 +148,14 @@ def test_subprocess_smoke(tmp_path):
     assert bad.stderr.strip() == "jaxshuffle: error: k: must be an integer >= 2, got 1"
 
 
+@pytest.mark.slow
 def test_sandwich_cli_shows_the_counterexample(capsys):
     assert cli.main(["sandwich", "--grr", "3", "--eps0", "1", "--n", "2", "--delta", "0.01"]) == 0
     out = capsys.readouterr().out
     assert "0.969408" in out and "0.914553" in out and "NOT an upper bound" in out
 
 
+@pytest.mark.slow
 def test_sandwich_cli_json_and_errors(capsys):
     assert cli.main(["sandwich", "--matrix", "0.7,0.3;0.3,0.7", "--n", "3", "--delta", "0.01", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -190,6 +195,7 @@ def test_sweep_entry_point_uses_every_cpu_core_unless_told():
     assert os.environ.get("XLA_FLAGS") == before
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("release_programs_after")
 def test_compose_json_brackets_and_beats_basic_composition(capsys):
     code, out, err = run(capsys, ["compose", "--randomizer", "grr", "--k", "10", "--eps0", "1", "--n", "1e4",
@@ -211,6 +217,7 @@ def test_compose_json_brackets_and_beats_basic_composition(capsys):
     assert rows[1]["upper"] == rows[1]["blanket_pld"] < 0.8 * rows[1]["pld"]
 
 
+@pytest.mark.slow
 def test_compose_plot_draws_the_rounds_curve(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "rounds.png"
@@ -234,6 +241,7 @@ def test_compose_bad_input_is_one_line(capsys, argv, pattern):
     assert code == 2 and out == "" and pattern in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_epsilon_folds_in_a_catalog_rows_matrix(capsys):
     """subset-selection carries its matrix (docs/math.md 18.6): the CLI's default gives amplify's upper,
     the smallest of the worst-case pair and the matrix blanket bound, with its source named."""

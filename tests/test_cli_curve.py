@@ -62,6 +62,7 @@ def _pair(argv):
     return curve_round(params, float(opt["--n"]), rounds, blanket_points=bp)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["grr", "general"])
 def test_curve_is_the_pairs_certified_delta(runs, name):
     rows, curve, argv = runs[name]
@@ -81,6 +82,7 @@ def test_curve_is_the_pairs_certified_delta(runs, name):
             assert delta[eps == at].size == 1 and delta[eps == at][0] <= row["delta"]
 
 
+@pytest.mark.slow
 def test_curve_replaces_its_own_files_only(runs, tmp_path):
     assert runs["png"][:8] == b"\x89PNG\r\n\x1a\n" and len(runs["png"]) > 10_000  # general's run replaced grr's
     argv = ["compose", *GRR, "--rounds", "5", "--delta", "1e-6"]

@@ -102,6 +102,7 @@ def test_catalog_rows_name_their_proof():
     assert not bool(rep.paper_certified)  # the paper's pair uses the stronger clone's constant: not proven here
 
 
+@pytest.mark.slow
 def test_hadamard_and_rappor_matrices_stay_below_their_certified_pair_at_small_n():
     """Exact enumeration (every dataset of the others, every ordered pair of inputs) of Hadamard response
     (K = 4, 8) and RAPPOR on 3 options at n = 3: below the certified clone pair of their catalog rows."""
@@ -117,6 +118,7 @@ def test_hadamard_and_rappor_matrices_stay_below_their_certified_pair_at_small_n
         assert worst <= float(rep.upper), (K, worst, float(rep.upper))
 
 
+@pytest.mark.slow
 def test_sweep_results_name_the_proof_of_their_worst_case_pair(tmp_path):
     """A sweep's ``clone_proof`` column: the standard clone for ``general``, the stronger one for k-ary RR,
     equal to ``amplify``'s ``clone_proof`` at the same points; ``worst_case`` is that proof's value."""
@@ -130,6 +132,7 @@ def test_sweep_results_name_the_proof_of_their_worst_case_pair(tmp_path):
         np.testing.assert_allclose(res["worst_case"], np.asarray(rep.worst_case), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_composed_rounds_name_the_proof_of_their_pair():
     """Composition over rounds says which proof certified its rounds' pair: the standard clone for
     ``general`` (T = 1 equals ``amplify``'s standard-clone bound), the stronger one for k-ary RR;
@@ -185,6 +188,7 @@ def test_calibration_refuses_the_scaled_pair_where_it_is_not_proven():
         calibrate_n(R.general(1.0), 0.5, 1e-6, scaled_variant=True)
 
 
+@pytest.mark.slow
 def test_calibration_names_the_proof_of_its_pair():
     """A calibration says which clone proof certifies its answer: the standard clone for ``general``,
     the stronger one for k-ary RR, as ``amplify`` at the calibrated value."""

@@ -398,6 +398,7 @@ def _vr_fields_any_p(p, beta, q):
     return vr_pair_fields(p, beta, q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [cf.vr_theorem42, cf.vr_theorem43], ids=["thm4.2", "thm4.3"])
 def test_vr_closed_forms_dominate_their_pair(fn):
     rng = np.random.default_rng(21 if fn is cf.vr_theorem42 else 22)
@@ -483,6 +484,7 @@ def test_blanket_specific_dominates_exact_krr():
     assert checked >= 10
 
 
+@pytest.mark.slow
 def test_metric_closed_forms_dominate_their_pair():
     rng = np.random.default_rng(25)
     C = 30
@@ -840,6 +842,7 @@ def test_local_metric_candidates_are_feasible_and_pareto(corollary, n):
     assert len(front) == int(pareto.sum())
 
 
+@pytest.mark.slow
 def test_local_metric_solver_jit_and_vector_input():
     target = np.array([0.5, 1.0, 2.0, 0.0])
     for corollary in (1, 2):

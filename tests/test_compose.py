@@ -95,6 +95,7 @@ def test_round_pld_brackets_the_pairs_exact_composition(fields, n, T):
         assert r.upper_backward is not r.upper_forward
 
 
+@pytest.mark.slow
 def test_single_round_reproduces_the_engines_bracket():
     pair = js.stronger_clone_pair(1.0)
     b = js.epsilon(pair, 10_000, 1e-6)
@@ -118,6 +119,7 @@ def test_certified_composition_is_above_the_exact_shuffled_mechanism(others, T):
         assert np.all(composed_delta(A, B, T, eps) <= hi * (1 + 1e-9) + 1e-15)
 
 
+@pytest.mark.slow
 def test_must_show_t100_against_dp_accounting():
     """eps0 = 1, n = 1e4, delta = 1e-6, T = 100: dp_accounting on the same pair's PLD (~0.508)."""
     pytest.importorskip("dp_accounting")
@@ -148,6 +150,7 @@ def test_dp_accounting_from_the_pairs_exact_pmfs():
     assert abs(e_theirs - ours.upper) <= T * 2e-4
 
 
+@pytest.mark.slow
 def test_homogeneous_equals_heterogeneous_and_one_by_one():
     r = round_pld(js.stronger_clone_pair(1.0), 2_000, rounds=8)
     deltas = np.array([1e-4, 1e-6, 1e-8])
@@ -160,6 +163,7 @@ def test_homogeneous_equals_heterogeneous_and_one_by_one():
         np.testing.assert_allclose(other.lower, same.lower, atol=2 * step)
 
 
+@pytest.mark.slow
 def test_heterogeneous_rounds_and_a_gaussian_round():
     pytest.importorskip("dp_accounting")
     from dp_accounting import NeighboringRelation
@@ -213,6 +217,7 @@ def test_rdp_upper_bound_against_exact_renyi():
     assert np.all(bound <= np.array(exact_rdp) + orders * 1e-4 + 1e-9)
 
 
+@pytest.mark.slow
 def test_epsilon_over_rounds_shape_and_monotone():
     r = round_pld(js.stronger_clone_pair(1.0), 10_000, rounds=50)
     out = epsilon_over_rounds(r, [1, 10, 50], [1e-5, 1e-7])
@@ -222,6 +227,7 @@ def test_epsilon_over_rounds_shape_and_monotone():
     assert out.upper[2, 0] < basic / 3  # far below basic composition
 
 
+@pytest.mark.slow
 @settings(max_examples=8)
 @given(st.floats(0.2, 3.0), st.integers(3, 9), st.integers(2, 3))
 def test_property_clone_composition_brackets_enumeration(eps0, n, T):
@@ -277,6 +283,7 @@ def test_discrete_pld_fields():
     assert r.certified and r.max_loss == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_composed_epsilon_is_the_smallest_certified_bound():
     """docs/math.md 13.8: basic, advanced (DRV 2010 Thm III.3) and the PLD, each recomputed here."""
     from jaxshuffle.accountant import composed_epsilon
@@ -316,6 +323,7 @@ def hockey_stick(P, Q, eps):
     return np.array([np.sum(np.maximum(P - math.exp(e) * Q, 0.0)) for e in np.atleast_1d(eps)])
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 6), st.sampled_from([1e-3, 7e-3, 2e-2]), st.integers(2, 3))
 def test_property_connect_the_dots_dominates_the_profile_and_its_composition(seed, m, grid, T):
@@ -352,6 +360,7 @@ def test_connect_the_dots_of_exact_values_is_tight_on_its_grid():
     np.testing.assert_allclose(on_grid, exact_u, rtol=1e-9, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [5, 8])
 def test_blanket_composition_is_above_the_exact_shuffled_mechanism(n):
     """k-RR (k = 3, eps0 = 1) through a shuffler: exact histograms of several datasets of the others,
@@ -397,6 +406,7 @@ def test_blanket_round_reproduces_blanket_epsilon_and_dp_accounting():
     assert theirs - grid <= ten <= theirs + 2 * grid
 
 
+@pytest.mark.slow
 def test_blanket_pld_is_skipped_by_default_above_its_n_cap(monkeypatch):
     """composed_epsilon builds the k-RR blanket pair's PLD by default only up to BLANKET_PLD_MAX_N
     (its cost grows with n); above, that candidate is absent (inf). An explicit count builds it at any n

@@ -67,6 +67,7 @@ def test_compilation_cache_is_on_by_default_and_can_be_moved_or_switched_off(tmp
     assert res.returncode == 0 and res.stdout.strip() == "off", res.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_cli_info_and_cache_clear(tmp_path):
     env = {"JAXSHUFFLE_CACHE": str(tmp_path)}
     res = _run("""

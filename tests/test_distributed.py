@@ -48,6 +48,7 @@ def client():
 
 
 
+@pytest.mark.slow
 def test_dask_client_is_byte_identical_to_local(tmp_path, client, reference):
     res = sw.sweep(**SMALL, out=tmp_path / "dask", executor=client)
     assert (tmp_path / "dask" / "results.csv").read_bytes() == reference["small"]
@@ -61,6 +62,7 @@ def test_dask_client_is_byte_identical_to_local(tmp_path, client, reference):
     assert again.meta["timing"]["chunks_run"] == 0
 
 
+@pytest.mark.slow
 def test_get_executor_and_process_pool_are_byte_identical(tmp_path, client, reference):
     res = sw.sweep(**SMALL, out=tmp_path / "exec", executor=client.get_executor())
     assert (tmp_path / "exec" / "results.csv").read_bytes() == reference["small"]
@@ -76,6 +78,7 @@ def test_bad_executor_names_the_parameter():
         sw.sweep(**SMALL, executor=object())
 
 
+@pytest.mark.slow
 def test_chunk_failing_twice_is_reported_and_the_rest_finishes(tmp_path, monkeypatch, reference):
     """In-process threads, so the worker function can be patched: the chunk holding job 0 always fails."""
     real = dist_mod.run_chunk
@@ -174,6 +177,7 @@ def test_driver_stopped_then_resumed_is_identical(tmp_path, client, reference, m
     assert (out / "results.csv").read_bytes() == reference["longer"]
 
 
+@pytest.mark.slow
 def test_cli_scheduler_is_byte_identical(tmp_path, client, reference, capsys):
     from jaxshuffle import cli
 

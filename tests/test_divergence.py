@@ -66,6 +66,7 @@ def test_tangent_bounds_the_divergence_below_at_smaller_eps(asymmetric):
         assert np.all(line <= ref * (1 + 1e-12) + 1e-300), frac
 
 
+@pytest.mark.slow
 def test_tangent_with_a_truncated_window_against_scipy():
     """Large n (window truncated, partial cells at its ends): the tangent still lies below D."""
     from reference import hockey_stick_window_scipy
@@ -82,6 +83,7 @@ def test_tangent_with_a_truncated_window_against_scipy():
             assert line >= ref * (1 - 1e-2) if e2 == eps else True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,r0,r1,c_lo,window", [
     (1e6, 0.1, 0.1, 195904.0, 8192), (300.0, 1e-6, 1e-6, 0.0, 16), (1000.0, 0.3, 0.6, 772.0, 256),
     (50.0, 0.2, 0.1, 0.0, 64), (1e8, 1e-3, 2e-3, 291808.0, 16384), (300.0, 0.5, 0.5, 284.0, 16),
@@ -106,6 +108,7 @@ def test_window_weights_match_loader_within_their_bound(n, r0, r1, c_lo, window)
         assert W[c == n - 1] == 1.0 and np.all(W[c < n - 1] == 0.0)
 
 
+@pytest.mark.slow
 def test_matches_mpmath_on_tiny_n():
     rng = np.random.default_rng(3)
     uvw, r = random_pairs(rng, 6)
@@ -128,6 +131,7 @@ def test_negative_eps_identity_and_tv_at_zero():
     assert float(js.hockey_stick(pair, 25.0, 0.0)) == pytest.approx(ref, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_symmetries():
     """max over directions is invariant under swapping the markers; r0 == r1 makes u <-> v free."""
     rng = np.random.default_rng(11)
@@ -162,6 +166,7 @@ def test_infinite_loss_cell_kept_at_p_inf():
     assert d == pytest.approx(hockey_stick_enum(0.6, 0.0, 0.4, 0.3, 0.3, int(n), 40.0), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_large_n_band_is_tight_and_contains_scipy_reference():
     from reference import hockey_stick_window_scipy
 
@@ -188,6 +193,7 @@ def test_bad_input_raises_naming_the_parameter():
         js.hockey_stick(js.TwoCountPair(*(jnp.asarray(x) for x in (0.5, 0.5, 0.0, np.nan, 0.2))), 10.0, 0.1)
 
 
+@pytest.mark.slow
 def test_jit_convention_invalid_points_give_no_claim():
     plan = Plan(window=16, block=16, max_step=2, symmetric=False)
     u = jnp.array([0.6, 0.6, 0.6, 0.6])
@@ -223,6 +229,7 @@ def test_gradients_match_finite_differences():
         assert float(g) == pytest.approx(fd, rel=1e-5), i
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("linear", [True, False])
 def test_linear_and_log_neighbour_paths_match_enumeration(linear):
     """Both neighbour-pmf paths of the kernel (Plan.linear) on the same points, against enumeration.
@@ -252,6 +259,7 @@ def test_linear_and_log_neighbour_paths_match_enumeration(linear):
     assert np.all(width <= 1e-6)
 
 
+@pytest.mark.slow
 def test_step_ratios_out_of_float_range_flag_the_point():
     """A linear plan forced on a point it is not made for (linear_safe fails) makes no claim, never NaN."""
     from jaxshuffle.divergence import _log_base_by_steps

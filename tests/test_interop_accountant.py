@@ -44,6 +44,7 @@ def test_the_randomized_response_event_is_k_rr_at_its_local_epsilon():
     assert (spec.randomizer, spec.options["k"], spec.n) == ("grr", 10.0, 10_000)
 
 
+@pytest.mark.slow
 def test_ten_rounds_beside_ten_replace_one_gaussians_through_the_documented_path():
     """The worst-case pair (blanket_points=0): above the Gaussians alone, below 1.38, far above 0.670."""
     acc = ShufflePLDAccountant(blanket_points=0)
@@ -73,6 +74,7 @@ def test_must_show_pipeline_with_the_default_blanket_pair():
     assert gaussians_alone() < eps <= 1.379 and eps < worst.get_epsilon(1e-6)
 
 
+@pytest.mark.slow
 def test_shuffle_alone_is_never_below_jaxshuffles_own_composition():
     acc = ShufflePLDAccountant(blanket_points=0)
     acc.compose(EVENT, 25)

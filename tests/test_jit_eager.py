@@ -96,6 +96,7 @@ KRR_POINTS = [(0.2, 4, 5)] + [pytest.param(*x, marks=pytest.mark.slow)
                               for x in [(1.5, 5, 7), (math.log(2.0), 3, 2), (1.0, 2, 3)]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps0,k,n", KRR_POINTS)
 def test_krr_sum_forms_jitted_and_eager_contain_the_mpmath_value(eps0, k, n):
     for kind in KINDS:
@@ -133,6 +134,7 @@ def _random_cancelling_form(rng, t: float):
     return pS, pA, pC, x0, x1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,forms", [(38, 2), pytest.param(39, 8, marks=pytest.mark.slow)])
 def test_random_cancelling_sum_forms_jitted_and_eager_contain_the_mpmath_value(seed, forms):
     rng = np.random.default_rng(seed)
@@ -174,6 +176,7 @@ PAIRS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PAIRS))
 @pytest.mark.parametrize("eps0,n", [(1.0, 3), pytest.param(0.2, 2, marks=pytest.mark.slow),
                                     pytest.param(math.log(2.0), 5, marks=pytest.mark.slow),
@@ -234,6 +237,7 @@ def _mp_matrix_form(w, a0, a1, v0, v1, n: int, eps: float):
     return total / n + victim
 
 
+@pytest.mark.slow
 def test_matrix_engine_forms_jitted_and_eager_contain_the_mpmath_value():
     """The matrix engine's form divergence (coefficients rounded outward, coarsening, the blanket kernel,
     the victim-only term): both sides' bands, jitted and eager, contain (18.1) in mpmath, on a random

@@ -16,6 +16,7 @@ _p = st.one_of(st.sampled_from([0.0, 1e-300, 5e-324, 1e-16, 0.5, 1.0 - 1e-16, 1.
 _window = st.sampled_from([1, 2, 16, 64, 1024, 2**20])
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, max_examples=200)
 @given(trials=_trials, p=_p, window=_window)
 def test_window_start_twins_agree(trials, p, window):

@@ -32,6 +32,7 @@ def _snapshot(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_the_users_files(clean, tmp_path):
     out = copy_sweep(clean, tmp_path)
     notes = {out / "chunks" / "MY_NOTES.txt": "my notes", out / "notes.txt": "top notes",
@@ -49,6 +50,7 @@ def test_overwrite_keeps_the_users_files(clean, tmp_path):
             assert str(z["fingerprint"]) == json.loads((out / "sweep.json").read_text())["fingerprint"]
 
 
+@pytest.mark.slow
 def test_resume_keeps_foreign_dotfiles_and_removes_our_leftovers(clean, tmp_path):
     out = copy_sweep(clean, tmp_path)
     foreign = out / "chunks" / ".my-hidden-notes"

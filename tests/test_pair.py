@@ -50,6 +50,7 @@ def test_one_snap_rule_for_upper_and_lower_pairs():
     assert float(js.vr_pair(p, beta, q0=1.0, q1=p).w) == pytest.approx(1 - (p + 1) * beta / (p - 1), rel=1e-14)
 
 
+@pytest.mark.slow
 def test_rounding_level_w_never_rejects_a_lower_pair():
     """Reproducers of the VR-algebra seam: w came out as -3.5e-17 and the lower pair was rejected."""
     eps0 = np.linspace(0.01, 8.0, 800)

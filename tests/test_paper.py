@@ -44,6 +44,7 @@ def test_algorithm1_reproduces_table5(steps):
     np.testing.assert_allclose(got / grid, np.round(got / grid), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_algorithm1_is_a_certified_upper_bound_on_a_small_case():
     pair = js.stronger_clone_pair(np.array([0.5, 2.0]))
     got = np.asarray(algorithm1(pair, 200, 1e-3, steps=12))

@@ -13,6 +13,7 @@ from jaxshuffle.plan import plan_epsilon
 from jaxshuffle.search import Status
 
 
+@pytest.mark.slow
 def test_epsilon_under_jit_with_a_public_plan_matches_the_eager_call_and_has_gradients():
     e0 = jnp.array([0.5, 1.0, 2.0])
     plan = js.plan_for(js.stronger_clone_pair(e0), 1e4, 1e-6)
@@ -26,6 +27,7 @@ def test_epsilon_under_jit_with_a_public_plan_matches_the_eager_call_and_has_gra
     np.testing.assert_allclose(np.asarray(g), fd, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_jit_marks_invalid_points_invalid_never_a_number():
     plan = js.plan_for(js.stronger_clone_pair(1.0), 100, 1e-3)
     run = jax.jit(lambda e, n, d: js.epsilon(js.stronger_clone_pair(e), n, d, plan=plan))
@@ -36,6 +38,7 @@ def test_jit_marks_invalid_points_invalid_never_a_number():
         assert float(r.lower) == 0.0 and float(r.upper) == np.inf
 
 
+@pytest.mark.slow
 def test_a_point_outside_the_plan_stays_certified():
     """A plan made for n = 100 used at n = 1e5: the window misses mass, the band says so, no false claim."""
     plan = js.plan_for(js.stronger_clone_pair(1.0), 100, 1e-6)
@@ -51,6 +54,7 @@ def test_eps0_beyond_float_range_is_rejected_by_name():
         R.grr(710.0, 3)
 
 
+@pytest.mark.slow
 def test_degenerate_lower_pairs_are_planned_within_the_normal_budget():
     """Theorem 5.1 pairs of 2x2 matrices: r0 + r1 = 1 and w at rounding level used to plan a 1e6 step.
 

@@ -12,6 +12,7 @@ from jaxshuffle.accountant.compose import compose, compose_delta
 from jaxshuffle.accountant.pld import round_pld, shuffled_round
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(u=st.floats(0.55, 0.9), r0=st.floats(0.05, 0.45), r1=st.floats(0.05, 0.45), n=st.integers(2, 7),
        T=st.integers(1, 3), eps=st.lists(st.floats(-0.5, 2.5), min_size=1, max_size=6))
@@ -27,6 +28,7 @@ def test_compose_delta_is_above_the_pairs_exact_composed_delta(u, r0, r1, n, T, 
     assert np.all(exact <= ours * (1 + 1e-9) + 1e-15), (exact - ours).max()
 
 
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None)
 @given(eps0=st.floats(0.3, 3.0), k=st.integers(2, 12), n=st.sampled_from([50, 5_000]), T=st.integers(1, 40))
 def test_both_directions_of_the_curve_agree_on_the_safe_side(eps0, k, n, T):
@@ -66,6 +68,7 @@ def krr_matrix(eps0, k):
     return (np.ones((k, k)) + (e - 1) * np.eye(k)) / (e + k - 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,eps0,others", [(3, 1.0, (2, 2, 2, 2)), (3, 1.0, (0, 1, 2)), (4, 2.0, (0, 0, 3, 3, 1)),
                                            (2, 0.7, (0,))])
 def test_amplify_delta_is_above_the_exact_round(k, eps0, others):
@@ -82,6 +85,7 @@ def test_amplify_delta_is_above_the_exact_round(k, eps0, others):
         assert np.all(np.diff(curve.upper) <= 1e-15)
 
 
+@pytest.mark.slow
 def test_amplify_delta_picks_the_blanket_pair_for_k_rr_and_agrees_with_amplify():
     from jaxshuffle.accountant.curves import amplify_delta
 

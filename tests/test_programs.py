@@ -13,6 +13,7 @@ from jaxshuffle.plan import bucket_plans, padded_lanes, plan_epsilon
 from jaxshuffle.search import epsilon_with_plan
 
 
+@pytest.mark.slow
 def test_exported_program_gives_the_jitted_numbers_bit_for_bit(monkeypatch):
     from jaxshuffle import _programs
     monkeypatch.setattr(_programs, "QUICK_MAX_POINTS", 0)  # the optimised program (the quick one: next test)
@@ -30,6 +31,7 @@ def test_exported_program_gives_the_jitted_numbers_bit_for_bit(monkeypatch):
             np.testing.assert_array_equal(np.asarray(a)[ix], np.asarray(b)[:ix.size])
 
 
+@pytest.mark.slow
 def test_quick_program_agrees_with_the_optimised_one(monkeypatch):
     """A small batch's search is compiled without optimisation (_programs.QUICK_COMPILE_OPTIONS): the
     same computation up to the order of float operations, so its brackets agree with the optimised
@@ -76,6 +78,7 @@ def test_a_second_process_reuses_the_program_files(tmp_path):
     assert int(first.stdout.split()[1]) >= 1
 
 
+@pytest.mark.slow
 def test_krr_bounds_program_gives_the_differentiable_programs_numbers_bit_for_bit():
     """krr_bounds runs the blanket search exported and without its implicit-gradient root; the jitted
     program with the root (what blanket_epsilon_with_plan runs under grad) gives the same numbers."""

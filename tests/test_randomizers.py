@@ -422,6 +422,7 @@ def test_metric_laplace(d01, dmax):
               (math.exp(d01), math.tanh(d01 / 2), math.exp(dmax)))
 
 
+@pytest.mark.slow
 def test_planar_laplace_against_mpmath():
     """beta = (2/pi)(int_0^h K0 - h K0(h)), h = d01/2; int_0^h K0 by the Struve closed form."""
     mpmath.mp.dps = 30
@@ -600,6 +601,7 @@ def test_broadcasting_matches_scalar_calls():
         R.grr(np.ones(3), np.full(2, 3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(R.CATALOG))
 def test_every_entry_broadcasts_jits_and_is_a_pytree(name):
     entry = R.CATALOG[name]
@@ -618,6 +620,7 @@ def test_every_entry_broadcasts_jits_and_is_a_pytree(name):
         assert float(entry.lower(**entry.example).beta) == pytest.approx(float(base.beta), rel=1e-14)
 
 
+@pytest.mark.slow
 def test_traced_invalid_points_are_nan_and_vmap():
     out = jax.jit(R.grr)(jnp.array([1.0, -1.0, 1.0]), jnp.array([3.0, 3.0, 1.0]))
     assert bool(jnp.isfinite(out.beta[0])) and bool(jnp.isnan(out.beta[1])) and bool(jnp.isnan(out.p[2]))
@@ -699,6 +702,7 @@ def _strategy(arg: R.Arg):
                      allow_nan=False)
 
 
+@pytest.mark.slow
 def test_admit_beta_never_leaves_beta_short():
     """admit_beta raises p (never lowers it) until (p-1)/(p+1) >= beta in float, for every beta scale and
     p a few ulps below (1+beta)/(1-beta): callers rely on it and no longer cap beta afterwards."""

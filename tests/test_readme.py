@@ -83,6 +83,7 @@ def _namespace_before(page: str, index: int) -> dict:
     return session["namespace"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page,index", [(_name(p), i) for p in PAGES for i in range(len(_examples(p)))])
 def test_python_example_prints_its_output(page, index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -44,6 +44,7 @@ def test_each_distinct_round_is_built_once(monkeypatch):
     assert len(built) == 2 and acc.rounds[0][1] == 4
 
 
+@pytest.mark.slow
 def test_state_dict_round_trip_through_json_gives_identical_answers():
     import jaxshuffle as js
     from jaxshuffle.accountant.pld import round_pld

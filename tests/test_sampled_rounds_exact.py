@@ -67,6 +67,7 @@ def _check_krr(ks, eps0s, ns, gs, deltas):
     return checked
 
 
+@pytest.mark.slow
 def test_krr_sampled_round_brackets_the_exact_value():
     assert _check_krr((2, 3), (1.0,), (2, 5), (0.1, 0.5, 0.9), (1e-2, 1e-6)) == 24
 
@@ -92,6 +93,7 @@ def _check_matrix(M, ns, gs, deltas):
     return checked
 
 
+@pytest.mark.slow
 def test_random_matrix_sampled_round_brackets_the_exact_value():
     """A random 3 x 3 eps0-LDP matrix through the matrix route (the matrix engine on R_g, or the three-count
     pair with the matrix's clone constant where smaller)."""
@@ -112,6 +114,7 @@ def _same(a, b):
                for x, y in zip(a, b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("matrix", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_rate_one_is_todays_report_bit_for_bit(matrix):
     """g = 1 takes today's path: every field equal, NaN for NaN, for k-RR and for a matrix; a batch that mixes

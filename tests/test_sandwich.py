@@ -9,6 +9,7 @@ from jaxshuffle.exact import OrderViolation, grr_matrix, matrix_vr_parameters, s
 from jaxshuffle.exact import soundness as S
 
 
+@pytest.mark.slow
 def test_paper_counterexample_is_reported_not_certified():
     r = sandwich(grr_matrix(3, 1.0), 0, 1, 2, 0.01)
     assert r.exact == pytest.approx(0.969408, abs=1e-6)
@@ -18,6 +19,7 @@ def test_paper_counterexample_is_reported_not_certified():
     assert any("NOT an upper bound" in line for line in r.lines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3, 4])
 @pytest.mark.parametrize("n", [2, 5, 12])
 def test_order_holds_for_k_ary_rr(k, n):
@@ -28,6 +30,7 @@ def test_order_holds_for_k_ary_rr(k, n):
         assert not r.paper_below_exact and r.upper <= r.paper * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_paper_value_falls_below_exact_in_known_cases():
     below = [sandwich(grr_matrix(k, 1.0), 0, 1, n, 0.01).paper_below_exact for k, n in [(3, 2), (3, 5), (4, 2), (4, 5)]]
     assert all(below)

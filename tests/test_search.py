@@ -42,6 +42,7 @@ def test_brackets_contain_enumerated_epsilon():
             assert upper[i] - lower[i] <= 1e-6 * upper[i]
 
 
+@pytest.mark.slow
 def test_certified_sides_hold_for_the_returned_bracket():
     pair = js.vr_pair(np.array([2.0, 5.0, 20.0]), np.array([0.2, 0.5, 0.7]), np.array([2.0, 3.0, 4.0]))
     n, delta = 500.0, 1e-5
@@ -138,6 +139,7 @@ def test_upper_is_differentiable_by_implicit_function_theorem():
     assert float(g_n) == pytest.approx(float(fd_n), rel=1e-3)
 
 
+@pytest.mark.slow
 def test_jit_convention_invalid_points():
     plan = Plan(window=16, block=16, max_step=2, symmetric=True)
     u, v, w = jnp.full(4, 0.7), jnp.full(4, 0.3), jnp.zeros(4)

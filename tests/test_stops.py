@@ -75,6 +75,7 @@ def reference(tmp_path_factory) -> Path:
 # ------------------------------------------------------------------------------ SIGINT / SIGTERM
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)])
 def test_signal_stops_cleanly_and_resume_is_identical(tmp_path, reference, signame):
     signum = getattr(signal, signame)
@@ -192,6 +193,7 @@ def test_cli_main_keyboard_interrupt_is_one_line(monkeypatch, capsys):
 # ------------------------------------------------------------------------------ the lock
 
 
+@pytest.mark.slow
 def test_second_cli_writer_is_refused_or_waits(tmp_path, reference):
     """A second `jaxshuffle sweep` into the same --out stops with one line (exit 2); with --wait it waits
     for the lock and then finishes the sweep (here after the first was stopped with Ctrl-C)."""

@@ -41,6 +41,7 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
+@pytest.mark.slow
 def test_every_chunk_has_a_matching_sidecar(clean):
     manifest = json.loads((clean / "sweep.json").read_text())
     assert manifest["chunk_checksum"] == "sha256"

@@ -45,6 +45,7 @@ def exact_epsilon(matrix, others, delta):
     return hi
 
 
+@pytest.mark.slow
 def test_the_counterexample_table():
     """binary RR at eps0 = 1, g = 0.5, n = 2, delta = 0.01: exact 0.922207 (the other user holds x0); the
     wrong two-count pair (w = 1 - g) is below it, the certified bound is not."""
@@ -79,6 +80,7 @@ def test_certified_upper_is_above_every_enumerated_dataset():
     assert checked > 1000
 
 
+@pytest.mark.slow
 def test_rate_one_is_todays_blanket_bound_and_a_smaller_rate_is_more_private():
     from jaxshuffle.blanket import blanket_epsilon
 
@@ -89,6 +91,7 @@ def test_rate_one_is_todays_blanket_bound_and_a_smaller_rate_is_more_private():
     assert np.all(np.diff(np.concatenate([[float(full.upper)], part.upper])) < 0)
 
 
+@pytest.mark.slow
 def test_large_n_binary_rr_at_ten_percent():
     """binary RR (k-RR with k = 2), eps0 = 1, n = 1e4, delta = 1e-6, g = 0.1: certified at most 0.01244."""
     res = subsampled_epsilon(R.grr(1.0, 2), 10_000, 1e-6, sample_rate=0.1)
@@ -211,6 +214,7 @@ def test_composed_epsilon_and_the_compose_command_take_a_sample_rate(capsys):
     assert code != 0 and "--sample-rate: clients sampled per round" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_shuffled_round_with_clients_sampled_is_the_sampled_blanket_round():
     """shuffled_round(sample_rate=g) is k-RR's blanket round at the real k' (no two-count pair applies); other
     randomizers and pairs are refused, g = 1 is the worst-case pair's round as before."""
@@ -310,6 +314,7 @@ def _three_count_divergence(p, r, g, n, t):
     return total / n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps0,g,n,delta,r_of_p", [
     (1.0, 0.5, 4, 1e-3, "stronger"), (2.0, 0.3, 8, 1e-6, "stronger"), (1.0, 0.5, 2, 1e-2, "stronger"),
     (1.0, 0.3, 5, 1e-3, "standard"), (0.5, 0.9, 6, 1e-6, "standard")])

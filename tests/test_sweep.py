@@ -216,6 +216,7 @@ def test_matrix_row_sweep_uses_amplify_rule():
         sw.sweep("hadamard-response", eps0=1, K=16, s=4, B=2, n=3, delta=1e-3, upper_from="blanket", quiet=True)
 
 
+@pytest.mark.slow
 def test_upper_from_checked_and_old_store_refused(tmp_path):
     with pytest.raises(ValueError, match="upper_from: 'blanket' needs randomizers that carry"):
         sw.sweep("general", eps0=1, n=3, delta=1e-3, upper_from="blanket", quiet=True)
@@ -367,6 +368,7 @@ def _run_cli(args, env, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing(tmp_path, cache_dir):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     done = _run_cli([*KILL_ARGS, "--out", str(ref)], _env(cache_dir))

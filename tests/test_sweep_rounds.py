@@ -47,6 +47,7 @@ def rounds_run(tmp_path_factory):
     return res, out, calls
 
 
+@pytest.mark.slow
 def test_rounds_sweep_values_are_composed_epsilons(rounds_run):
     """Every point holds composed_epsilon(randomizer, n, T's, deltas) called directly, one call per (options, n)."""
     res, out, calls = rounds_run
@@ -127,6 +128,7 @@ def test_krr_rounds_wiring_on_a_stand_in(monkeypatch):
     assert (res["discretization"] == 0.125).all()
 
 
+@pytest.mark.slow
 def test_rounds_sweep_resumes_keeping_finished_rows(tmp_path, monkeypatch):
     """Interrupted after its first (options, n) chunk: the finished rows stay in results.csv, and the rerun
     computes only the other chunk and ends with the same rows."""

@@ -101,6 +101,7 @@ def test_rounds_and_sample_rate_axes_are_composed_epsilons():
     assert res.select(sample_rate=0.2)["upper"][0] < res.select(sample_rate=1.0)["upper"][0]  # one round
 
 
+@pytest.mark.slow
 def test_three_count_pair_points_of_the_general_randomizer():
     """Any eps0-LDP randomizer (no mechanism): g < 1 points come from the three-count pair."""
     res = sw.sweep("general", eps0="1", n=300, sample_rate="0.1", delta="1e-6", quiet=True)
@@ -134,6 +135,7 @@ def test_bad_sample_rate_is_one_line_exit_2(bad, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_the_sweep_command_writes_the_sample_rate_column(tmp_path, capsys):
     out = tmp_path / "cli"
     assert cli.main(["sweep", "--randomizer", "general", "--eps0", "1", "--n", "300", "--delta", "1e-6",

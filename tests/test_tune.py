@@ -31,6 +31,7 @@ def _three():
     return [query("grr", n=N, k=k) for k in (2, 10, 100)]
 
 
+@pytest.mark.slow
 def test_three_query_example():
     """One tune (the most expensive call of this file), three groups of checks (below)."""
     r = tune(_three(), None, 1.0, DELTA, steps=400)
@@ -127,6 +128,7 @@ def test_gdp_epsilon_matches_scipy_and_its_gradient():
         assert float(g[1]) == pytest.approx(fd_d, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_surrogate_gradients_vs_finite_differences_of_certified():
     """d surrogate/d eps0 vs central differences (step 0.1) of the certified upper on a 2e-4 grid.
     One round at eps0 = 3, 5: within 3 % (measured 1 %); composed (eps0 = 4, 5, 6): within 15 %.
@@ -154,6 +156,7 @@ def test_surrogate_gradients_vs_finite_differences_of_certified():
     assert gd == pytest.approx(fdd, rel=0.2)
 
 
+@pytest.mark.slow
 def test_surrogate_n_gradient_vs_finite_differences_of_certified():
     """d surrogate/d n_i (three queries, eps0 = 4, 5, 6) vs central differences (n +- 10 %) of the
     certified composed upper. Allowed error: the FD's grid resolution (each certified value is on a
@@ -170,6 +173,7 @@ def test_surrogate_n_gradient_vs_finite_differences_of_certified():
         assert abs(g[i] - fd) <= d / h + 0.05 * abs(fd)
 
 
+@pytest.mark.slow
 def test_custom_utility_and_optimizer():
     import optax
 
@@ -214,6 +218,7 @@ def test_exported():
     assert "tune" in js.__all__ and "TuneResult" in js.__all__
 
 
+@pytest.mark.slow
 def test_cli_tune_json_and_errors(capsys):
     from jaxshuffle.cli import main
 

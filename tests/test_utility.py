@@ -132,6 +132,7 @@ def test_utilities_are_differentiable_and_jit(make):
     assert float(u(v)) == pytest.approx(float(u(0.5)) + float(u(1.7)), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_best_ratio_gradient_is_the_envelope_gradient():
     """The optimum over the ratios is flat (the ratio found jumps between nearby eps0), so a finite
     difference of the optimised value is noise-limited; its gradient is d MSE/d eps0 at the ratio found."""

@@ -127,6 +127,7 @@ def test_sampler_passes_ks_and_its_mean_is_unbiased(m, f, b, x):
     assert float(w.mean_estimate(z)) == pytest.approx(est.mean(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_sampler_is_vmapped_over_inputs():
     w = witchhat(2.0, 0.5, 1.0)
     xs = jnp.linspace(-1, 1, 7)
@@ -258,6 +259,7 @@ def test_best_f_is_a_minimum():
             assert at <= obj(np.array([f * 1.001, f / 1.001])).min()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", [local_metrics_algorithm1, local_metrics_algorithm3])
 def test_local_metric_candidates_map_to_feasible_witchhats(solver):
     b, n, delta = 1.0, 100_000, 1e-6
