@@ -54,9 +54,11 @@ class AmplificationReport(NamedTuple):
         these ``p`` and ``q``, the stronger clone ``1/(p+1)`` for k-ary RR, ``r*`` of a matrix;
         docs/math.md 5.4); ``>= upper`` unless ``upper_from="blanket"``.
       blanket: certified epsilon of the blanket (three-count) pair of the concrete mechanism
-        (``inf`` where the randomizer carries none: only k-ary RR so far).
-      lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for k-ary RR, the
-        exact all-z / all-x0 datasets' (``0`` where ``has_lower`` is False).
+        (``inf`` where the randomizer carries none: k-ary RR, the catalog rows that carry their matrix
+        and ``with_matrix`` randomizers do; docs/math.md sections 7 and 18).
+      lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for a randomizer that
+        carries its mechanism, the exact datasets' (k-ary RR: all-z / all-x0; a matrix: every other
+        user holding one input) (``0`` where ``has_lower`` is False).
       paper: the paper's Theorem 4.7 value for the randomizer's own beta (NOT a guarantee
         unless ``paper_certified``).
       certified: True where ``upper`` is a sound upper bound: every valid point, except where the opt-in

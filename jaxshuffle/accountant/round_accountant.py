@@ -48,8 +48,9 @@ class ShuffledRound(NamedTuple):
       options: the randomizer's options by name, e.g. ``{"eps0": 2.0, "k": 50}``.
       n: number of users, an integer in [2, 1e12].
       sample_rate: the probability that each user takes part (Poisson client sampling; ``n``
-        counts every user). Below 1 it is certified for k-ary RR (``"grr"``) only, through the blanket
-        pair (docs/math.md 13.11).
+        counts every user). Below 1 it is certified for every single-message randomizer: k-ary RR
+        through its blanket pair, the others through the three-count pair of their proven clone
+        constant (docs/math.md 13.11); multi-message protocols are refused.
     """
 
     randomizer: str

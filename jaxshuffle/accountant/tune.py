@@ -369,7 +369,8 @@ class TuneResult(NamedTuple):
 
     Attributes:
       eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
-      lower: lower end of the certified composed bracket at ``eps0`` (recomputed from scratch);
+      lower: lower end of the composed bracket of the dominating pairs at ``eps0`` (recomputed from
+        scratch): a bound from below on the pairs' composed epsilon, not on the mechanism's;
         NaN when a query samples its clients (the sampled round's PLD is pessimistic only).
       upper: upper end of the certified composed bracket at ``eps0`` (``upper <= target``; recomputed
         from scratch).

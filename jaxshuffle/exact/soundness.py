@@ -47,7 +47,7 @@ class SandwichReport(NamedTuple):
     lower_applies: bool
     exact: float  #: exact epsilon, worst over the candidate datasets searched
     exact_others: tuple[int, ...]  #: the other users' inputs achieving ``exact``
-    upper: float  #: certified upper bound (stronger clone, eps0 = log p)
+    upper: float  #: certified upper bound: amplify on the matrix (clone constant r*, the matrix engine)
     paper: float  #: Theorem 4.7 with the matrix's own beta (not a guarantee unless certified)
     paper_certified: bool
     paper_below_exact: bool  #: the paper's value is not an upper bound here

@@ -3,8 +3,8 @@
 For :func:`jaxshuffle.randomizers.with_matrix`, which lets ``amplify`` fold in the general
 finite-mechanism blanket bound (:func:`jaxshuffle.blanket_matrix.matrix_bounds`, docs/math.md
 section 18). Each builder is exact up to float64 rounding; its variation-ratio parameters are its
-catalog row's (tests/test_randomizer_matrices.py, tests/test_blanket_matrix.py). The catalog rows
-themselves (:mod:`jaxshuffle.randomizers.ldp`) do not attach them.
+catalog row's (tests/test_randomizer_matrices.py, tests/test_blanket_matrix.py). Binary RR, subset
+selection and Hadamard response attach theirs point by point (:class:`~jaxshuffle.randomizers.params.RowMatrix`).
 """
 
 from __future__ import annotations
