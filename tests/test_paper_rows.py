@@ -411,7 +411,7 @@ def _wheel_rows(eps0, d, s, arc):
 def test_wheel_lower_parameters_from_the_matrix(eps0, d, s, arc):
     from jaxshuffle import exact
     from jaxshuffle.randomizers import wheel
-    from jaxshuffle.randomizers.ldp import wheel_lower
+    from jaxshuffle.randomizers.set_valued import wheel_lower
 
     M, sets = _wheel_rows(eps0, d, s, arc)
     np.testing.assert_allclose(M.sum(axis=1), 1.0, rtol=1e-12)
@@ -429,7 +429,7 @@ def test_wheel_lower_below_exact():
     from jaxshuffle import exact
     from jaxshuffle.accountant import amplify
     from jaxshuffle.randomizers import wheel
-    from jaxshuffle.randomizers.ldp import wheel_lower
+    from jaxshuffle.randomizers.set_valued import wheel_lower
 
     eps0, d, s, arc, delta = 1.5, 3, 1, 0.25, 0.01
     M, _ = _wheel_rows(eps0, d, s, arc)

@@ -60,7 +60,6 @@ from jaxshuffle.randomizers.key_value import pckv_grr, privkv
 from jaxshuffle.randomizers.ldp import (
     binary_rr,
     binary_rr_lower,
-    collision,
     duchi,
     general,
     grr,
@@ -68,17 +67,14 @@ from jaxshuffle.randomizers.ldp import (
     hadamard_response,
     hadamard_response_lower,
     harmony,
-    k_subset_exponential,
     laplace,
     laplace_lower,
     local_hash,
     local_hash_lower,
     privunit,
     rappor,
-    sampling_rappor,
     subset_selection,
     subset_selection_lower,
-    wheel,
 )
 from jaxshuffle.randomizers.matrices import (
     binary_rr_matrix,
@@ -106,6 +102,7 @@ from jaxshuffle.randomizers.params import (
     VRParams,
     with_matrix,
 )
+from jaxshuffle.randomizers.set_valued import collision, k_subset_exponential, sampling_rappor, wheel
 from jaxshuffle.randomizers.witchhat import (
     WitchHat,
     witchhat,

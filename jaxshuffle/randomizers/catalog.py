@@ -30,6 +30,7 @@ from jaxshuffle.randomizers.params import (
     LowerParams,
     VRParams,
 )
+from jaxshuffle.randomizers.set_valued import *  # noqa: F401,F403  (the set-valued rows and their option specs)
 from jaxshuffle.randomizers.witchhat import B_ARG, F_ARG, M_ARG, witchhat_params
 
 

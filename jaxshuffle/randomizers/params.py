@@ -437,6 +437,7 @@ EPS0 = Arg("eps0", "real", 0.0, 700.0, high_open=False, help="local budget eps0 
 EPS1 = Arg("eps1", "real", 0.0, 700.0, high_open=False, help="key budget eps1")
 EPS2 = Arg("eps2", "real", 0.0, 700.0, high_open=False, help="value budget eps2")
 D2 = Arg("d", "int", 2.0, help="number of options (domain size)")
+L = Arg("l", "int", 2.0, help="hash range (length) l")
 D01 = Arg("d01", "real", 0.0, help="metric distance d_X(x1^0, x1^1) between the victim's inputs (p = e^d01)")
 DMAX = Arg("dmax", "real", 0.0, help="max over x of d_X(x1^0, x), d_X(x1^1, x) (q = e^dmax), >= d01")
 D01_EXP = Arg("d01", "real", 0.0, 700.0, high_open=False, help="distance between the victim's inputs 0 and 1")
