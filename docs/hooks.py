@@ -3,6 +3,9 @@
 * ``reference/cli.md``: the marker ``<!-- cli-help -->`` becomes the ``--help`` text of every
   ``jaxshuffle`` subcommand, rendered from the argparse parsers in :mod:`jaxshuffle.cli` (so the
   page cannot drift from the command).
+* ``notebooks/*.md``: the marker ``<!-- notebook: NAME -->`` becomes ``notebooks/NAME.ipynb``: its markdown
+  cells as they are and its code cells as Python blocks (the notebooks are committed without outputs;
+  the test suite runs them).
 * ``benchmarks.md``: the marker ``<!-- benchmark-results -->`` becomes every
   ``benchmarks/results/*.txt`` file, verbatim, each headed by the script that wrote it and the
   machine it ran on, as the file itself names them.
@@ -20,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CLI_MARKER = "<!-- cli-help -->"
 BENCH_MARKER = "<!-- benchmark-results -->"
+NOTEBOOK_MARKER = re.compile(r"<!-- notebook: ([A-Za-z0-9_]+) -->")
 
 
 def _fence(text: str) -> str:
@@ -51,6 +55,25 @@ def cli_reference() -> str:
     out += ["## `jaxshuffle epsilon --randomizer grr`\n",
             "With `--randomizer` given, the help lists that randomizer's options too (here `--k` and "
             "`--eps0` of k-ary randomized response):\n", _fence(grr.format_help())]
+    return "\n".join(out)
+
+
+def notebook_markdown(name: str) -> str:
+    """Markdown of ``notebooks/<name>.ipynb`` (nbformat 4): markdown cells verbatim, code cells as Python blocks."""
+    import json
+
+    book = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
+    out = [f"*From `notebooks/{name}.ipynb` (shown without outputs: run it with Jupyter, or set "
+           "`JAXSHUFFLE_SMALL=1` for a quick run).*\n"]
+    for cell in book["cells"]:
+        src = cell["source"]
+        text = ("".join(src) if isinstance(src, list) else src).rstrip()
+        if not text:
+            continue
+        if cell["cell_type"] == "markdown":
+            out.append(text + "\n")
+        elif cell["cell_type"] == "code":
+            out.append(f"```python\n{text}\n```\n")
     return "\n".join(out)
 
 
@@ -103,4 +126,4 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     if BENCH_MARKER in markdown:
         markdown = markdown.replace(BENCH_MARKER, benchmark_results())
-    return markdown
+    return NOTEBOOK_MARKER.sub(lambda m: notebook_markdown(m.group(1)), markdown)

@@ -9,6 +9,7 @@ build it also checks that each one was rendered (an anchor with the name's ident
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -100,3 +101,30 @@ def test_site_builds_strict(tmp_path):
     for path in sorted((ROOT / "benchmarks" / "results").glob("*.txt")):
         assert path.name in bench, path.name
     assert "<!-- cli-help -->" not in cli and "<!-- benchmark-results -->" not in bench
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_notebook_has_a_rendered_page_with_all_its_cells():
+    """Each notebook has a page (docs/notebooks/NAME.md, in the nav) whose marker the build's hook turns
+    into the notebook's markdown cells and every code cell, verbatim."""
+    import json
+
+    hooks = _hooks()
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = ROOT / "docs" / "notebooks" / f"{nb.stem}.md"
+        assert page.read_text().strip() == f"<!-- notebook: {nb.stem} -->", page
+        assert f"notebooks/{nb.stem}.md" in nav, nb.stem
+        rendered = hooks.on_page_markdown(page.read_text(), None, None, None)
+        for cell in json.loads(nb.read_text())["cells"]:
+            text = "".join(cell["source"]).rstrip()
+            if cell["cell_type"] == "code" and text:
+                assert f"```python\n{text}\n```" in rendered, (nb.stem, text[:60])
+            elif text:
+                assert text in rendered, (nb.stem, text[:60])
