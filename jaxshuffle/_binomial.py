@@ -54,7 +54,7 @@ def stirlerr(n: jax.Array) -> jax.Array:
     idx = jnp.clip(n, 0, 15).astype(jnp.int32)
     nn = jnp.where(small, 16.0, n)
     inv2 = 1.0 / (nn * nn)
-    series = _S[5]
+    series: float | jax.Array = _S[5]
     for s in _S[4::-1]:
         series = s + inv2 * series
     return jnp.where(small, table[idx], series / nn)

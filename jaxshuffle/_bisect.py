@@ -53,7 +53,7 @@ def bisect_jax(ok: Callable[[jax.Array], jax.Array], lo: jax.Array, hi: jax.Arra
     One ``lax.fori_loop``, not ``steps`` unrolled copies of ``ok`` (an unrolled first-guess
     bisection was a large share of a search program's compile time).
     """
-    return jax.lax.fori_loop(0, steps, lambda _, b: _halve(ok, *b, geometric, jnp), (lo, hi))
+    return jax.lax.fori_loop(0, steps, lambda _, b: _halve(ok, b[0], b[1], geometric, jnp), (lo, hi))
 
 
 def bisect_fixed(ok: Callable[[np.ndarray], np.ndarray], lo, hi, *, steps: int,
@@ -189,7 +189,7 @@ def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.nd
     return lo, hi, up_feasible, at_limit, done, probes
 
 
-def itp_step(a, b, y_a, y_b, eps: float, steps_left, kappa1):
+def itp_step(a, b, y_a, y_b, eps: float | jax.Array, steps_left, kappa1):
     """One ITP step (Oliveira & Takahashi, ACM TOMS 47(1), 2021) for the root of a monotone ``y`` in ``[a, b]``.
 
     ``y_a``, ``y_b``: the function at the ends (opposite signs; NaN or infinite: no

@@ -166,7 +166,7 @@ def cache_dir() -> str | None:
                             "jaxshuffle")
 
 
-_CACHE = {"root": None}
+_CACHE: dict[str, str | None] = {"root": None}
 
 
 def enable_compilation_cache(path: str | None = None) -> str | None:
@@ -187,11 +187,16 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
     except OSError:  # read-only home: run without the cache
         return None
     _CACHE["root"] = path
-    if not jax.config.jax_compilation_cache_dir:
+    if not _xla_cache_dir():
         jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
         # jaxshuffle's programs compile in 0.3-5 s; JAX's default threshold (1 s) would skip many.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
+
+
+def _xla_cache_dir() -> str | None:
+    """JAX's ``jax_compilation_cache_dir`` option (``None`` or ``""`` when unset)."""
+    return jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # jax's Config stub lists no options
 
 
 def program_dir() -> str | None:
@@ -200,7 +205,7 @@ def program_dir() -> str | None:
 
 
 def _cache_folders() -> list[str]:
-    folders = [jax.config.jax_compilation_cache_dir, program_dir()]
+    folders = [_xla_cache_dir(), program_dir()]
     return [f for f in folders if f and os.path.isdir(f)]
 
 
@@ -215,7 +220,7 @@ def _own_cache_folders() -> list[str]:
 
 def foreign_compilation_cache() -> str | None:
     """JAX's compilation cache folder when the user set it outside jaxshuffle's cache (never cleared)."""
-    xla = jax.config.jax_compilation_cache_dir
+    xla = _xla_cache_dir()
     if not xla:
         return None
     root = _CACHE["root"]
@@ -240,7 +245,7 @@ def cache_info() -> dict:
                     size += os.path.getsize(os.path.join(root, name))
                 except OSError:
                     pass
-    return {"dir": _CACHE["root"], "xla_dir": jax.config.jax_compilation_cache_dir or None, "files": files,
+    return {"dir": _CACHE["root"], "xla_dir": _xla_cache_dir() or None, "files": files,
             "bytes": size}
 
 

@@ -33,13 +33,17 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
 from jaxshuffle._config import VERSION, program_dir
 
-_LOADED: dict[str, object] = {}
+if TYPE_CHECKING:
+    from jax.export import Exported
+
+_LOADED: dict[str, Exported] = {}
 _CALLERS: dict[tuple[str, bool], Callable] = {}  # (program key, quick) -> jitted caller of the exported program
 # Compile options of a quick program on the CPU (XLA DebugOptions names).
 QUICK_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
@@ -113,6 +117,7 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
             specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arrays]
             exported = export.export(jax.jit(fn))(*specs)
             if path is not None:
+                assert folder is not None  # path is set only under a folder
                 try:
                     os.makedirs(folder, exist_ok=True)
                     tmp = f"{path}.{os.getpid()}.tmp"

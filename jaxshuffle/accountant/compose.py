@@ -174,12 +174,12 @@ def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:
     dn = sum(T * _log_mgf(p, -lam) for p, T in rounds)
     x_hi = np.min((up - log_tol) / lam)
     x_lo = np.max((log_tol - dn) / lam)
-    x_lo, x_hi = max(0, math.floor(x_lo)), min(total_len, math.ceil(x_hi))
-    size = int(2 ** math.ceil(math.log2(max(x_hi - x_lo + 1, 16))))
+    lo_bin, hi_bin = max(0, math.floor(x_lo)), min(total_len, math.ceil(x_hi))
+    size = int(2 ** math.ceil(math.log2(max(hi_bin - lo_bin + 1, 16))))
     if size > MAX_FFT:
         raise ValueError(f"discretization: the composition needs {size} bins, more than {MAX_FFT}; "
                          "use a coarser discretization")
-    return _Window(x_lo, size, x_lo == 0 and size > total_len)
+    return _Window(lo_bin, size, lo_bin == 0 and size > total_len)
 
 
 def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float = WRAP_TAIL) -> ComposedPLD:

@@ -88,8 +88,8 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
         blanket[sel], status[sel] = np.asarray(b.upper), np.asarray(b.status)
         if run is bl.krr_bounds:
             low[sel], status_low[sel] = np.asarray(b.lower), np.asarray(b.status_lower)
-    blanket, low, status, status_low = (x.reshape(shape) for x in (blanket, low, status, status_low))
-    return _fold(rep, blanket, low, status, status_low, covered.reshape(shape), only)
+    columns = tuple(x.reshape(shape) for x in (blanket, low, status, status_low))
+    return _fold(rep, columns[0], columns[1], columns[2], columns[3], covered.reshape(shape), only)
 
 
 #: per-process store of one matrix point's bounds (:func:`matrix_point`); a sweep's padded chunk and a
@@ -121,7 +121,8 @@ def matrix_point(M: np.ndarray, n: float, delta: float, only: bool, lower: bool 
     return remember(_MATRIX_POINTS, key, compute, 256)
 
 
-def _matrix_columns(mech, shape, n, delta, only: bool, lower: bool = True):
+def _matrix_columns(mech, shape, n, delta, only: bool,
+                    lower: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Blanket and exact-dataset columns (for :func:`_fold`) of a finite mechanism, point by point: one
     matrix for a :class:`MatrixMechanism`, each point's own for a catalog row's :class:`RowMatrix`
     (points its builder does not cover keep the two-count values; ``only``: ValueError)."""
@@ -135,7 +136,7 @@ def _matrix_columns(mech, shape, n, delta, only: bool, lower: bool = True):
             raise ValueError(f"upper_from: 'blanket' needs the mechanism's matrix at every point; {mech.builder} "
                              f"builds it for {ROW_MATRICES[mech.builder][2]} (eps0 <= 50)")
         # one matrix at a time: a large batch never holds all its points' matrices
-        res = [None if (M := row_matrix(mech.builder, *o)) is None else matrix_point(M, a, b, only, lower)
+        res = [None if (Mo := row_matrix(mech.builder, *o)) is None else matrix_point(Mo, a, b, only, lower)
                for o, a, b in zip(points, nn, dd)]
     covered = np.array([r is not None for r in res], bool).reshape(shape)
     blanket = np.array([np.inf if r is None else r[0].upper for r in res]).reshape(shape)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import numpy as np
 
@@ -99,8 +99,8 @@ def lump_outputs(matrix, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     divergence (and epsilon) is unchanged.
     """
     m = np.asarray(matrix, dtype=np.float64)
-    rows = np.unique(np.asarray(rows, dtype=np.int64))
-    sub = m[rows]
+    row_ix = np.unique(np.asarray(rows, dtype=np.int64))
+    sub = m[row_ix]
     mass = sub.sum(axis=0)
     label = np.full(m.shape[1], -1, dtype=np.int64)
     reps: list[np.ndarray] = []
@@ -122,7 +122,11 @@ def lump_outputs(matrix, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------- enumeration
 
 
-def safe_log(x: np.ndarray) -> np.ndarray:
+@overload
+def safe_log(x: np.ndarray) -> np.ndarray: ...
+@overload
+def safe_log(x: np.floating) -> np.floating: ...
+def safe_log(x: np.ndarray | np.floating) -> np.ndarray | np.floating:
     with np.errstate(divide="ignore"):
         return np.log(x)
 

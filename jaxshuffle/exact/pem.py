@@ -31,7 +31,7 @@ def _pem_rows(d_ab: float, d_ac: float, d_bc: float) -> np.ndarray:
     diff = np.zeros((3, 3))  # diff[x, z] = s_x - s_z = e^-d(x,w) - e^-d(z,w), w the third input
     for (x, z) in dist:
         w = 3 - x - z
-        u, v = dist[tuple(sorted((x, w)))], dist[tuple(sorted((z, w)))]
+        u, v = dist[(min(x, w), max(x, w))], dist[(min(z, w), max(z, w))]
         diff[x, z] = math.exp(-v) * math.expm1(v - u)
         diff[z, x] = -diff[x, z]
     cands = []
@@ -173,6 +173,7 @@ class _PemEngine:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = -(base + c[3] * mf) / bb if bb != 0 else None
         if bb > 0:  # R = {k >= k0}
+            assert x is not None  # bb != 0
             k = np.clip(np.nan_to_num(np.floor(x) + 1.0), 0, mf + 1).astype(np.int64)
             for _ in range(3):
                 k = np.where((k >= 1) & (s_at(k - 1) > 0), k - 1, k)
@@ -180,6 +181,7 @@ class _PemEngine:
                 k = np.where((k <= m) & (s_at(k) <= 0), k + 1, k)
             p1, p2, p3 = self.sf[m, k], self.sf[m1, np.maximum(k - 1, 0)], self.sf[m1, k]
         elif bb < 0:  # R = {k <= k1}
+            assert x is not None  # bb != 0
             k = np.clip(np.nan_to_num(np.ceil(x) - 1.0), -1, mf).astype(np.int64)
             for _ in range(3):
                 k = np.where((k <= m - 1) & (s_at(k + 1) > 0), k + 1, k)

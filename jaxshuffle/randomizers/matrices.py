@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -208,7 +209,7 @@ def _hadamard_covers(eps0: float, K: float, s: float, B: float) -> bool:
 #: catalog rows whose mechanism :func:`row_matrix` builds, by builder name (a
 #: :class:`~jaxshuffle.randomizers.params.RowMatrix`'s ``builder``): which points each covers (a cheap
 #: test of the options, :func:`row_covers`), how it builds one point's matrix, and those points in words
-ROW_MATRICES = {
+ROW_MATRICES: dict[str, tuple[Callable[..., bool], Callable[..., np.ndarray], str]] = {
     "binary-rr": (_binary_rr_covers, lambda e, d: binary_rr_matrix(e, int(d)), "d <= 11 (2^d columns)"),
     "subset-selection": (_subset_selection_covers, lambda e, d, k: subset_selection_matrix(e, int(d), int(k)),
                          "every (eps0, d, k) with d (d-1) C(d, k) <= 2^19"),

@@ -418,7 +418,8 @@ class Inputs:
         fields = [mask(x) for x in fields]
         if mechanism is not None:
             mechanism = jax.tree.map(mask, mechanism)
-            return self._jax(VRParams(*fields[:3], blanket_per_user=None if blanket_per_user is None else fields[3],
+            return self._jax(VRParams(fields[0], fields[1], fields[2],
+                                      blanket_per_user=None if blanket_per_user is None else fields[3],
                                       mechanism=mechanism))
         return self._jax(VRParams(*fields))
 

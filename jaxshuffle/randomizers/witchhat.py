@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -381,7 +382,7 @@ def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike
     return jnp.where(bad, jnp.nan, m), jnp.where(bad, jnp.nan, f)
 
 
-def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, delta, corollary: int,
+def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, delta, corollary: Literal[1, 2],
                              second_moment: ArrayLike = 0.0):
     """WitchHat parameters for each of the solver's candidates, with their amplified distances.
 

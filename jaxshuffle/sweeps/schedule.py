@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -174,7 +175,7 @@ class Runner:
             _PROGRAMS_RUN.add((plan, size, self.rtol, self._ids))
             return out
         if isinstance(plan, (MechanismPlan, SampledPlan)):
-            evaluate = evaluate_mechanisms if isinstance(plan, MechanismPlan) else evaluate_sampled
+            evaluate: Callable = evaluate_mechanisms if isinstance(plan, MechanismPlan) else evaluate_sampled
             with jax.default_device(self.devices[0]):
                 out = evaluate(plan, jobs, size, self.rtol)
             self.compiled.add((plan, size))

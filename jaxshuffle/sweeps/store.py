@@ -99,7 +99,7 @@ def is_ours(path: Path, *, in_chunks: bool, locks: bool = False) -> bool:
     m = _TMP.fullmatch(name)
     if m:
         name = m.group(1)
-    pats = (_CHUNK_NAMES,) if in_chunks else (_TOP_NAMES,)
+    pats: tuple[re.Pattern[str], ...] = (_CHUNK_NAMES,) if in_chunks else (_TOP_NAMES,)
     if in_chunks and locks:
         pats += (_LOCK_NAMES,)
     if not any(p.fullmatch(name) for p in pats):

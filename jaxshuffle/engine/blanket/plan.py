@@ -120,15 +120,17 @@ PLAN_MEMO_MAX_POINTS = 1024
 _PLAN_MEMO: dict = {}
 
 
-def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
+def _plan_numbers(eps0, k, n, delta, kind: str,
+                  block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per point: s-window length, lines and max step needed up to the planned eps, and the Gaussian
     model's root (numpy, read-only arrays; remembered for small batches)."""
     args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
     if args[0].size > PLAN_MEMO_MAX_POINTS:
-        return _plan_numbers_uncached(*args, kind, block)
+        return _plan_numbers_uncached(args[0], args[1], args[2], args[3], kind, block)
 
     def read_only():
-        out = tuple(np.asarray(x, np.float64) for x in _plan_numbers_uncached(*args, kind, block))
+        out = tuple(np.asarray(x, np.float64)
+                    for x in _plan_numbers_uncached(args[0], args[1], args[2], args[3], kind, block))
         for x in out:
             x.setflags(write=False)
         return out
@@ -136,15 +138,16 @@ def _plan_numbers(eps0, k, n, delta, kind: str, block: int):
     return remember(_PLAN_MEMO, array_digest((kind, block), args), read_only, PLAN_MEMO_SIZE)
 
 
-def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int):
+def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                              np.ndarray]:
     f = krr_sum_form(np.asarray(eps0, np.float64), np.asarray(k, np.float64), kind)
-    f = SumForm(*(np.asarray(x) for x in f))
+    f = SumForm._make(np.asarray(x) for x in f)  # numpy fields: planning runs no XLA program
     E0 = np.exp(eps0)
     # The Gaussian model's root, bisected on [0, eps0]: where the search will look.
     _, hi = bisect_fixed(lambda e: ~(gaussian_delta(f, n, np.exp(e)) > delta), np.zeros_like(eps0), eps0, steps=60)
     eps_hi = np.minimum(eps0, (1.3 + 20.0 / np.sqrt(n)) * hi + 1e-4)  # the model is good to a few % at large n
     tol = np.maximum(1e-6 * delta / np.maximum(E0, 1.0), 1e-300)
-    L, _ = plan_windows(n + 1.0, f.pS, tol)
+    L, _ = plan_windows(n + 1.0, np.asarray(f.pS), tol)
     L = np.maximum(L, 2 * block)
     lines = np.zeros(np.shape(n))
     step = np.zeros(np.shape(n))
@@ -232,7 +235,9 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     eps0, k, n, delta = _check(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
     window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
     own = _cells(window, lines, step)
-    groups, current, top, total = [], [], None, 0.0
+    groups: list = []
+    current: list = []
+    top, total = None, 0.0
     for i in np.lexsort((lines, step, window)):
         shape = (window[i], lines[i], step[i]) if top is None else tuple(
             max(a, b) for a, b in zip(top, (window[i], lines[i], step[i])))

@@ -269,8 +269,8 @@ def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int, ha
     has_z = points[1].ravel() >= 3 if has_z is None else np.ravel(has_z)
     codes = np.concatenate([np.where(has_z, KINDS.index("all_z"), KINDS.index("all_x0")) if kind == "all_z"
                             else np.full(P, KINDS.index(kind)) for kind in kinds])
-    res = eager_brackets(*(np.tile(x.ravel(), len(kinds)) for x in points), codes, plan=plan, rtol=rtol,
-                         max_iter=max_iter)
+    e, kk, nn, d = (np.tile(x.ravel(), len(kinds)) for x in points)
+    res = eager_brackets(e, kk, nn, d, codes, plan=plan, rtol=rtol, max_iter=max_iter)
     return type(res)(*(x.reshape(len(kinds), P) for x in res))
 
 
@@ -280,7 +280,7 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     or as one group under ``plan`` when given (``make_plan(*group points, has_z)`` where ``has_z`` is given).
     A plan never affects soundness, only cost."""
     P = points[0].size
-    out = EpsilonBracket(*(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32)))
+    out = EpsilonBracket._make(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32))
     if P == 0:  # no points, no programs: empty results, as jaxshuffle.epsilon
         return out
     # flat arrays for the grouping and each group's plan alike: a batch that stays one group is planned
@@ -377,6 +377,7 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     """
     points = _check(eps0, k, n, delta, "blanket")
     shape = points[0].shape
-    res = _grouped_lanes(points, LOWER_KINDS, None, lambda *p: _merged_plan(*p, LOWER_KINDS), rtol, 40)
-    return EpsilonBracket(*(jnp.asarray(np.max(x, axis=0).reshape(shape)) for x in (res.lower, res.upper, res.status)),
-                          jnp.asarray(res.iterations[0].reshape(shape)))
+    res = _grouped_lanes(points, LOWER_KINDS, None,
+                         lambda e, kk, nn, d: _merged_plan(e, kk, nn, d, LOWER_KINDS), rtol, 40)
+    lower, upper, status = (jnp.asarray(np.max(x, axis=0).reshape(shape)) for x in (res.lower, res.upper, res.status))
+    return EpsilonBracket(lower, upper, status, jnp.asarray(res.iterations[0].reshape(shape)))

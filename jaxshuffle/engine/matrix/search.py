@@ -96,13 +96,14 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
         t = np.exp(frac * eps_top)[:, None]
         for up in (True, False):
             c = coefficient_values(forms.a0, forms.a1, t, up)
-            f = bl.SumForm(*(np.asarray(x) for x in coarsen_batch(jnp.asarray(forms.w), jnp.asarray(c), up)))
+            f = bl.SumForm._make(np.asarray(x) for x in coarsen_batch(jnp.asarray(forms.w), jnp.asarray(c), up))
             mixed = (np.max(np.where(live, c, -np.inf), axis=1) > 0) & (np.min(np.where(live, c, np.inf), axis=1) < 0)
             if not mixed.any():
                 continue
             f = bl.SumForm(*(x[mixed] for x in f))
             gmax = np.maximum(np.max(np.abs(c[mixed]), axis=1), 1e-300)
-            Li, _ = plan_windows(np.full(mixed.sum(), n + 1.0), f.pS, np.maximum(1e-6 * delta / gmax, 1e-300))
+            Li, _ = plan_windows(np.full(mixed.sum(), n + 1.0), np.asarray(f.pS),
+                                 np.maximum(1e-6 * delta / gmax, 1e-300))
             ln, st = bl.plan_geometry(f, n, t[mixed, 0], b)
             L, lines, step = max(L, int(np.max(Li))), max(lines, float(np.max(ln))), max(step, float(np.max(st)))
     window = max(bl.power_of_two(L), 2 * b)
@@ -130,7 +131,9 @@ def refine_upper(forms: PairForms, ups: np.ndarray, refine: np.ndarray, n, delta
         cats = sorted(zip(forms.w[f][live], forms.a0[f][live], forms.a1[f][live]))
         key = (tuple(cats), tuple(sorted(zip(forms.v0[f], forms.v1[f]))))
         if key not in done:
-            row = tuple(np.asarray(x[f]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
+            w_f, a0_f, a1_f, v0_f, v1_f = (np.asarray(x[f])
+                                           for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
+            row = (w_f, a0_f, a1_f, v0_f, v1_f)
             done[key] = la.tighten_upper(lambda e, row=row: lattice_divergence(*row, n, e, bins=bins), delta,
                                          max(floor, settled), float(ups[f]))
         ups[f] = min(ups[f], done[key])

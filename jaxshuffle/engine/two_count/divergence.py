@@ -377,7 +377,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     if plan.linear:  # neighbours of an underflowed b_c(k_c) (see linear_safe), through the same sums
         log_hidden = -708.0 + log_reach(n, jnp.abs(lrr), M, jnp) + jnp.log(2.0 * (M + 2) * (B + 1) * L)
         err = err + jnp.exp(jnp.minimum(log_hidden + jnp.log(t + 1.0), 700.0))
-        hidden = jnp.exp(jnp.minimum(log_hidden, 700.0))
+        hidden: jax.Array | float = jnp.exp(jnp.minimum(log_hidden, 700.0))
     else:
         hidden = 0.0
     last_live = live[L - 1] & (c[L - 1] < n - 1.0)  # marked cells at c' = c_hi+1 are partial
@@ -509,7 +509,8 @@ def divergence_with_plan(pair_arrays, n, eps, c_lo, plan: Plan) -> Divergence:
     Invalid points give ``value = upper = inf, lower = 0`` (package convention).
     """
     f = functools.partial(point_divergence, plan=plan)
-    return jax.vmap(f)(*pair_arrays, n, eps, c_lo)
+    u, v, w, r0, r1 = pair_arrays
+    return jax.vmap(f)(u, v, w, r0, r1, n, eps, c_lo)
 
 
 # ----------------------------------------------------------------------------------------

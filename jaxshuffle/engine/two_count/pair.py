@@ -22,7 +22,7 @@ computed, labelled ``certified = False``, never reported as a guarantee.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -96,9 +96,8 @@ class TwoCountPair:
 
     def broadcast(self) -> TwoCountPair:
         shape = self.shape
-        return dataclasses.replace(
-            self, **{k: jnp.broadcast_to(getattr(self, k), shape) for k in ("u", "v", "w", "r0", "r1")}
-        )
+        arrays: dict[str, Any] = {k: jnp.broadcast_to(getattr(self, k), shape) for k in ("u", "v", "w", "r0", "r1")}
+        return dataclasses.replace(self, **arrays)
 
 
 def fields_valid(u, v, w, r0, r1) -> jax.Array:
@@ -294,7 +293,8 @@ def _clone_pair(eps0, r_of_p, source: str) -> TwoCountPair:
     p = xp.exp(eps0)
     u, v = clone_fields(p, xp)
     r = r_of_p(p)
-    return TwoCountPair(*(jnp.asarray(x) for x in (u, v, xp.zeros_like(u), r, r)), bound="upper", source=source)
+    u_, v_, w_, r0_, r1_ = (jnp.asarray(x) for x in (u, v, xp.zeros_like(u), r, r))
+    return TwoCountPair(u_, v_, w_, r0_, r1_, bound="upper", source=source)
 
 
 def stronger_clone_pair(eps0) -> TwoCountPair:

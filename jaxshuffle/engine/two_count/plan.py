@@ -23,7 +23,7 @@ not grow with the batch.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -231,8 +231,8 @@ def bucket_plans(L: np.ndarray, M: np.ndarray, r0: np.ndarray, r1: np.ndarray, n
     for i, key in enumerate(zip(L.tolist(), (r0 == r1).tolist())):
         groups.setdefault(key, []).append(i)
     plans = {}
-    for (l, s), ix in groups.items():
-        ix = np.asarray(ix)
+    for (l, s), members in groups.items():
+        ix = np.asarray(members)
         m = int(2 ** np.ceil(np.log2(max(int(M[ix].max()), 1))))
         lin = linear_safe(n[ix], r0[ix], r1[ix], m)
         for flag in (True, False):
@@ -309,7 +309,7 @@ def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list, shape:
     traced = any(isinstance(a, jax.core.Tracer) for a in flat_args)
     flat_args = [jnp.asarray(a) if traced else np.asarray(a) for a in flat_args]
     size = math.prod(shape)
-    out = None
+    out: dict[str, Any] | None = None
     for plan, ix in buckets.items():
         step = chunk_lanes(plan, memory)
         for s in range(0, ix.size, step):
@@ -324,7 +324,8 @@ def run_buckets(kernel, buckets: dict[Plan, np.ndarray], flat_args: list, shape:
                     out[k] = out[k].at[jnp.asarray(part)].set(val[: part.size])
                 else:
                     out[k][part] = np.asarray(val)[: part.size]
-    return type(res)(**{k: v.reshape(shape) if traced else jnp.asarray(v.reshape(shape)) for k, v in out.items()})
+    filled = cast(dict[str, Any], out)  # set by the first chunk (an empty ``buckets`` has no ``res`` either)
+    return type(res)(**{k: v.reshape(shape) if traced else jnp.asarray(v.reshape(shape)) for k, v in filled.items()})
 
 
 def prepare_batch(pair: TwoCountPair, n, other, other_name: str, what: str):

@@ -266,8 +266,8 @@ def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-
     ``upper = inf``, ``status = INVALID``. ``upper`` carries implicit gradients.
     """
     u, v, w, r0, r1 = pair_arrays
-    lower, upper, status, it = _brackets(*(jax.lax.stop_gradient(x) for x in pair_arrays),
-                                         jax.lax.stop_gradient(n), jax.lax.stop_gradient(delta), c_lo,
+    sg = jax.lax.stop_gradient
+    lower, upper, status, it = _brackets(sg(u), sg(v), sg(w), sg(r0), sg(r1), sg(n), sg(delta), c_lo,
                                          plan=plan, rtol=rtol, max_iter=max_iter)
 
     def f(eps):
@@ -390,7 +390,8 @@ def _algorithm1_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, steps: int) -
 
         return bisect_jax(meets_delta, jnp.zeros_like(hi), hi, steps=steps)[1]
 
-    return jax.vmap(one)(*pair_arrays, n, delta, c_lo)
+    u, v, w, r0, r1 = pair_arrays
+    return jax.vmap(one)(u, v, w, r0, r1, n, delta, c_lo)
 
 
 def algorithm1(pair: TwoCountPair, n, delta, *, steps: int = 20) -> jax.Array:
