@@ -20,6 +20,7 @@ import numpy as np
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
+from jaxshuffle.accountant.mechanism import expects_blanket
 from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.accountant.subsampling import scalar_sample_rate
 from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
@@ -302,8 +303,8 @@ def _blanket_affordable(family, eps0, n, delta) -> bool:
 
     mech = family(jnp.asarray(np.maximum(eps0, 1e-9))).mechanism
     shape = np.broadcast_shapes(np.shape(eps0), np.shape(n), np.shape(delta), np.shape(mech.k))
-    args = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
-    return bool(np.all(point_cells(*args) <= AUTO_MAX_CELLS))
+    e, k, nn, d = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (mech.eps0, mech.k, n, delta))
+    return bool(np.all(point_cells(e, k, nn, d) <= AUTO_MAX_CELLS))
 
 
 def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scaled_variant: bool,
@@ -326,10 +327,15 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
     from jaxshuffle.accountant.subsampling import subsampled_krr_k
 
     span = [np.asarray(x0, np.float64), np.minimum(1.1 * np.asarray(x0, np.float64), eps0_max)]
-    plan = []
+    plan: list = []  # the one BlanketPlan in use, replaced when a probe leaves its span
 
     def upper_at(x):
         params = family(jnp.asarray(x))
+        # amplify's cost rule: no blanket lane where no blanket message is expected (none at all: no plan)
+        useful = (sample_rate < 1.0) | only | expects_blanket(params.mechanism.eps0, params.mechanism.k, np.asarray(n))
+        if not np.any(useful):
+            return np.asarray(amplify(params, n, delta, rtol=rtol, scaled_variant=scaled_variant, with_paper=False,
+                                      upper_from="worst-case").upper)
         if not plan or (x < span[0]).any() or (x > span[1]).any():
             span[0], span[1] = np.minimum(span[0], x), np.maximum(span[1], x)
             plan[:] = [_span_plan(family, span[0], span[1], n, delta, sample_rate)]
@@ -344,7 +350,8 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
                       upper_from="worst-case")
         two_count = np.asarray(rep.upper)
         trivial = np.asarray(rep.upper_source) == UpperSource.TV
-        return np.where(trivial, two_count, blanket if only else np.minimum(two_count, blanket))
+        best = np.where(useful, np.minimum(two_count, blanket), two_count)
+        return np.where(trivial, two_count, blanket if only else best)
 
     return upper_at
 
@@ -355,9 +362,9 @@ def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
     from jaxshuffle.engine.blanket import KINDS, eager_brackets
 
     shape = np.shape(eps0)
-    arrays = [np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in (eps0, k, n, delta)]
-    code = np.full(arrays[0].size, KINDS.index("blanket"), np.int32)
-    return np.asarray(eager_brackets(*arrays, code, plan=plan, rtol=rtol).upper).reshape(shape)
+    e, kk, nn, d = (np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in (eps0, k, n, delta))
+    code = np.full(e.size, KINDS.index("blanket"), np.int32)
+    return np.asarray(eager_brackets(e, kk, nn, d, code, plan=plan, rtol=rtol).upper).reshape(shape)
 
 
 def _span_plan(family, lo, hi, n, delta, sample_rate: float = 1.0, points: int = 5):
@@ -538,10 +545,10 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     up_hi = np.where(unattainable, up_max, up_hi)
     status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
-    out = (np.where(unattainable, np.inf, hi), lo, up_hi)
+    value, over, upper = (jnp.asarray(x.reshape(shape)) for x in (np.where(unattainable, np.inf, hi), lo, up_hi))
     _, proof = certified_clone(params)
     proof = CloneProof.NONE if g < 1.0 else proof
-    return Calibration(*(jnp.asarray(x.reshape(shape)) for x in out), jnp.asarray(status.reshape(shape)), probes,
+    return Calibration(value, over, upper, jnp.asarray(status.reshape(shape)), probes,
                        jnp.broadcast_to(jnp.asarray(proof, jnp.int8), shape))
 
 

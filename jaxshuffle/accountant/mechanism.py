@@ -22,7 +22,22 @@ from jaxshuffle.randomizers import VRParams
 from jaxshuffle.randomizers.matrices import ROW_MATRICES, row_covers, row_matrix
 from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 
-__all__ = ["fold_mechanism_columns", "matrix_point", "with_mechanism_bounds"]
+__all__ = ["MIN_BLANKET_MESSAGES", "expects_blanket", "fold_mechanism_columns", "matrix_point", "with_mechanism_bounds"]
+
+
+#: k-ary RR points whose other users are expected to send fewer blanket messages than this
+#: (``n k / (e^eps0 + k - 1)``: each sends its uniform "blanket" draw with probability ``k / (e^eps0 + k - 1)``)
+#: skip the blanket engine under the automatic source. With no blanket there is no amplification to find
+#: (the worst-case pair then gives eps0 up to its band, as the blanket pair does), while near eps0 = 50
+#: the blanket plan took half a minute per new point. A cost rule: skipping a bound never affects soundness.
+MIN_BLANKET_MESSAGES = 1e-3
+
+
+def expects_blanket(eps0, k, n) -> np.ndarray:
+    """Where the others' expected blanket messages reach :data:`MIN_BLANKET_MESSAGES` (numpy, broadcast)."""
+    eps0, k, n = (np.asarray(x, np.float64) for x in (eps0, k, n))
+    with np.errstate(over="ignore"):
+        return n * k / (np.exp(eps0) + k - 1.0) >= MIN_BLANKET_MESSAGES
 
 
 def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,
@@ -35,7 +50,9 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     (:func:`jaxshuffle.blanket.krr_bounds`). Points the blanket engine does not cover (eps0 > 50,
     n > 1e12, or a plan whose single lane exceeds the memory budget) keep ``rep``'s values
     (``only=True``: ValueError); so do, unless ``only``, points whose evaluation would cost more
-    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9) or, for a finite matrix,
+    than :data:`jaxshuffle.blanket.AUTO_MAX_CELLS` (k-RR: n above about 1e9), k-RR points whose other
+    users are expected to send fewer than :data:`MIN_BLANKET_MESSAGES` blanket messages (no amplification
+    to find: e.g. eps0 = 50 at n = 1e4) or, for a finite matrix,
     :data:`jaxshuffle.blanket_matrix.MATRIX_AUTO_MAX_CELLS` (its
     :func:`~jaxshuffle.blanket_matrix.matrix_cells`; about 5 s per point: 3-subsets of 10 to n = 1e5).
     The exact datasets' lanes run only where their plan is within the cap too (k-RR:
@@ -58,8 +75,10 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))
     covered = (eps0 <= 50.0) & (nn <= 1e12) & (k < 1e12)
-    if only:
+    if only:  # asked for by name, the blanket pair runs wherever it is defined
         check(covered, "upper_from", "'blanket' covers eps0 <= 50 and n <= 1e12", value=np.where(covered, 0, eps0))
+    else:
+        covered &= expects_blanket(eps0, k, nn)
     # Cost rule (every point, both sources): the exact datasets' lanes run beside the blanket lane only
     # where their merged plan costs at most AUTO_MAX_CELLS per lane; elsewhere the blanket lane runs
     # alone and ``lower`` keeps rep's. The automatic source also skips points whose blanket lane
