@@ -208,7 +208,7 @@ def witchhat_mean_mse(b: ArrayLike, n: ArrayLike, second_moment: ArrayLike,
     return utility
 
 
-def weighted_sum(utilities: Sequence[Utility], weights: ArrayLike | None = None,
+def weighted_sum(utilities: Sequence[Utility], weights: ArrayLike | Sequence[float] | None = None,
                  sizes: Sequence[int] | None = None) -> Utility:
     """``u(eps0) = sum_i weights[i] * utilities[i](eps0[slice_i])``.
 

@@ -93,7 +93,7 @@ class SubsampledEpsilon(NamedTuple):
     upper: np.ndarray
     status: np.ndarray
     k_blanket: np.ndarray
-    source: str
+    source: str | np.ndarray  # one string for k-RR, one per point for the others
 
 
 def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilon:
@@ -284,6 +284,7 @@ def _matrix_bounds(mech, shape, n, delta, g, with_datasets: bool = True) -> Subs
 
     shape = np.broadcast_shapes(shape, np.shape(n), np.shape(delta), np.shape(g))
     nn, dd, gg = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel() for x in (n, delta, g))
+    matrices: list[np.ndarray | None]
     if isinstance(mech, MatrixMechanism):
         matrices = [np.asarray(mech.matrix)] * nn.size
     else:

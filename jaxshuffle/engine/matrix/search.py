@@ -134,8 +134,12 @@ def refine_upper(forms: PairForms, ups: np.ndarray, refine: np.ndarray, n, delta
             w_f, a0_f, a1_f, v0_f, v1_f = (np.asarray(x[f])
                                            for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1))
             row = (w_f, a0_f, a1_f, v0_f, v1_f)
-            done[key] = la.tighten_upper(lambda e, row=row: lattice_divergence(*row, n, e, bins=bins), delta,
-                                         max(floor, settled), float(ups[f]))
+
+            def value(e, row=row):
+                w_r, a0_r, a1_r, v0_r, v1_r = row
+                return lattice_divergence(w_r, a0_r, a1_r, v0_r, v1_r, n, e, bins=bins)
+
+            done[key] = la.tighten_upper(value, delta, max(floor, settled), float(ups[f]))
         ups[f] = min(ups[f], done[key])
         settled = max(settled, ups[f])
     return ups
