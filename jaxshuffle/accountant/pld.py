@@ -435,8 +435,19 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
     n_np = np.float64(concrete(f64(n), "shuffled_round"))
     check(np.isfinite(n_np) & (n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be a finite integer >= 1", value=n_np)
     pair, _ = certified_worst_case_pair(randomizer)  # the clone constant proven for it (docs/math.md 5.4)
+    if not has_finite_losses(pair):
+        raise ValueError(f"randomizer: p = inf ({pair.source} pair, u = 1, v = 0): one of the victim's messages "
+                         "is impossible under the other input, so the round's privacy loss is infinite with positive "
+                         "probability and it has no privacy-loss distribution to compose; composed_epsilon composes "
+                         "such rounds by basic and advanced composition of amplify's certified one-round bound")
     n_engine = float(np.asarray(randomizer.n_blanket(n_np))) + 1.0
     return round_pld(pair, n_engine, discretization=discretization, rounds=rounds, tail=tail)
+
+
+def has_finite_losses(pair: TwoCountPair) -> bool:
+    """Whether the scalar pair's privacy losses are all finite (``u > 0`` and ``v > 0``; ``p < inf``): the
+    condition for a round PLD (:func:`round_pld`)."""
+    return bool(np.asarray(pair.u) > 0 and np.asarray(pair.v) > 0)
 
 
 def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:

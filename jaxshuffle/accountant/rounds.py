@@ -137,6 +137,11 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         use the sampled round's bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`:
         k-ary RR, or the matrix engine for a randomizer carrying its matrix; docs/math.md 13.11).
 
+    A multi-message protocol's round (``p = inf``: its pair's ``v = 0``) has an infinite privacy loss with
+    positive probability and so no PLD: ``pld`` is ``inf``, ``lower`` and ``discretization`` NaN, and
+    ``upper`` the smaller of basic and advanced composition of :func:`~jaxshuffle.accountant.amplify`'s
+    certified one-round bound (both hold for any ``(eps, delta)``-DP rounds).
+
     Returns:
       The bounds, a :class:`ComposedEpsilon`: ``upper`` is a certified upper bound (errs high; the smallest of
         the certified bounds, docs/math.md section 13.8); ``lower`` is the worst-case pair's composed epsilon
@@ -204,7 +209,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     hold: ``pld`` is ``inf`` (``lower`` NaN) and the one-round bound is the sampled round's."""
     from jaxshuffle.accountant.amplify import amplify
     from jaxshuffle.accountant.compose import epsilon_over_rounds
-    from jaxshuffle.accountant.pld import shuffled_round
+    from jaxshuffle.accountant.pld import has_finite_losses, shuffled_round
 
     _, proof = certified_worst_case_pair(randomizer)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
@@ -215,6 +220,12 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
         discretization = round_grid(randomizer, n, int(rounds.max()), discretization)
         pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         one = np.asarray(subsampled_epsilon(randomizer, n, targets, sample_rate=sample_rate).upper)
+    elif not has_finite_losses(certified_worst_case_pair(randomizer)[0]):
+        # p = inf (multi-message protocols): no PLD (infinite losses); basic and advanced composition of the
+        # certified one-round bound remain (they hold for any (eps, delta)-DP rounds)
+        discretization = np.nan if discretization is None else discretization
+        pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
+        one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False).upper)
     else:
         r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
         discretization = r.upper_forward.discretization

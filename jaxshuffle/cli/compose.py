@@ -132,7 +132,7 @@ def run_compose(args) -> int:
                          "pld": num(c.pld[i, j]), "blanket_pld": num(c.blanket_pld[i, j]),
                          "lower": num(c.lower[i, j]),
                          "basic": num(c.basic[i, j]), "advanced": num(c.advanced[i, j]),
-                         "discretization": c.discretization, "clone_proof": c.clone_proof})
+                         "discretization": num(c.discretization), "clone_proof": c.clone_proof})
     if args.plot is not None:
         from jaxshuffle import plot as jplot
 
@@ -147,6 +147,9 @@ def run_compose(args) -> int:
     def inf(x):
         return float("inf") if x is None else x
 
+    def none(x):  # no value (a round without a worst-case pair's PLD): a dash
+        return "-" if x is None else fmt(x)
+
     print(assumptions(entry, args.randomizer) + " The same users take part in every round.")
     print(f"  worst-case pair: the {c.clone_proof} clone (docs/math.md 5.4).")
     print("  certified eps: the smallest certified bound on the T rounds: the PLD composition of the worst-case "
@@ -156,7 +159,7 @@ def run_compose(args) -> int:
           f"{'blanket PLD':>11} {'basic':>10} {'advanced':>10}")
     for row in rows:
         print(f"  {row['rounds']:>7d} {row['delta']:>9.3g} {fmt(inf(row['upper'])):>14} {row['upper_source']:>11} "
-              f"{fmt(inf(row['pld'])):>10} {fmt(row['lower']):>19} {fmt(inf(row['blanket_pld'])):>11} "
+              f"{fmt(inf(row['pld'])):>10} {none(row['lower']):>19} {fmt(inf(row['blanket_pld'])):>11} "
               f"{fmt(inf(row['basic'])):>10} {fmt(inf(row['advanced'])):>10}")
     if curve_note is not None:
         print(f"  privacy curve: {curve_note}")
