@@ -137,3 +137,24 @@ def test_cli_resume_recomputes_a_tampered_chunk(clean, tmp_path, capsys):
     with pytest.warns(RuntimeWarning, match="c000000.npz"):
         assert cli.main(argv) == 0
     assert (out / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
+
+
+def test_shard_files_carry_a_checksum_and_merge_refuses_a_tampered_or_unverified_one(tmp_path):
+    """A shard's ``shard-i-of-N.npz`` gets a ``.sha256`` sidecar written before it; merge verifies it: a shard
+    whose values changed after it was written, or whose sidecar is gone, is refused with its name."""
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, folder in enumerate(shards):
+        sw.sweep(**SMALL, out=folder, shard=(i, 2))
+    files = [folder / f"shard-{i}-of-2.npz" for i, folder in enumerate(shards)]
+    for f in files:
+        side = json.loads(store.checksum_path(f).read_text())
+        with np.load(f, allow_pickle=False) as z:
+            assert side["sha256"] == store.arrays_digest({k: z[k] for k in z.files}) and side["chunk"] == f.name
+    whole = sw.merge(files, tmp_path / "merged", quiet=True)
+    _same(whole, sw.sweep(**SMALL))
+    _tamper(files[1])
+    with pytest.raises(ValueError, match=rf"inputs: {files[1]}: its arrays do not match the checksum"):
+        sw.merge(files, tmp_path / "merged2", quiet=True)
+    store.checksum_path(files[1]).unlink()
+    with pytest.raises(ValueError, match=rf"inputs: {files[1]}: its checksum file shard-1-of-2.sha256 is missing"):
+        sw.merge(files, tmp_path / "merged3", quiet=True)

@@ -458,11 +458,12 @@ def _write_shard(run: SweepRun) -> None:
     s, out_dir = run.s, run.store.out_dir
     mine_ids = np.concatenate([run.chunk_ids(ci) for ci in run.mine]) if run.mine else np.zeros(0, np.int64)
     more = {"extra": run.extra[mine_ids]} if run.extra is not None else {}
-    with run.guard.writing():
-        atomic_write(out_dir / f"shard-{s.shard_i}-of-{s.shard_n}.npz",
-                     npz_bytes(jobs=mine_ids, lower=run.lower[mine_ids], upper=run.upper[mine_ids],
-                               status=run.status[mine_ids], iterations=run.iterations[mine_ids], **more,
-                               manifest=np.asarray(json.dumps(run.store.manifest))))
+    path = out_dir / f"shard-{s.shard_i}-of-{s.shard_n}.npz"
+    arrays = dict(jobs=mine_ids, lower=run.lower[mine_ids], upper=run.upper[mine_ids], status=run.status[mine_ids],
+                  iterations=run.iterations[mine_ids], **more, manifest=np.asarray(json.dumps(run.store.manifest)))
+    with run.guard.writing():  # the checksum sidecar first, as for chunk files: merge verifies the shard by it
+        atomic_write(checksum_path(path), checksum_bytes(path, arrays))
+        atomic_write(path, npz_bytes(**arrays))
     if not s.quiet:
         print(f"[sweep] shard {s.shard_i}/{s.shard_n} done -> {out_dir / f'shard-{s.shard_i}-of-{s.shard_n}.npz'}; "
               f"join the shards with: jaxshuffle sweep merge DIR_OR_SHARD... --out DIR", file=sys.stderr)

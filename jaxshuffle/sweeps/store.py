@@ -20,7 +20,7 @@ its inputs). Directories written before checksums existed (no ``"chunk_checksum"
 manifest) are resumed as before, their chunks unverified.
 
 Only our files. Deleting or replacing is limited to names this module owns (:func:`is_ours`:
-``sweep.json``, ``results.{csv,npz,json}``, ``shard-I-of-N.npz``, ``chunks/cNNNNNN.{npz,sha256}``
+``sweep.json``, ``results.{csv,npz,json}``, ``shard-I-of-N.{npz,sha256}``, ``chunks/cNNNNNN.{npz,sha256}``
 and the temporary names of their atomic writes), regular files only: a symbolic link is never
 followed, read through or deleted, and a ``chunks`` that is a symbolic link is refused. Anything
 else in the directory (a user's ``chunks/MY_NOTES.txt``) is left alone.
@@ -81,7 +81,7 @@ RESUMABLE_SCHEMAS = (2, 3)
 # What the package owns in a sweep directory
 
 
-_TOP_NAMES = re.compile(r"(sweep\.json|results\.csv|results\.npz|results\.json|shard-\d+-of-\d+\.npz)")
+_TOP_NAMES = re.compile(r"(sweep\.json|results\.csv|results\.npz|results\.json|shard-\d+-of-\d+\.(npz|sha256))")
 _CHUNK_NAMES = re.compile(r"c\d{6,}\.(npz|sha256)")
 _LOCK_NAMES = re.compile(r"(sweep|shard-\d+-of-\d+)\.lock")
 _TMP = re.compile(r"\.(.+)\.tmp-\d+")
@@ -167,7 +167,7 @@ def checksum_bytes(chunk_path: Path, arrays: dict) -> bytes:
     return json.dumps({"chunk": chunk_path.name, "keys": sorted(arrays), "sha256": arrays_digest(arrays)}).encode()
 
 
-def _recorded_digest(chunk_path: Path) -> str | None:
+def recorded_digest(chunk_path: Path) -> str | None:
     side = checksum_path(chunk_path)
     if side.is_symlink() or not side.is_file():
         return None
@@ -500,7 +500,7 @@ def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None, 
         except Exception as exc:  # truncated or corrupt: recompute this chunk
             why = f"unreadable ({type(exc).__name__})"
         else:
-            recorded = _recorded_digest(p)
+            recorded = recorded_digest(p)
             if recorded is None:
                 if checksums:
                     why = f"its checksum file {checksum_path(p).name} is missing"
