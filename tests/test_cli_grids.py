@@ -114,3 +114,18 @@ def test_epsilon_certifies_every_point_of_a_log_grid_of_n(capsys):
     assert [r["n"] for r in rows] == [1000.0, 3162.0, 10000.0]
     assert all(r["certified"] and 0 < r["upper"] < 1 for r in rows)
     assert rows[0]["upper"] > rows[1]["upper"] > rows[2]["upper"]  # more users, more amplification
+
+
+@pytest.mark.parametrize("command", ["epsilon", "calibrate"])
+def test_a_grid_above_the_sweep_limit_is_refused_before_it_is_built(capsys, monkeypatch, command):
+    """25 million points (5000 eps0 x 5000 n) exceed the sweep's grid limit: one line naming the axes and
+    their sizes, before any combination is built (the command computed for a minute before)."""
+    from jaxshuffle.sweeps import grid
+
+    argv = {"epsilon": ["epsilon", "--randomizer", "grr", "--k", "10", "--eps0", "0.1..5:5000", "--delta", "1e-6"],
+            "calibrate": ["calibrate", "--randomizer", "grr", "--k", "10", "--target", "0.1..5:5000",
+                          "--delta", "1e-6"]}[command]
+    assert cli.main([*argv, "--n", "1e3..1e6:5000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"exceed the limit of {grid.MAX_GRID_POINTS:.0f}" in err, err
+    assert "5000 (n) = 25000000 points" in err and "jaxshuffle sweep" in err, err

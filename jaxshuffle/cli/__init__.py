@@ -59,7 +59,7 @@ from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
 from jaxshuffle.cli.tune import add_tune_parser
 from jaxshuffle.engine.two_count.search import Status
 from jaxshuffle.randomizers.clone import CloneProof
-from jaxshuffle.sweeps.grid import eval_rule, parse_delta
+from jaxshuffle.sweeps.grid import MAX_GRID_POINTS, eval_rule, parse_delta
 
 
 class _Parser(argparse.ArgumentParser):
@@ -192,6 +192,11 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def _cartesian(named: dict[str, list]) -> tuple[list[str], dict[str, np.ndarray]]:
     """Every combination of the named axes; a ``delta`` axis may hold rules in ``n`` (evaluated per point)."""
     names = list(named)
+    total = math.prod(len(named[k]) for k in names)
+    if total > MAX_GRID_POINTS:  # refused before the combinations are built (the sweep's limit)
+        sizes = " x ".join(f"{len(named[k])} ({k})" for k in names if len(named[k]) > 1)
+        raise UsageError(f"grid: {sizes} = {total} points exceed the limit of {MAX_GRID_POINTS:.0f}; use jaxshuffle "
+                         "sweep for large grids (resumable, written to disk), or set JAXSHUFFLE_MAX_GRID to lift it")
     combos = list(itertools.product(*(named[k] for k in names)))
     cols = {k: np.asarray([c[i] for c in combos], dtype=object if k == "delta" else np.float64)
             for i, k in enumerate(names)}
