@@ -18,13 +18,12 @@ from jaxshuffle.sweeps.store import (
     STORE_SCHEMA,
     SweepResult,
     SweepStoreError,
-    arrays_digest,
-    checksum_path,
+    checksum_problem,
     chunk_dir_of,
     environment,
     load_chunks,
+    read_job_arrays,
     read_manifest,
-    recorded_digest,
     utc_now,
     write_error,
     write_results,
@@ -167,19 +166,11 @@ def read_shard(path: Path) -> tuple[dict, dict]:
     (``shard-i-of-N.sha256``, written before it) when its sweep writes checksums; ValueError naming the
     file when it is unreadable, its sidecar is missing, or its arrays changed after they were written."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            stored = {k: z[k] for k in z.files}
-        data = {k: stored[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
-        if "extra" in stored:
-            data["extra"] = stored["extra"]
+        stored, data = read_job_arrays(path)
         manifest = json.loads(str(stored["manifest"]))
     except Exception as exc:
         raise ValueError(f"inputs: {path} is not a readable shard file ({exc})") from None
-    recorded = recorded_digest(path)
-    if recorded is None and manifest.get("chunk_checksum") == "sha256":
-        raise ValueError(f"inputs: {path}: its checksum file {checksum_path(path).name} is missing; rerun that "
-                         "shard to write both again, then merge")
-    if recorded is not None and recorded != arrays_digest(stored):
-        raise ValueError(f"inputs: {path}: its arrays do not match the checksum in {checksum_path(path).name} (the "
-                         "file changed after it was written); rerun that shard, then merge")
+    why = checksum_problem(path, stored, required=manifest.get("chunk_checksum") == "sha256")
+    if why is not None:
+        raise ValueError(f"inputs: {path}: {why}; rerun that shard, then merge")
     return manifest, data

@@ -167,6 +167,29 @@ def checksum_bytes(chunk_path: Path, arrays: dict) -> bytes:
     return json.dumps({"chunk": chunk_path.name, "keys": sorted(arrays), "sha256": arrays_digest(arrays)}).encode()
 
 
+def read_job_arrays(path: Path) -> tuple[dict, dict]:
+    """``(every array stored, the job arrays)`` of a chunk or shard file (``jobs, lower, upper, status,
+    iterations`` and ``extra`` where stored); numpy's error where the file is unreadable."""
+    with np.load(path, allow_pickle=False) as z:
+        stored = {k: z[k] for k in z.files}
+    data = {k: stored[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
+    if "extra" in stored:
+        data["extra"] = stored["extra"]
+    return stored, data
+
+
+def checksum_problem(path: Path, stored: dict, *, required: bool) -> str | None:
+    """Why the arrays ``stored`` from ``path`` fail their checksum sidecar, or None where they pass (no
+    sidecar passes unless ``required``: a file written before checksums existed)."""
+    recorded = recorded_digest(path)
+    if recorded is None:
+        return f"its checksum file {checksum_path(path).name} is missing" if required else None
+    if recorded != arrays_digest(stored):
+        return (f"its arrays do not match the checksum in {checksum_path(path).name} (the file changed after it was "
+                "written)")
+    return None
+
+
 def recorded_digest(chunk_path: Path) -> str | None:
     side = checksum_path(chunk_path)
     if side.is_symlink() or not side.is_file():
@@ -492,21 +515,11 @@ def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None, 
         ci = int(m.group(1))
         why = None
         try:
-            with np.load(p, allow_pickle=False) as z:
-                stored = {k: z[k] for k in z.files}
-            data = {k: stored[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
-            if "extra" in stored:
-                data["extra"] = stored["extra"]
+            stored, data = read_job_arrays(p)
         except Exception as exc:  # truncated or corrupt: recompute this chunk
             why = f"unreadable ({type(exc).__name__})"
         else:
-            recorded = recorded_digest(p)
-            if recorded is None:
-                if checksums:
-                    why = f"its checksum file {checksum_path(p).name} is missing"
-            elif recorded != arrays_digest(stored):
-                why = (f"its arrays do not match the checksum in {checksum_path(p).name} (the file changed after "
-                       "it was written)")
+            why = checksum_problem(p, stored, required=checksums)
             if why is None and fingerprint is not None and str(stored.get("fingerprint")) != fingerprint:
                 why = "it belongs to another sweep (fingerprint)"
             if why is None and not (0 <= ci < n_chunks and len({len(v) for v in data.values()}) == 1):
