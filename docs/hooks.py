@@ -63,8 +63,9 @@ def notebook_markdown(name: str) -> str:
     import json
 
     book = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
-    out = [f"*From `notebooks/{name}.ipynb` (shown without outputs: run it with Jupyter, or set "
-           "`JAXSHUFFLE_SMALL=1` for a quick run).*\n"]
+    note = (f"*From `notebooks/{name}.ipynb` (shown without outputs: run it with Jupyter, or set "
+            "`JAXSHUFFLE_SMALL=1` for a quick run).*\n")
+    out: list[str] = []
     for cell in book["cells"]:
         src = cell["source"]
         text = ("".join(src) if isinstance(src, list) else src).rstrip()
@@ -74,7 +75,11 @@ def notebook_markdown(name: str) -> str:
             out.append(text + "\n")
         elif cell["cell_type"] == "code":
             out.append(f"```python\n{text}\n```\n")
-    return "\n".join(out)
+    # the note goes under the notebook's own title (its first line, when that is a heading)
+    title, _, rest = out[0].partition("\n") if out and out[0].startswith("# ") else ("", "", None)
+    if rest is None:
+        return "\n".join([note, *out])
+    return "\n".join([title + "\n", note, rest.strip() + "\n", *out[1:]])
 
 
 def _named(text: str, path: Path) -> tuple[str, str]:

@@ -9,7 +9,9 @@ input-independent blanket messages.
 Modules (one concept each):
 
 * :mod:`~jaxshuffle.accountant.amplify`: :func:`amplify` (certified upper, lower bound, the
-  paper's value), its rules as :func:`amplification_jobs` + :func:`combine_amplification`;
+  paper's value), its rules as :func:`amplification_jobs` + :func:`combine_amplification`; its report
+  (:class:`AmplificationReport`, :class:`UpperSource`) in :mod:`~jaxshuffle.accountant.report`, the
+  concrete mechanism's bounds folded in by :mod:`~jaxshuffle.accountant.mechanism`;
 * :mod:`~jaxshuffle.accountant.calibrate`: :func:`calibrate_eps0`, :func:`calibrate_n`
   (never past the target);
 * :mod:`~jaxshuffle.accountant.parallel`: parallel composition (the paper's Theorem 6.1) and
