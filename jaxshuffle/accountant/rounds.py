@@ -211,7 +211,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     from jaxshuffle.accountant.compose import epsilon_over_rounds
     from jaxshuffle.accountant.pld import has_finite_losses, shuffled_round
 
-    _, proof = certified_worst_case_pair(randomizer)
+    pair, proof = certified_worst_case_pair(randomizer)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
     targets = np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])
     if sample_rate < 1.0:
@@ -220,17 +220,15 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
         discretization = round_grid(randomizer, n, int(rounds.max()), discretization)
         pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         one = np.asarray(subsampled_epsilon(randomizer, n, targets, sample_rate=sample_rate).upper)
-    elif not has_finite_losses(certified_worst_case_pair(randomizer)[0]):
-        # p = inf (multi-message protocols): no PLD (infinite losses); basic and advanced composition of the
-        # certified one-round bound remain (they hold for any (eps, delta)-DP rounds)
-        discretization = np.nan if discretization is None else discretization
-        pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
-        one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False).upper)
     else:
-        r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
-        discretization = r.upper_forward.discretization
-        comp = epsilon_over_rounds(r, rounds, delta)
-        pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
+        if has_finite_losses(pair):
+            r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+            discretization = r.upper_forward.discretization
+            comp = epsilon_over_rounds(r, rounds, delta)
+            pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
+        else:  # p = inf (multi-message protocols): no PLD (infinite losses), basic and advanced composition remain
+            discretization = np.nan if discretization is None else discretization
+            pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         # the round's certified upper alone: no paper value, no exact-dataset lanes beside the blanket's
         one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False).upper)
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
