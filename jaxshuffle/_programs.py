@@ -26,6 +26,12 @@ budgets (docs/math.md section 8: relative budgets of 1e-10 and more against ulp-
 absorb; ``tests/test_programs.py`` checks both programs against each other and the certified
 brackets of the quick one against exact enumeration. The blanket kernel does not ask: its
 evaluation is seconds at large n and the slower code would cost more than the compilation saves.
+
+The quick program serves only the first :data:`QUICK_CALLS` calls of a program (its key) in a process:
+it buys a fast first answer, but a user who calls ``epsilon`` in a loop would pay its slower evaluation
+on every call. From the next call on the optimised program runs (compiled then, or read from JAX's
+persistent compilation cache), so warm calls are as fast as the optimised program. The rule counts
+calls, not time, so which program answers a call never depends on timing.
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ if TYPE_CHECKING:
 
 _LOADED: dict[str, Exported] = {}
 _CALLERS: dict[tuple[str, bool], Callable] = {}  # (program key, quick) -> jitted caller of the exported program
+_QUICK_SERVED: dict[str, int] = {}  # program key -> calls its quick program answered in this process
 # Compile options of a quick program on the CPU (XLA DebugOptions names).
 QUICK_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 QUICK_MAX_POINTS = 16  # eager search calls of at most this many points compile quickly (module docstring)
+QUICK_CALLS = 1  # calls of one program answered by its quick program before the optimised one takes over
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
 
 
@@ -97,7 +105,8 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
 
     ``static`` must identify everything ``fn`` closes over (plan, tolerances). Falls back to
     calling ``fn`` when an argument is traced or export is unavailable. ``quick`` compiles the
-    program with :data:`QUICK_COMPILE_OPTIONS` where the backend is the CPU (module docstring).
+    program with :data:`QUICK_COMPILE_OPTIONS` where the backend is the CPU, for the first
+    :data:`QUICK_CALLS` calls of this program in the process (module docstring).
     """
     export = _export_module()
     if export is None or any(isinstance(a, jax.core.Tracer) for a in arrays):
@@ -127,7 +136,9 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
                 except OSError:
                     pass
         _LOADED[key] = exported
-    quick = bool(quick) and jax.default_backend() == "cpu"
+    quick = bool(quick) and jax.default_backend() == "cpu" and _QUICK_SERVED.get(key, 0) < QUICK_CALLS
+    if quick:
+        _QUICK_SERVED[key] = _QUICK_SERVED.get(key, 0) + 1
     caller = _CALLERS.get((key, quick))
     if caller is None:
         caller = jax.jit(exported.call, compiler_options=QUICK_COMPILE_OPTIONS if quick else None)

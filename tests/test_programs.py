@@ -50,6 +50,7 @@ def test_quick_program_agrees_with_the_optimised_one(monkeypatch):
     n = np.round(10 ** rng.uniform(1, 6, 12))
     delta = 10 ** rng.uniform(-10, -3, 12)
     _programs._CALLERS.clear()
+    _programs._QUICK_SERVED.clear()
     quick = js.epsilon(pair, n, delta)
     # 12 points: quick programs only, on a CPU; none elsewhere
     assert _programs._CALLERS and all(q == on_cpu for _, q in _programs._CALLERS)
@@ -148,3 +149,33 @@ def test_repeated_eager_brackets_are_served_from_memory(monkeypatch):
     bl.krr_bounds(*big, plan=plan)
     bl.krr_bounds(*big, plan=plan)
     assert len(runs) == 5 + search.RECENT_RESULTS + 4  # large batches are not kept (bounded memory)
+
+
+def test_the_quick_program_serves_the_first_call_only(monkeypatch):
+    """Warm calls of one shape run the optimised program: the quick one answers the first call of a
+    program in the process (a fast first answer), the next calls of the same key the optimised one."""
+    import jax
+
+    from jaxshuffle import _programs
+    monkeypatch.setattr(_programs, "_QUICK_SERVED", {})
+    monkeypatch.setattr(_programs, "_CALLERS", {})
+    used = []
+    real_jit = jax.jit
+
+    def spy(fn, **kw):  # which compile options each new caller gets
+        used.append(kw.get("compiler_options") is not None)
+        return real_jit(fn, **kw)
+
+    monkeypatch.setattr(_programs.jax, "jit", spy)
+    pair = js.stronger_clone_pair(1.0)
+    first = js.epsilon(pair, 1e4, 1e-6)
+    second = js.epsilon(pair, 1e4, 1e-6)
+    third = js.epsilon(pair, 1e4, 1e-6)
+    on_cpu = jax.default_backend() == "cpu"
+    keys = {k for k, _ in _programs._CALLERS}
+    assert len(keys) == 1
+    assert sorted(q for _, q in _programs._CALLERS) == ([False, True] if on_cpu else [False])
+    assert used[-1] is False  # the last caller built is the optimised one
+    # both programs bracket the same point; the second and third calls ran the same program
+    np.testing.assert_array_equal(np.asarray(second.upper), np.asarray(third.upper))
+    assert float(first.lower) <= float(second.upper) and float(second.lower) <= float(first.upper)
