@@ -329,7 +329,7 @@ def hockey_stick(P, Q, eps):
 def test_property_connect_the_dots_dominates_the_profile_and_its_composition(seed, m, grid, T):
     """Upper profile values (exact, inflated at random) on a grid -> a PLD whose one-round and T-round
     deltas are >= the pair's exact ones at every eps (off-grid and negative included), mass ~ 1."""
-    from jaxshuffle.accountant.blanket_pld import _to_discrete, connect_the_dots
+    from jaxshuffle.accountant.profile_pld import connect_the_dots, to_discrete
 
     rng = np.random.default_rng(seed)
     P, Q = symmetric_pair(rng, m)
@@ -338,7 +338,7 @@ def test_property_connect_the_dots_dominates_the_profile_and_its_composition(see
                                   [math.ceil(loss_max / grid) + 1]])).astype(np.int64)
     exact_u = hockey_stick(P, Q, j * grid)
     noisy = exact_u * (1 + rng.random(j.size) * rng.choice([0, 1e-3, 0.1])) + rng.choice([0, 1e-9])
-    pld = _to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, noisy), grid)
+    pld = to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, noisy), grid)
     assert 1.0 <= pld.probs.sum() + pld.infinity_mass <= 1.0 + 1e-9 + 2 * j.size * noisy.max() * 0.1
     eps = np.linspace(-loss_max - 0.1, loss_max + 0.1, 301)
     one = np.array([pld.delta(e) for e in eps])
@@ -349,13 +349,13 @@ def test_property_connect_the_dots_dominates_the_profile_and_its_composition(see
 
 def test_connect_the_dots_of_exact_values_is_tight_on_its_grid():
     """With the exact profile at every grid point the PLD's delta equals it there (the hull keeps them)."""
-    from jaxshuffle.accountant.blanket_pld import _to_discrete, connect_the_dots
+    from jaxshuffle.accountant.profile_pld import connect_the_dots, to_discrete
 
     P, Q = symmetric_pair(np.random.default_rng(3), 4)
     grid = 1e-3
     j = np.arange(0, math.ceil(np.max(np.log(P / Q)) / grid) + 2)
     exact_u = hockey_stick(P, Q, j * grid)
-    pld = _to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, exact_u), grid)
+    pld = to_discrete(j, *connect_the_dots(np.asarray(j, np.float64), grid, exact_u), grid)
     on_grid = np.array([pld.delta(e) for e in j * grid])
     np.testing.assert_allclose(on_grid, exact_u, rtol=1e-9, atol=1e-14)
 

@@ -48,6 +48,14 @@ from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
 from jaxshuffle._fft import MAX_FFT
 from jaxshuffle._numerics import ULP as _ULP
+from jaxshuffle.accountant.loss_distribution import (  # noqa: F401  (re-exported: their import path)
+    ADD_OR_REMOVE_ONE,
+    RELATIONS,
+    REPLACE_ONE,
+    DiscretePLD,
+    RoundPLD,
+    neighboring_relation,
+)
 from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
 from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
 from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
@@ -62,6 +70,9 @@ MIN_DISCRETIZATION = 1e-9
 #: outside the FFT window, charged to delta after composing.
 CELL_TAIL = 1e-16
 DEFAULT_TAIL = CELL_TAIL  # the former name
+#: Largest round whose PLD :func:`round_pld` builds cell by cell by default (about half a second of
+#: CPU); a symmetric pair with more cells (``n`` above about 3e5) is connected from its profile.
+MAX_CELLS = 1 << 24
 # Cells per chunk of the histogram loop (bounds memory: about 100 bytes per cell).
 CHUNK_CELLS = 1 << 21
 # A grid larger than this is refused (memory), with the smallest discretization that fits.
@@ -72,88 +83,6 @@ MAX_BINS = 1 << 26
 #: bins whatever the randomizer: ~1.7e4 T after rounding to a power of two at accuracy 1e-3 (k-RR,
 #: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (:data:`jaxshuffle._fft.MAX_FFT`) at T = 4000.
 MAX_DEFAULT_ROUNDS = 4000
-
-
-class DiscretePLD(NamedTuple):
-    """A privacy-loss distribution on the grid ``loss = (lower_index + j) * discretization``.
-
-    Discretising on the safe side: docs/math.md section 13.3.
-
-    Attributes:
-      probs: float64 masses (``probs[j]`` at loss ``(lower_index + j) * discretization``).
-      lower_index: grid index of ``probs[0]`` (a Python int).
-      discretization: the grid spacing (a Python float).
-      infinity_mass: mass at loss ``+inf`` (a Python float).
-      pessimistic: True for an upper-bound discretisation, False for a lower-bound one.
-    """
-
-    probs: np.ndarray
-    lower_index: int
-    discretization: float
-    infinity_mass: float
-    pessimistic: bool
-
-    def losses(self) -> np.ndarray:
-        return (self.lower_index + np.arange(len(self.probs))) * self.discretization
-
-    def delta(self, eps: float) -> float:
-        """``sum_j p_j (1 - e^{eps - l_j})_+ + infinity_mass`` (one round, no float-error terms)."""
-        ell = self.losses()
-        keep = ell > eps
-        return float(np.sum(self.probs[keep] * -np.expm1(eps - ell[keep])) + self.infinity_mass)
-
-
-#: Neighbouring relation of a shuffled round: one user's input replaced by another (the user still
-#: sends one message). The relation of every round this package builds.
-REPLACE_ONE = "replace_one"
-#: One user added or removed. Not a shuffled round's relation; rounds imported from dp_accounting
-#: with it compose only among themselves.
-ADD_OR_REMOVE_ONE = "add_or_remove_one"
-RELATIONS = (REPLACE_ONE, ADD_OR_REMOVE_ONE)
-
-
-def neighboring_relation(value, what: str = "neighboring_relation") -> str:
-    """``value`` as one of :data:`RELATIONS`: a string, or a dp_accounting ``NeighboringRelation``
-    (``REPLACE_ONE``, ``ADD_OR_REMOVE_ONE``; matched by name). ValueError naming ``what`` otherwise."""
-    name = getattr(value, "name", value)
-    if isinstance(name, str) and name.lower() in RELATIONS:
-        return name.lower()
-    raise ValueError(f"{what}: must be one of {', '.join(RELATIONS)} (or dp_accounting's NeighboringRelation."
-                     f"REPLACE_ONE / ADD_OR_REMOVE_ONE), got {value!r}")
-
-
-class RoundPLD(NamedTuple):
-    """Both discretisations of one round's PLD, in both directions of the neighbouring relation.
-
-    ``forward`` is ``PLD(P || Q)``, ``backward`` ``PLD(Q || P)`` (the same object for a symmetric
-    pair, ``r0 == r1``). ``upper_*`` are pessimistic, ``lower_*`` optimistic. ``certified`` is True
-    when the pair dominates the shuffled mechanism (an upper pair with ``w == 0``).
-    ``neighboring_relation`` is what the guarantee is about: :data:`REPLACE_ONE` for every shuffled
-    round (a user's input replaced; docs/math.md section 13.10). Rounds compose only with rounds of
-    the same relation. Under replace-one a Gaussian sum of vectors clipped to norm ``C`` has
-    sensitivity ``2 C``, not the add/remove ``C``. A pair's PLD, row by row: docs/math.md section 13.2.
-
-    Attributes:
-      upper_forward: pessimistic :class:`DiscretePLD` of ``P || Q`` (composes to upper bounds).
-      upper_backward: pessimistic :class:`DiscretePLD` of ``Q || P`` (``upper_forward`` itself for a
-        symmetric pair).
-      lower_forward: optimistic :class:`DiscretePLD` of ``P || Q``, or None (no lower side).
-      lower_backward: optimistic :class:`DiscretePLD` of ``Q || P``, or None.
-      certified: True when the pair dominates the shuffled mechanism (above).
-      source: label of the pair or import (e.g. ``"stronger-clone"``, ``"dp_accounting"``).
-      max_loss: bound on every finite loss (``|log(u/v)|`` for a pair; ``inf`` when unknown), used by
-        :func:`rdp`.
-      neighboring_relation: :data:`REPLACE_ONE` or :data:`ADD_OR_REMOVE_ONE` (above).
-    """
-
-    upper_forward: DiscretePLD
-    upper_backward: DiscretePLD
-    lower_forward: DiscretePLD | None
-    lower_backward: DiscretePLD | None
-    certified: bool
-    source: str
-    max_loss: float = math.inf  # bound on every finite loss (|log(u/v)| for a pair); used by rdp()
-    neighboring_relation: str = REPLACE_ONE
 
 
 class _CellPlan(NamedTuple):
@@ -195,8 +124,9 @@ def _loss(u, v, c, a, q):
     return jnp.logaddexp(jnp.log(u) + log_rho, jnp.log(v)) - jnp.logaddexp(jnp.log(v) + log_rho, jnp.log(u))
 
 
-def _plan_cells(pair_np, n: float, discretization: float, tail: float) -> tuple[Plan, int, _CellPlan, int]:
-    u, v, r0, r1 = pair_np
+def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int, int]:
+    """``(L, c_lo, A)``: the others' counts evaluated (``L`` from ``c_lo``) and each row's ``k`` window ``A``;
+    the round has ``L (A + 1)`` cells."""
     s = r0 + r1
     # Others' counts: a window of C ~ Bin(n-1, s) leaving out at most tail/2 (Chernoff), a multiple
     # of 512 long (window_weights' blocks), not a power of two: every row costs a full k window.
@@ -211,6 +141,13 @@ def _plan_cells(pair_np, n: float, discretization: float, tail: float) -> tuple[
     h = float(_needed_halfwidth(np.float64(max(c_hi, 1)), np.float64(min(max(q, 1e-300), 1 - 1e-16)),
                                 np.float64(tail / 2)))
     A = int(max(16, -(-int(min(2 * h + 2, c_hi + 2)) // 16) * 16))
+    return L, c_lo, A
+
+
+def _plan_cells(pair_np, n: float, discretization: float, tail: float) -> tuple[Plan, int, _CellPlan, int]:
+    u, v, r0, r1 = pair_np
+    L, c_lo, A = _cell_windows(r0, r1, n, tail)
+    q = r0 / (r0 + r1)
     # Loss range: L(c, a) is monotone in a, so its extremes over a row are at the row's ends.
     c = c_lo + np.arange(L, dtype=np.float64)
     c = c[c <= n - 1]
@@ -330,8 +267,19 @@ def _trim(pld: DiscretePLD) -> DiscretePLD:
 
 
 def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rounds: int = 1,
-              tail: float = CELL_TAIL) -> RoundPLD:
-    """Pessimistic and optimistic privacy-loss distributions of one round of a scalar two-count pair.
+              tail: float = CELL_TAIL, method: str = "auto") -> RoundPLD:
+    """Privacy-loss distributions of one round of a scalar two-count pair, from its cells or its profile.
+
+    Two constructions, each certified (pessimistic side: composes to upper bounds):
+
+    * ``"cells"``: every cell ``(c, a)`` of the pair enumerated (docs/math.md sections 13.2-13.3),
+      giving the pessimistic *and* the optimistic PLD. Costs ``window x row`` cells, growing as ``n``
+      (6e7 at ``n = 1e6``, 5.7e9 at ``n = 1e8``).
+    * ``"profile"``: the pessimistic PLD connected from the pair's certified privacy profile at
+      about 576 eps (:func:`~jaxshuffle.accountant.profile_pld.two_count_round`, docs/math.md 13.9), each
+      ``O(window)``; symmetric pairs (``r0 == r1``, every worst-case pair) only; no optimistic side.
+    * ``"auto"`` (default): cells up to :data:`MAX_CELLS` cells, the profile beyond (cells for an
+      asymmetric pair).
 
     Args:
       pair: a scalar :class:`~jaxshuffle.pair.TwoCountPair` with ``w == 0`` and ``u, v > 0``
@@ -341,14 +289,14 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
         ``rounds`` rounds.
       rounds: the number of compositions the grid is chosen for (only used for the default grid).
       tail: P-mass left outside the evaluated cells (moved to ``+inf`` in the pessimistic PLD), in
-        (0, 1e-3).
-
-    The PLD of a pair and its safe-side discretisation: docs/math.md sections 13.2 and 13.3.
+        (0, 1e-3); cells only.
+      method: ``"auto"``, ``"cells"`` or ``"profile"`` (above).
 
     Returns:
       The round, a :class:`RoundPLD`. Its pessimistic side composes to certified upper bounds (errs high) when
-        the pair is an upper pair (``pair.bound == "upper"``); the optimistic side bounds the *pair's*
-        composed divergence from below (a lower bound for the mechanism only for a lower pair).
+        the pair is an upper pair (``pair.bound == "upper"``); the optimistic side (cells only, else None)
+        bounds the *pair's* composed divergence from below (a lower bound for the mechanism only for a
+        lower pair).
 
     Raises:
       ValueError: naming the parameter for bad input, and for ``w > 0`` (not a dominating pair).
@@ -371,6 +319,19 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
         discretization = default_discretization(pair, n_np, int(rounds))
     check(np.float64(discretization) >= MIN_DISCRETIZATION, "discretization",
           f"must be at least {MIN_DISCRETIZATION}", value=np.float64(discretization))
+    if method not in ("auto", "cells", "profile"):
+        raise ValueError(f"method: must be 'auto', 'cells' or 'profile', got {method!r}")
+    symmetric = r0 == r1
+    if method == "profile" and not symmetric:
+        raise ValueError(f"method: 'profile' needs a symmetric pair (r0 == r1), got r0 = {r0:.6g}, r1 = {r1:.6g}")
+    if method == "auto":
+        window, _, row = _cell_windows(r0, r1, float(n_np), float(tail))
+        method = "profile" if symmetric and window * (row + 1) > MAX_CELLS else "cells"
+    if method == "profile":
+        from jaxshuffle.accountant.profile_pld import two_count_round
+
+        r = two_count_round(max(u, v), min(u, v), r0, float(n_np), float(discretization), source=pair.source)
+        return r._replace(certified=pair.bound == "upper")
     up_f, lo_f = _one_direction(u, v, r0, r1, float(n_np), float(discretization), float(tail))
     if r0 == r1:  # symmetric: PLD(Q||P) = PLD(P||Q) (swap a <-> c + 1 - a)
         up_b, lo_b = up_f, lo_f
@@ -381,7 +342,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
 
 
 def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds: int = 1,
-                   tail: float = CELL_TAIL, sample_rate: float = 1.0) -> RoundPLD:
+                   tail: float = CELL_TAIL, sample_rate: float = 1.0, method: str = "auto") -> RoundPLD:
     """The certified round PLD of ``n`` users running ``randomizer`` through a shuffler.
 
     A certified pair dominates the shuffled mechanism at every eps, over any number of rounds:
@@ -403,6 +364,8 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
         single-message randomizer its three-count pair
         (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`); ``tail`` does not apply;
         multi-message randomizers and a ``TwoCountPair`` are refused.
+      method: how the full round's pair PLD is built: ``"auto"``, ``"cells"`` or ``"profile"``, as
+        :func:`round_pld` (``"cells"`` for its optimistic side or a finite :func:`rdp` at large ``n``).
 
     Returns:
       The round's :class:`RoundPLD` (``certified`` for a ``VRParams``; a ``TwoCountPair`` as :func:`round_pld`
@@ -428,7 +391,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
         return blanket_round_where_built(randomizer, n, round_grid(randomizer, n, int(rounds), discretization), None,
                                          g)
     if isinstance(randomizer, TwoCountPair):
-        return round_pld(randomizer, n, discretization=discretization, rounds=rounds, tail=tail)
+        return round_pld(randomizer, n, discretization=discretization, rounds=rounds, tail=tail, method=method)
     if not isinstance(randomizer, VRParams):
         raise ValueError(f"randomizer: expected VRParams (jaxshuffle.randomizers) or a TwoCountPair, "
                          f"got {type(randomizer).__name__}")
@@ -441,7 +404,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
                          "probability and it has no privacy-loss distribution to compose; composed_epsilon composes "
                          "such rounds by basic and advanced composition of amplify's certified one-round bound")
     n_engine = float(np.asarray(randomizer.n_blanket(n_np))) + 1.0
-    return round_pld(pair, n_engine, discretization=discretization, rounds=rounds, tail=tail)
+    return round_pld(pair, n_engine, discretization=discretization, rounds=rounds, tail=tail, method=method)
 
 
 def has_finite_losses(pair: TwoCountPair) -> bool:
@@ -455,7 +418,10 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
 
     From the pessimistic PLDs: ``D_a <= log(sum_j p_j e^{(a-1) l_j} + p_out e^{(a-1) max_loss}) / (a-1)``;
     losses rounded up and masses inflated only increase the sum, and the mass left outside the
-    evaluated cells has a loss of at most ``max_loss = |log(u/v)|`` (docs/math.md section 13.6).
+    evaluated cells has a loss of at most ``max_loss = |log(u/v)|`` (docs/math.md section 13.6). A round
+    connected from its profile (``round_pld(..., method="profile")``, the default above
+    :data:`MAX_CELLS` cells) keeps its profile's last value at ``+inf``, so its bound is ``inf``: build the
+    round with ``method="cells"`` for a finite one.
 
     Args:
       round_pld_: a certified :class:`RoundPLD` (:func:`shuffled_round`, :func:`round_pld`).
@@ -466,13 +432,13 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
         (at least 0).
 
     Raises:
-      ValueError: naming ``orders`` for an order not finite and > 1, or ``round_pld`` for a round
+      ValueError: naming ``orders`` for an order not finite and > 1, or ``round_pld_`` for a round
         that is not certified.
     """
     orders = np.asarray(orders, np.float64)
     check((orders > 1) & np.isfinite(orders), "orders", "must be finite and > 1", value=orders)
     if not round_pld_.certified:
-        raise ValueError(f"round_pld: the pair ({round_pld_.source}) is not certified; no RDP bound")
+        raise ValueError(f"round_pld_: the pair ({round_pld_.source}) is not certified; no RDP bound")
     out = np.full(orders.shape, -np.inf)
     for pld in (round_pld_.upper_forward, round_pld_.upper_backward):
         ell = pld.losses()
