@@ -411,9 +411,10 @@ def test_blanket_pld_is_skipped_by_default_above_its_n_cap(monkeypatch):
     """composed_epsilon builds the k-RR blanket pair's PLD by default only up to BLANKET_PLD_MAX_N
     (its cost grows with n); above, that candidate is absent (inf). An explicit count builds it at any n
     (test_cli's compose test and the blanket_round tests)."""
+    from jaxshuffle.accountant import blanket_pld
     from jaxshuffle.accountant import rounds as rounds_mod
 
-    monkeypatch.setattr(rounds_mod, "BLANKET_PLD_MAX_N", 50.0)
+    monkeypatch.setattr(blanket_pld, "BLANKET_PLD_MAX_N", 50.0)
     c = rounds_mod.composed_epsilon(R.grr(1.0, 10), 100, [5], [1e-6])
     assert np.isinf(c.blanket_pld).all() and "blanket PLD" not in c.upper_source.tolist()
     assert np.isfinite(c.upper).all()

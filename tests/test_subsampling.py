@@ -384,10 +384,10 @@ def test_three_count_round_pld_dominates_the_pairs_profile():
 def test_shuffled_round_with_clients_sampled_builds_the_rules_round(monkeypatch):
     """shuffled_round(g < 1) of any single-message randomizer is the round the T-round rule builds
     (blanket_round_where_built on the worst-case pair's grid): k-RR's blanket pair, else the three-count pair."""
-    from jaxshuffle.accountant import rounds as rounds_mod
+    from jaxshuffle.accountant import blanket_pld
 
     calls = []
-    monkeypatch.setattr(rounds_mod, "blanket_round_where_built", lambda *a: calls.append(a) or "built")
+    monkeypatch.setattr(blanket_pld, "blanket_round_where_built", lambda *a: calls.append(a) or "built")
     assert js.shuffled_round(R.general(1.0), 300, discretization=1e-2, rounds=8, sample_rate=0.2) == "built"
     randomizer, n, grid, points, g = calls[0]
     assert (n, grid, points, g) == (300, 1e-2, None, 0.2) and float(randomizer.p) == math.e

@@ -17,7 +17,11 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.accountant.parallel`: parallel composition (the paper's Theorem 6.1) and
   the hierarchical range queries of its Section 7.3;
 * :mod:`~jaxshuffle.accountant.pld`: a round's privacy-loss distribution from a certified pair
-  (:func:`shuffled_round`, :func:`round_pld`, pessimistic and optimistic), and its RDP (:func:`rdp`);
+  (:func:`shuffled_round`, :func:`round_pld`: its cells, pessimistic and optimistic, or at large ``n``
+  its certified profile), and its RDP (:func:`rdp`); the PLD types and the default loss grid in
+  :mod:`~jaxshuffle.accountant.loss_distribution`; connecting a certified profile's dots in
+  :mod:`~jaxshuffle.accountant.profile_pld`, the blanket and sampled rounds' profiles in
+  :mod:`~jaxshuffle.accountant.blanket_pld`;
 * :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
   :func:`compose_delta`, :func:`epsilon_over_rounds`), every error on the safe side;
 * :mod:`~jaxshuffle.accountant.curves`: :func:`amplify_delta`, one round's certified delta at

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import check
-from jaxshuffle.accountant.pld import MIN_DISCRETIZATION, RoundPLD, default_discretization
+from jaxshuffle.accountant.loss_distribution import MIN_DISCRETIZATION, RoundPLD, default_discretization
 from jaxshuffle.accountant.profile_pld import (  # noqa: F401  (some re-exported from their former home)
     DEFAULT_POINTS,
     EVAL_BATCH,
@@ -37,6 +37,11 @@ from jaxshuffle.engine.blanket import (
     shared_plan,
     window_start,
 )
+from jaxshuffle.randomizers.clone import certified_clone, certified_worst_case_pair
+
+#: largest n at which :func:`~jaxshuffle.accountant.rounds.composed_epsilon` builds the blanket pair's PLD by
+#: default (cost grows with n)
+BLANKET_PLD_MAX_N = 1e5
 
 
 def _profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan) -> np.ndarray:
@@ -60,7 +65,7 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
       eps0: local budget, in (0, 50]. k: number of values, an integer >= 2.
       n: number of users, an integer in [2, 1e12].
       discretization: loss grid spacing; default that of the worst-case pair
-        (:func:`~jaxshuffle.accountant.pld.default_discretization`) for ``rounds`` rounds, so both
+        (:func:`~jaxshuffle.accountant.loss_distribution.default_discretization`) for ``rounds`` rounds, so both
         pairs share one grid.
       points: profile evaluations spread evenly over ``[0, eps_tail]`` (``eps_tail``: the blanket
         epsilon at ``TAIL_DELTA``), and ``points/8`` more up to ``min(eps0, TAIL_REACH eps_tail)``.
@@ -143,3 +148,37 @@ def three_count_round(p: float, r: float, g: float, n, *, discretization: float,
     rows = [jnp.asarray(x[0]) for x in (forms.w, forms.a0, forms.a1, forms.v0, forms.v1)]
     upper = np.asarray(_form_profile_program(*rows, jnp.float64(n), jnp.asarray(padded), plan=plan))[:j.size]
     return round_from_profile(j, upper, delta_, eps_end, f"three-count pair (clients sampled at {g:g})")
+
+
+def round_grid(randomizer, n, rounds: int, discretization: float | None, accuracy: float = 1e-3) -> float:
+    """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds at ``accuracy``
+    (:func:`~jaxshuffle.accountant.loss_distribution.default_discretization`: what the full round composes on; a
+    sampled round's losses are smaller, so the grid suits it too)."""
+    if discretization is not None:
+        return float(discretization)
+    pair, _ = certified_worst_case_pair(randomizer)
+    n_engine = float(np.asarray(randomizer.n_blanket(n))) + 1.0
+    return float(default_discretization(pair, n_engine, rounds, accuracy))
+
+
+def blanket_round_where_built(randomizer, n, discretization: float, blanket_points: int | None,
+                              sample_rate: float = 1.0):
+    """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
+    :func:`~jaxshuffle.accountant.rounds.composed_epsilon` builds it (``blanket_points``: None for the
+    default rule: up to the n cap, and at every n for a sampled round, which has no other PLD); for a
+    sampled round of any other single-message randomizer its three-count pair's PLD
+    (:func:`three_count_round`, the clone constant proven for it);
+    None elsewhere."""
+    mech = randomizer.krr()
+    if blanket_points is None:
+        blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
+    if blanket_points == 0:
+        return None
+    if mech is None and sample_rate < 1.0:  # any other single-message randomizer: its three-count pair
+        r, _ = certified_clone(randomizer, np)
+        return three_count_round(float(np.asarray(randomizer.p)), float(np.asarray(r)), sample_rate, n,
+                                 discretization=discretization, points=blanket_points)
+    if mech is None:
+        return None
+    return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
+                         discretization=discretization, points=blanket_points, sample_rate=sample_rate)

@@ -1,4 +1,4 @@
-"""The privacy-loss distribution types every round and composition shares.
+"""The privacy-loss distribution types every round and composition shares, and their default loss grid.
 
 :class:`DiscretePLD` is one direction's distribution of the privacy loss on a grid, discretised on
 one side (pessimistic or optimistic, docs/math.md section 13.3); :class:`RoundPLD` holds a round's
@@ -11,9 +11,23 @@ and :mod:`jaxshuffle.accountant.compose` import them without importing each othe
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+
+from jaxshuffle._fft import MAX_FFT
+
+if TYPE_CHECKING:
+    from jaxshuffle.engine.two_count.pair import TwoCountPair
+
+# A computed loss is off by at most pld.LOSS_ERR = 1e-11; the grid must stay far coarser.
+MIN_DISCRETIZATION = 1e-9
+#: largest number of rounds composed at :func:`default_discretization`'s grid. That grid's spacing
+#: is ``2 accuracy sd / sqrt(T)`` and the composed window spans about ``2 z sd sqrt(T)`` (``z`` ~ 8
+#: standard deviations each side for its tail), so the composed FFT needs about ``z T / accuracy``
+#: bins whatever the randomizer: ~1.7e4 T after rounding to a power of two at accuracy 1e-3 (k-RR,
+#: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (:data:`jaxshuffle._fft.MAX_FFT`) at T = 4000.
+MAX_DEFAULT_ROUNDS = 4000
 
 
 class DiscretePLD(NamedTuple):
@@ -96,3 +110,26 @@ class RoundPLD(NamedTuple):
     source: str
     max_loss: float = math.inf  # bound on every finite loss (|log(u/v)| for a pair); used by rdp()
     neighboring_relation: str = REPLACE_ONE
+
+
+def default_discretization(pair: TwoCountPair, n, rounds: int, accuracy: float = 1e-3) -> float:
+    """A grid spacing for ``rounds`` compositions of the pair at relative accuracy about ``accuracy``.
+
+    Pessimistic rounding moves the composed loss up by at most ``rounds * discretization``; the
+    composed epsilon is at least about ``z sd(L) sqrt(rounds)`` with ``z ~ 5`` at the deltas people
+    use, so ``discretization = 2 accuracy sd(L) / sqrt(rounds)`` keeps the shift below ``accuracy``
+    of it. ``sd(L)`` is the normal approximation ``2 c_p sqrt(q(1-q)/(n (r0+r1)))`` with
+    ``c_p = |u-v|/(u+v)`` (a heuristic: it sets only the grid, never a bound).
+    """
+    u, v, r0, r1 = (float(np.asarray(x)) for x in (pair.u, pair.v, pair.r0, pair.r1))
+    s = r0 + r1
+    q = r0 / s if s > 0 else 0.5
+    cp = abs(u - v) / max(u + v, 1e-300)
+    sd = 2.0 * cp * math.sqrt(max(q * (1 - q), 1e-300) / max(float(n) * s, 1.0))
+    sd = min(max(sd, 1e-6), abs(math.log(max(u, 1e-300) / max(v, 1e-300))) or 1e-6)
+    if rounds > MAX_DEFAULT_ROUNDS:
+        raise ValueError(f"rounds: {rounds:.6g} rounds at the default discretization would need about "
+                         f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {MAX_FFT}; at most "
+                         f"{MAX_DEFAULT_ROUNDS} rounds are composed at the default grid. Pass a coarser "
+                         "discretization explicitly (a looser bound), or compose fewer rounds")
+    return max(MIN_DISCRETIZATION, 2.0 * accuracy * sd / math.sqrt(max(rounds, 1)))

@@ -46,14 +46,16 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
-from jaxshuffle._fft import MAX_FFT
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.accountant.loss_distribution import (  # noqa: F401  (re-exported: their import path)
     ADD_OR_REMOVE_ONE,
+    MAX_DEFAULT_ROUNDS,
+    MIN_DISCRETIZATION,
     RELATIONS,
     REPLACE_ONE,
     DiscretePLD,
     RoundPLD,
+    default_discretization,
     neighboring_relation,
 )
 from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
@@ -63,8 +65,6 @@ from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
 LOSS_ERR = 1e-11
-# Smallest grid spacing accepted: LOSS_ERR must stay a small fraction of it.
-MIN_DISCRETIZATION = 1e-9
 #: Default P-mass of one round left outside the evaluated cells (Chernoff), which goes to +inf in the
 #: pessimistic PLD. Not :data:`jaxshuffle.accountant.compose.WRAP_TAIL`: that one is the composed mass
 #: outside the FFT window, charged to delta after composing.
@@ -77,12 +77,6 @@ MAX_CELLS = 1 << 24
 CHUNK_CELLS = 1 << 21
 # A grid larger than this is refused (memory), with the smallest discretization that fits.
 MAX_BINS = 1 << 26
-#: largest number of rounds composed at :func:`default_discretization`'s grid. That grid's spacing
-#: is ``2 accuracy sd / sqrt(T)`` and the composed window spans about ``2 z sd sqrt(T)`` (``z`` ~ 8
-#: standard deviations each side for its tail), so the composed FFT needs about ``z T / accuracy``
-#: bins whatever the randomizer: ~1.7e4 T after rounding to a power of two at accuracy 1e-3 (k-RR,
-#: the general randomizer, n = 1e2 to 1e6), i.e. 2^26 (:data:`jaxshuffle._fft.MAX_FFT`) at T = 4000.
-MAX_DEFAULT_ROUNDS = 4000
 
 
 class _CellPlan(NamedTuple):
@@ -90,31 +84,6 @@ class _CellPlan(NamedTuple):
     row: int  # k window per row (A); a takes A + 1 values
     bins: int  # histogram length (power of two)
     rows_per_chunk: int
-
-
-def default_discretization(pair: TwoCountPair, n, rounds: int, accuracy: float = 1e-3) -> float:
-    """A grid spacing for ``rounds`` compositions of the pair at relative accuracy about ``accuracy``.
-
-    Pessimistic rounding moves the composed loss up by at most ``rounds * discretization``; the
-    composed epsilon is at least about ``z sd(L) sqrt(rounds)`` with ``z ~ 5`` at the deltas people
-    use, so ``discretization = 2 accuracy sd(L) / sqrt(rounds)`` keeps the shift below ``accuracy``
-    of it. ``sd(L)`` is the normal approximation ``2 c_p sqrt(q(1-q)/(n (r0+r1)))`` with
-    ``c_p = |u-v|/(u+v)`` (a heuristic: it sets only the grid, never a bound).
-    """
-    u, v, r0, r1 = (float(np.asarray(x)) for x in (pair.u, pair.v, pair.r0, pair.r1))
-    s = r0 + r1
-    q = r0 / s if s > 0 else 0.5
-    cp = abs(u - v) / max(u + v, 1e-300)
-    sd = 2.0 * cp * math.sqrt(max(q * (1 - q), 1e-300) / max(float(n) * s, 1.0))
-    sd = min(max(sd, 1e-6), abs(math.log(max(u, 1e-300) / max(v, 1e-300))) or 1e-6)
-    if rounds > MAX_DEFAULT_ROUNDS:
-
-        raise ValueError(f"rounds: {rounds:.6g} rounds at the default discretization would need about "
-                         f"{1.7e4 * rounds:.2g} bins of the composed grid, more than {MAX_FFT}; at most "
-                         f"{MAX_DEFAULT_ROUNDS} rounds are composed at the default grid. Pass a coarser "
-                         "discretization explicitly (a looser bound), or compose fewer rounds")
-    return max(MIN_DISCRETIZATION, 2.0 * accuracy * sd / math.sqrt(max(rounds, 1)))
-
 
 
 def _loss(u, v, c, a, q):
@@ -386,7 +355,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
         if not isinstance(randomizer, VRParams) or sampled_route(randomizer) is None:
             raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (no two-count pair is an upper bound for a sampled "
                              "round, docs/math.md 13.11)")
-        from jaxshuffle.accountant.rounds import blanket_round_where_built, round_grid
+        from jaxshuffle.accountant.blanket_pld import blanket_round_where_built, round_grid
 
         return blanket_round_where_built(randomizer, n, round_grid(randomizer, n, int(rounds), discretization), None,
                                          g)

@@ -128,7 +128,7 @@ class RoundAccountant:
 
     Args:
       discretization: the loss grid every round shares. Default: fixed by the first round, as
-        :func:`~jaxshuffle.accountant.pld.default_discretization` for ``expected_rounds`` rounds of it
+        :func:`~jaxshuffle.accountant.loss_distribution.default_discretization` for ``expected_rounds`` rounds of it
         (about 1e-3 relative accuracy there), or the grid of a first round given as a ``RoundPLD``.
       expected_rounds: the number of rounds the default grid is chosen for (an integer >= 1).
       accuracy: relative accuracy the default grid aims at over ``expected_rounds`` rounds (in

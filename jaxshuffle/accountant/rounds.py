@@ -25,10 +25,12 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle._config import check
+from jaxshuffle.accountant.blanket_pld import (  # noqa: F401  (BLANKET_PLD_MAX_N: re-exported, its former home)
+    BLANKET_PLD_MAX_N,
+    blanket_round_where_built,
+    round_grid,
+)
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
-
-#: largest n at which :func:`composed_epsilon` builds the blanket pair's PLD by default (cost grows with n)
-BLANKET_PLD_MAX_N = 1e5
 
 #: ``upper_source`` values, in order of preference on ties.
 SOURCES = ("basic", "advanced", "PLD", "blanket PLD")
@@ -124,7 +126,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
       rounds: numbers of rounds ``T`` (integers >= 1, scalar or 1-d).
       delta: total deltas of the ``T`` rounds, in (0, 1) (scalar or 1-d).
       discretization: loss grid of the PLD composition (default: about 1e-3 relative accuracy at
-        ``max(rounds)``, :func:`~jaxshuffle.accountant.pld.default_discretization`).
+        ``max(rounds)``, :func:`~jaxshuffle.accountant.loss_distribution.default_discretization`).
       blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR, and the three-count pair
         of a sampled round; 0 skips it).
         Default: :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS` up to
@@ -236,49 +238,6 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
     proof = CloneProof.NONE if sample_rate < 1.0 else CloneProof(int(np.asarray(proof)))
     return _TwoCountBounds(pld, lower, basic, advanced, float(discretization), proof.name.lower())
-
-
-def round_grid(randomizer, n, rounds: int, discretization: float | None, accuracy: float = 1e-3) -> float:
-    """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds at ``accuracy``
-    (:func:`~jaxshuffle.accountant.pld.default_discretization`: what the full round composes on; a
-    sampled round's losses are smaller, so the grid suits it too)."""
-    if discretization is not None:
-        return float(discretization)
-    from jaxshuffle.accountant.pld import default_discretization
-
-    pair, _ = certified_worst_case_pair(randomizer)
-    n_engine = float(np.asarray(randomizer.n_blanket(n))) + 1.0
-    return float(default_discretization(pair, n_engine, rounds, accuracy))
-
-
-def blanket_round_where_built(randomizer, n, discretization: float, blanket_points: int | None,
-                              sample_rate: float = 1.0):
-    """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
-    :func:`composed_epsilon` builds it (``blanket_points``: None for the default rule: up to the n cap,
-    and at every n for a sampled round, which has no other PLD); for a sampled round of any other
-    single-message randomizer its three-count pair's PLD
-    (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`, the clone constant proven for it);
-    None elsewhere."""
-    mech = randomizer.krr()
-    if blanket_points is None:
-        from jaxshuffle.accountant.blanket_pld import DEFAULT_POINTS
-
-        blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
-    if blanket_points == 0:
-        return None
-    if mech is None and sample_rate < 1.0:  # any other single-message randomizer: its three-count pair
-        from jaxshuffle.accountant.blanket_pld import three_count_round
-        from jaxshuffle.randomizers.clone import certified_clone
-
-        r, _ = certified_clone(randomizer, np)
-        return three_count_round(float(np.asarray(randomizer.p)), float(np.asarray(r)), sample_rate, n,
-                                 discretization=discretization, points=blanket_points)
-    if mech is None:
-        return None
-    from jaxshuffle.accountant.blanket_pld import blanket_round
-
-    return blanket_round(float(np.asarray(mech.eps0)), float(np.asarray(mech.k)), n,
-                         discretization=discretization, points=blanket_points, sample_rate=sample_rate)
 
 
 def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
