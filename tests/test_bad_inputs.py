@@ -7,6 +7,7 @@ The CLI's share of the table is in tests/test_cli*.py.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -57,8 +58,20 @@ def test_catalog_option_out_of_range(name, opts, param, bad):
     assert f"got {_shown(bad)}" in msg, msg
 
 
+@functools.lru_cache(maxsize=1)
+def _coarse_round():
+    """A coarse round (k-RR at n = 1000 on a 0.01 grid): built once, in well under a second."""
+    from jaxshuffle.accountant.pld import shuffled_round
+
+    return shuffled_round(R.grr(1.0, 10), 1000, discretization=0.01)
+
+
 def _engine_cases():
+    from jaxshuffle import blanket_lattice as la
+    from jaxshuffle.accountant.compose import compose, epsilon_over_rounds
+
     pair = js.stronger_clone_pair(1.0)
+    form = ([0.5, 0.3, 0.2], [1.0, -0.5, 0.2])
     cases = [
         ("delta", lambda d: js.epsilon(pair, 100, d), [0.0, 1.0, -1e-3, 2.0, math.nan, math.inf]),
         ("n", lambda n: js.epsilon(pair, n, 1e-3), [0.0, -5.0, 1.5, math.nan, math.inf]),
@@ -77,6 +90,12 @@ def _engine_cases():
         ("n", lambda n: cf.fmt23_closed_form(n, 1.0, 1e-6), [1.0, 2.5, math.nan]),
         ("eps0", lambda e: cf.efmrtt19(1e4, e, 1e-6), [-1.0, math.nan, math.inf]),
         ("delta", lambda d: exact.epsilon(exact.grr_matrix(3, 1.0), 0, 1, [0], d), [0.0, 1.0, math.nan]),
+        # sizes, checked before allocating (tests/test_sizes_user_terms.py): 2^40 bins asked numpy for 8 TiB
+        ("bins", lambda b: la.lattice_value(*form, 100, bins=b), [2.0 ** 40, 2.0 ** 27, 1000.0, 2.0, math.nan]),
+        ("n", lambda n: la.lattice_value(*form, n), [2.5, 0.0, math.nan, math.inf]),
+        ("sds", lambda x: la.lattice_value(*form, 100, sds=x), [-1.0, 0.0, math.nan]),
+        ("counts", lambda T: epsilon_over_rounds(_coarse_round(), T, 1e-6), [1e20, 2.0 ** 53 + 2, 0.5]),
+        ("rounds[0] count", lambda T: compose([(_coarse_round(), T)], 1e-6), [2 ** 53 + 2, 10 ** 20]),
     ]
     for param, fn, values in cases:
         for v in values:

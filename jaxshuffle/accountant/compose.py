@@ -45,6 +45,34 @@ from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
 #: one round's mass outside its evaluated cells, moved to +inf before composing.
 WRAP_TAIL = 1e-15
 DEFAULT_TAIL = WRAP_TAIL  # the former name
+#: largest repeat count of a round: counts are float64 in the FFT's powers, exact up to 2^53
+MAX_COUNT = 1 << 53
+
+
+class CompositionSizeError(ValueError):
+    """A composition whose window needs more than :data:`jaxshuffle._fft.MAX_FFT` bins, refused before
+    allocating: ``size`` the bins it needs, ``count`` the repeat count blamed (entry ``index`` of the
+    rounds), ``largest`` the largest count of that entry that fits on this grid (the others unchanged;
+    0: none), ``discretization`` the grid. :meth:`named` words it for the caller's own argument."""
+
+    def __init__(self, index: int, count: int, size: int, largest: int, discretization: float, several: bool,
+                 argument: str | None = None):
+        self.index, self.count, self.size, self.largest = index, count, size, largest
+        self.discretization, self.several = discretization, several
+        super().__init__(self.named(argument or f"rounds[{index}] count"))
+
+    def renamed(self, argument: str) -> CompositionSizeError:
+        """The same error, naming the caller's ``argument`` (e.g. ``counts``, ``rounds``)."""
+        return CompositionSizeError(self.index, self.count, self.size, self.largest, self.discretization,
+                                    self.several, argument)
+
+    def named(self, argument: str) -> str:
+        others = " (with the other rounds as given)" if self.several else ""
+        fits = (f"at most {self.largest} rounds{others} fit on this grid" if self.largest >= 1 else
+                "the other rounds alone do not fit on this grid")
+        return (f"{argument}: composing {self.count:.6g} rounds needs about {self.size:.3g} bins of the composed "
+                f"grid (discretization {self.discretization:.3g}), more than {MAX_FFT}; {fits}. Compose fewer "
+                "rounds, or build the round PLDs on a coarser discretization (a looser bound)")
 
 
 class ComposedPLD(NamedTuple):
@@ -89,20 +117,42 @@ class ComposedPLD(NamedTuple):
 
 
 @jax.jit
+def _suffix_decay(probs, decay):
+    """``out[k] = sum_{i >= k} probs_i decay^(i - k)``: ``out[k] = probs_k + decay out[k+1]``, one
+    associative scan of the affine maps ``x -> decay x + probs_k`` (nothing overflows: ``decay <= 1``)."""
+    def combine(earlier, later):
+        return later[0] * earlier[0], later[0] * earlier[1] + later[1]
+
+    _, out = jax.lax.associative_scan(combine, (jnp.full_like(probs, decay)[::-1], probs[::-1]))
+    return out[::-1]
+
+
 def _delta_table(probs, lower_index, discretization, infinity_mass, tail, fft_error, pessimistic):
     """``(eps_j, delta(eps_j))`` at the candidate epsilons ``eps_j = max(l_j, 0)`` (non-decreasing),
-    with every error term on the requested side; ``delta`` is non-increasing in ``j``."""
+    with every error term on the requested side; ``delta`` is non-increasing in ``j``.
+
+    ``delta(eps_j) = r1 - e^{eps_j - l_f} r2`` with ``f`` the first bin of loss above ``eps_j``,
+    ``r1 = sum_{i >= f} p_i`` and ``r2 = sum_{i >= f} p_i e^{-(i - f) Delta}``: every exponent is at most
+    0, so composed losses far above 709 (where ``e^{eps}`` overflows and ``e^{-l}`` underflows) are
+    evaluated like small ones (docs/math.md 13.4)."""
     size = probs.shape[0]
     ell = (lower_index + jnp.arange(size, dtype=jnp.float64)) * discretization
     eps = jnp.maximum(ell, 0.0)
     r1 = jnp.concatenate([jnp.cumsum(probs[::-1])[::-1], jnp.zeros(1)])
-    r2 = jnp.concatenate([jnp.cumsum((probs * jnp.exp(-ell))[::-1])[::-1], jnp.zeros(1)])
+    r2 = jnp.concatenate([_suffix_decay(probs, jnp.exp(-discretization)), jnp.zeros(1)])
     # first bin with loss > eps_j: j + 1 where l_j >= 0, else the first bin with a positive loss
     idx = jnp.arange(size)
     first = jnp.where(ell >= 0, idx + 1, jnp.sum(ell <= 0))
+    # eps_j - l_f: exactly -Delta where l_j >= 0 (f = j + 1); else -l_f, the first positive loss
+    ell_first = (lower_index + first.astype(jnp.float64)) * discretization
+    gap = jnp.where(ell >= 0, -discretization, -ell_first)
     slack = size * _U * 1.01  # relative error of a suffix sum of non-negative terms
+    # r2's relative error: decay = fl(e^{-Delta}) (4u) raised to powers below ``size`` by the scan's
+    # products (5u per power step), and at most ``size`` sums (2u each): 7 size u; the computed eps_j
+    # is l_j (1 + theta), |theta| <= 2u, which moves e^{eps_j - l_f} by 2 |eps_j| u
+    slack2 = (8.0 * size + 16.0) * _U * 1.01 + 4.0 * _U * eps
     sign = jnp.where(pessimistic, 1.0, -1.0)
-    body = r1[first] * (1 + sign * slack) - jnp.exp(eps + jnp.log1p(-sign * slack)) * r2[first]
+    body = r1[first] * (1 + sign * slack) - jnp.exp(gap + jnp.log1p(-sign * slack2)) * r2[first]
     err = 2 * tail + fft_error * jnp.sqrt(jnp.maximum(size - first, 0).astype(jnp.float64))
     delta = jnp.maximum(body, 0.0) + infinity_mass + sign * err
     delta = jnp.clip(delta, 0.0, 1.0)
@@ -162,7 +212,10 @@ def _log_mgf_padded(probs, lam):
 
 
 def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:
-    """Chernoff window of the composed index holding all but ``tail`` of the mass on each side."""
+    """Chernoff window of the composed index holding all but ``tail`` of the mass on each side.
+
+    Sized before anything is allocated: a window of more than :data:`~jaxshuffle._fft.MAX_FFT` bins
+    raises :class:`CompositionSizeError` (blaming the largest count, with the largest that fits)."""
     total_len = sum(T * (len(p.probs) - 1) for p, T in rounds)
     if total_len + 1 <= 1 << 12:
         return _Window(0, int(2 ** math.ceil(math.log2(total_len + 1))) if total_len else 1, True)
@@ -170,15 +223,30 @@ def _window(rounds: Sequence[tuple[DiscretePLD, int]], tail: float) -> _Window:
     scale = max(len(p.probs) for p, _ in rounds)
     lam = np.geomspace(1e-3, 1e3, 49) / scale * 16.0
     log_tol = math.log(tail)
-    up = sum(T * _log_mgf(p, lam) for p, T in rounds)
-    dn = sum(T * _log_mgf(p, -lam) for p, T in rounds)
-    x_hi = np.min((up - log_tol) / lam)
-    x_lo = np.max((log_tol - dn) / lam)
-    lo_bin, hi_bin = max(0, math.floor(x_lo)), min(total_len, math.ceil(x_hi))
-    size = int(2 ** math.ceil(math.log2(max(hi_bin - lo_bin + 1, 16))))
+    mgf = [(_log_mgf(p, lam), _log_mgf(p, -lam), len(p.probs) - 1) for p, _ in rounds]
+
+    def window(counts) -> tuple[int, int, int]:
+        total = sum(T * width for T, (_, _, width) in zip(counts, mgf))
+        up = sum(T * k_up for T, (k_up, _, _) in zip(counts, mgf))
+        dn = sum(T * k_dn for T, (_, k_dn, _) in zip(counts, mgf))
+        x_hi = np.min((up - log_tol) / lam)
+        x_lo = np.max((log_tol - dn) / lam)
+        lo_bin, hi_bin = max(0, math.floor(x_lo)), min(total, math.ceil(x_hi))
+        return lo_bin, int(2 ** math.ceil(math.log2(max(hi_bin - lo_bin + 1, 16)))), total
+
+    counts = [T for _, T in rounds]
+    lo_bin, size, total_len = window(counts)
     if size > MAX_FFT:
-        raise ValueError(f"discretization: the composition needs {size} bins, more than {MAX_FFT}; "
-                         "use a coarser discretization")
+        i = int(np.argmax(counts))
+
+        def fits(T: int) -> bool:
+            return window(counts[:i] + [T] + counts[i + 1:])[1] <= MAX_FFT
+
+        good, bad = 0, counts[i]  # the largest count of entry i that fits (bisection; the window grows with it)
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            good, bad = (mid, bad) if fits(mid) else (good, mid)
+        raise CompositionSizeError(i, counts[i], size, good, rounds[i][0].discretization, len(rounds) > 1)
     return _Window(lo_bin, size, lo_bin == 0 and size > total_len)
 
 
@@ -200,6 +268,7 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
         check(np.float64(T) >= 1, f"rounds[{i}] count", "must be an integer >= 1", value=np.float64(T))
         if int(T) != T:
             raise ValueError(f"rounds[{i}] count: must be an integer >= 1, got {T}")
+        _check_count(T, f"rounds[{i}] count")
     rounds = [(p, int(T)) for p, T in rounds]
     window = _window(rounds, tail)
     width = max(len(p.probs) for p, _ in rounds)
@@ -254,6 +323,7 @@ def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
                              "only certified rounds are composed")
         if isinstance(T, bool) or not float(T) == int(T) or int(T) < 1:
             raise ValueError(f"rounds[{i}] count: must be an integer >= 1, got {T!r}")
+        _check_count(T, f"rounds[{i}] count")
         out.append((r, int(T)))
     relation = out[0][0].neighboring_relation
     for i, (r, _) in enumerate(out):
@@ -262,6 +332,13 @@ def _check_rounds(rounds) -> list[tuple[RoundPLD, int]]:
                              f"{relation}; a composition holds for one relation (a shuffled round is replace_one: "
                              "import other mechanisms' PLDs built for replace-one, e.g. a Gaussian of sensitivity 2 C)")
     return out
+
+
+def _check_count(count, name: str) -> None:
+    """ValueError naming ``name`` for a repeat count above :data:`MAX_COUNT` (2^53: beyond it float64
+    counts are not exact, so the FFT's powers would compose another number of rounds)."""
+    check(np.asarray(count, np.float64) <= MAX_COUNT, name,
+          f"must be at most 2^53 = {MAX_COUNT} (larger counts are not exact in float64)", value=np.float64(count))
 
 
 def _directions(rounds: list[tuple[RoundPLD, int]]):
@@ -294,8 +371,10 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
 
     Raises:
       ValueError: naming the parameter, for ``rounds`` that are not a non-empty list of
-        ``(RoundPLD, count)`` pairs (a count an integer >= 1, every round certified, one neighbouring
-        relation), or ``delta``, ``tail`` outside their ranges.
+        ``(RoundPLD, count)`` pairs (a count an integer from 1 to 2^53, every round certified, one
+        neighbouring relation), or ``delta``, ``tail`` outside their ranges;
+        :class:`CompositionSizeError` (a ValueError naming ``rounds[i] count``, with the largest count
+        that fits) where the composed grid would need more than 2^26 bins, before allocating it.
     """
     rounds = _check_rounds(rounds)
     delta = np.asarray(delta, np.float64)
@@ -356,15 +435,21 @@ def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRA
         :func:`compose`).
 
     Raises:
-      ValueError: naming the parameter, for ``counts`` that are not integers >= 1, or a bad
-        ``round_pld``, ``delta`` or ``tail`` (as :func:`compose`).
+      ValueError: naming the parameter, for ``counts`` that are not integers from 1 to 2^53, or a bad
+        ``round_pld``, ``delta`` or ``tail`` (as :func:`compose`); :class:`CompositionSizeError` naming
+        ``counts``, with the largest count that fits, where the composed grid would need more than
+        2^26 bins (before allocating it).
     """
     counts = np.asarray(counts)
     delta = np.asarray(delta, np.float64)
     check((counts >= 1) & (counts == np.floor(counts)), "counts", "must be integers >= 1", value=counts)
+    _check_count(counts, "counts")
     ups = np.empty(counts.shape + delta.shape)
     los = np.empty(counts.shape + delta.shape)
     for idx in np.ndindex(counts.shape):  # one FFT per count: each has its own window
-        b = compose([(round_pld, int(counts[idx]))], delta, tail=tail)
+        try:
+            b = compose([(round_pld, int(counts[idx]))], delta, tail=tail)
+        except CompositionSizeError as err:  # the caller's argument is ``counts``
+            raise err.renamed("counts") from None
         ups[idx], los[idx] = b.upper, b.lower
     return CompositionBound(ups, los, np.broadcast_to(delta, counts.shape + delta.shape), (round_pld.source,))

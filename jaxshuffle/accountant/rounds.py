@@ -30,6 +30,7 @@ from jaxshuffle.accountant.blanket_pld import (  # noqa: F401  (BLANKET_PLD_MAX_
     blanket_round_where_built,
     round_grid,
 )
+from jaxshuffle.accountant.compose import MAX_COUNT, CompositionSizeError, epsilon_over_rounds
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
 
 #: ``upper_source`` values, in order of preference on ties.
@@ -95,8 +96,20 @@ def _check_rounds_delta(rounds, delta) -> tuple[np.ndarray, np.ndarray]:
     check((rounds.ndim == 1) & (delta.ndim == 1), "rounds, delta", "must be scalars or 1-d arrays")
     check(np.isfinite(rounds) & (rounds >= 1) & (rounds == np.floor(rounds)), "rounds",
           "must be integers >= 1", value=rounds)
+    # before the int64 cast (1e20 became -9.2e18): counts are exact in float64 up to 2^53
+    check(rounds <= MAX_COUNT, "rounds", f"must be at most 2^53 = {MAX_COUNT} (larger counts are not exact "
+          "in float64)", value=rounds)
     check((delta > 0) & (delta < 1), "delta", "must lie in (0, 1)", value=delta)
     return rounds.astype(np.int64), delta
+
+
+def _over_rounds(round_pld, rounds: np.ndarray, delta: np.ndarray):
+    """:func:`~jaxshuffle.accountant.compose.epsilon_over_rounds`, a composition too large for its grid
+    refused naming ``rounds``."""
+    try:
+        return epsilon_over_rounds(round_pld, rounds, delta)
+    except CompositionSizeError as err:
+        raise err.renamed("rounds") from None
 
 
 def checked_blanket_points(blanket_points) -> int | None:
@@ -210,7 +223,6 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     one-round bound. With clients sampled (``sample_rate < 1``, k-RR) the worst-case pair does not
     hold: ``pld`` is ``inf`` (``lower`` NaN) and the one-round bound is the sampled round's."""
     from jaxshuffle.accountant.amplify import amplify
-    from jaxshuffle.accountant.compose import epsilon_over_rounds
     from jaxshuffle.accountant.pld import has_finite_losses, shuffled_round
 
     pair, proof = certified_worst_case_pair(randomizer)
@@ -226,7 +238,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
         if has_finite_losses(pair):
             r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
             discretization = r.upper_forward.discretization
-            comp = epsilon_over_rounds(r, rounds, delta)
+            comp = _over_rounds(r, rounds, delta)
             pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
         else:  # p = inf (multi-message protocols): no PLD (infinite losses), basic and advanced composition remain
             discretization = np.nan if discretization is None else discretization
@@ -246,9 +258,7 @@ def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discret
     b = blanket_round_where_built(randomizer, n, discretization, blanket_points, sample_rate)
     if b is None:
         return np.full((rounds.size, delta.size), np.inf)
-    from jaxshuffle.accountant.compose import epsilon_over_rounds
-
-    return np.asarray(epsilon_over_rounds(b, rounds, delta).upper)
+    return np.asarray(_over_rounds(b, rounds, delta).upper)
 
 
 def curve_round(randomizer, n, rounds, *, discretization: float | None = None, blanket_points: int | None = None,

@@ -40,7 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._fft import U, fft_error, power_convolve
+from jaxshuffle._config import check
+from jaxshuffle._fft import MAX_FFT, U, fft_error, power_convolve
 
 #: most bins of the circle (a power of two; 2^22 bins: 32 MiB per float64 array, about 0.4 s per
 #: evaluation on a 2-core CPU); :func:`default_bins` takes fewer for small ``n``
@@ -48,6 +49,10 @@ LATTICE_BINS = 1 << 22
 #: fewest bins, and bins per user below :data:`LATTICE_BINS` (the slack is about ``2 SDS n / N``
 #: standard deviations of ``S``: 1.6 % with 1024 bins per user)
 MIN_BINS = 1 << 12
+#: the range of ``bins`` :func:`lattice_value` accepts: powers of two (the FFT error bound is the radix-2
+#: one, docs/math.md 13.5) from 16 to :data:`jaxshuffle._fft.MAX_FFT` (2^26: 1 GB of complex128 per array)
+SMALLEST_BINS = 16
+LARGEST_BINS = MAX_FFT
 BINS_PER_USER = 1024
 #: standard deviations of ``S`` below its mean (and above, or above 0) that the window spans
 SDS = 8.0
@@ -98,8 +103,22 @@ def _chernoff_above(w: np.ndarray, m: np.ndarray, n: int, top: int) -> float:
 
 def default_bins(n) -> int:
     """Bins for ``n`` users: ``BINS_PER_USER n`` rounded up to a power of two, within
-    ``[MIN_BINS, LATTICE_BINS]``."""
+    ``[MIN_BINS, LATTICE_BINS]`` (ValueError naming ``n`` unless it is an integer ``>= 1``)."""
+    check_sizes(n, MIN_BINS)
     return int(min(LATTICE_BINS, max(MIN_BINS, 2 ** math.ceil(math.log2(BINS_PER_USER * float(n))))))
+
+
+def check_sizes(n, bins, sds: float = SDS) -> None:
+    """ValueError naming the argument unless ``n`` is an integer ``>= 1``, ``bins`` a power of two in
+    ``[SMALLEST_BINS, LARGEST_BINS]`` and ``sds`` a finite number ``> 0`` (before any allocation)."""
+    n_, b_, s_ = (np.float64(x) for x in (n, bins, sds))
+    check(np.isfinite(n_) & (n_ >= 1) & (n_ == np.floor(n_)), "n", "must be a finite integer >= 1", value=n_)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        power = np.isfinite(b_) & (b_ >= 1) & (np.exp2(np.round(np.log2(np.maximum(b_, 1.0)))) == b_)
+    check(power & (b_ >= SMALLEST_BINS) & (b_ <= LARGEST_BINS), "bins",
+          f"must be a power of two from {SMALLEST_BINS} to {LARGEST_BINS} (2^{LARGEST_BINS.bit_length() - 1}, the "
+          "largest FFT: 1 GB of complex128 per array)", value=b_)
+    check(np.isfinite(s_) & (s_ > 0), "sds", "must be a finite number > 0", value=s_)
 
 
 def _live(w, c):
@@ -118,7 +137,9 @@ def lattice_value(w, c, n, *, bins: int = LATTICE_BINS, sds: float = SDS) -> Lat
     mass ``1 - sum w``, if any, sits at ``c = 0``); see the module docstring. ``n``: an integer
     ``>= 1``. The window spans ``[min(mean - sds sd, 0), max(mean + sds sd, 0)]`` of ``S`` on
     ``bins - 2`` steps ``h``. An infeasible lattice (values beyond 2^52) gives ``inf``, never a
-    smaller number."""
+    smaller number. ``bins``: a power of two from :data:`SMALLEST_BINS` to :data:`LARGEST_BINS`,
+    checked before anything is allocated (ValueError naming ``bins``, ``n`` or ``sds``)."""
+    check_sizes(n, bins, sds)
     w, c = _live(w, c)
     if not np.any(c > 0):
         return LatticeValue(0.0, 0.0, 0.0, 0.0, 0.0)
