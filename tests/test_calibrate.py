@@ -30,9 +30,9 @@ def test_krr_calibration_matches_a_reference_bisection_with_few_blanket_probes(m
     with at most two blanket plans and a handful of blanket probes."""
     k, target, n, delta, rtol = 3, 0.5, 12, 0.01, 1e-4
     plans, blanket_calls = [], []
-    span_plan, blanket_upper = cal_module._span_plan, cal_module._blanket_upper
+    span_plan, blanket_upper = cal_module._span_plan, cal_module.blanket_upper
     monkeypatch.setattr(cal_module, "_span_plan", lambda *a, **kw: plans.append(1) or span_plan(*a, **kw))
-    monkeypatch.setattr(cal_module, "_blanket_upper",
+    monkeypatch.setattr(cal_module, "blanket_upper",
                         lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
     c = calibrate_eps0("grr", target, n, delta, k=k, rtol=rtol)
     value, over = float(c.value), float(c.over)
@@ -102,8 +102,8 @@ def test_krr_calibration_above_the_blanket_cost_cap_calibrates_the_worst_case_pa
                                  np.full(3, 1e-8)) > bl.AUTO_MAX_CELLS)
     monkeypatch.setattr(bl, "AUTO_MAX_CELLS", 0)
     blanket_calls = []
-    blanket_upper = cal_module._blanket_upper
-    monkeypatch.setattr(cal_module, "_blanket_upper",
+    blanket_upper = cal_module.blanket_upper
+    monkeypatch.setattr(cal_module, "blanket_upper",
                         lambda *a, **kw: blanket_calls.append(1) or blanket_upper(*a, **kw))
     c = calibrate_eps0("grr", target, n, delta, k=k)
     assert not blanket_calls

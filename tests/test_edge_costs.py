@@ -44,8 +44,8 @@ def test_calibration_capped_far_above_the_blanket_needs_no_blanket_probe(monkeyp
     from jaxshuffle.accountant import calibrate as cal
 
     probes = []
-    real = cal._blanket_upper
-    monkeypatch.setattr(cal, "_blanket_upper", lambda e, *a, **kw: probes.append(np.array(e)) or real(e, *a, **kw))
+    real = cal.blanket_upper
+    monkeypatch.setattr(cal, "blanket_upper", lambda e, *a, **kw: probes.append(np.array(e)) or real(e, *a, **kw))
     c = cal.calibrate_eps0("grr", 100.0, 1e4, 1e-6, k=10, eps0_max=30.0, sample_rate=sample_rate)
     assert int(c.status) == cal.CalibrationStatus.CAPPED and float(c.value) == 30.0
     assert all(_expected_blanket(p, 10, 1e4).min() >= mechanism.MIN_BLANKET_MESSAGES for p in probes)

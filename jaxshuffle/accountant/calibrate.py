@@ -2,9 +2,10 @@
 
 Safety contract (as dp_accounting's ``calibrate_dp_mechanism``): the returned value is a
 *verified probe*, never past the target, whatever the monotonicity of the bound
-(docs/math.md section 12). Both searches run the one bracketing loop of
+(docs/math.md section 12). :func:`calibrate_eps0` runs the bracketing loop of
 :func:`jaxshuffle._bisect.bracket_monotone`, one batched :func:`~jaxshuffle.accountant.amplify`
-call per probe.
+call per probe; :func:`calibrate_n` searches integers on tiers of certified bounds, cheapest first
+(:func:`search_n`), and probes the calibrated rule itself only near the answer.
 """
 
 from __future__ import annotations
@@ -19,11 +20,20 @@ import numpy as np
 
 from jaxshuffle._bisect import bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
-from jaxshuffle.accountant.amplify import amplification_jobs, amplify, check_upper_from
+from jaxshuffle.accountant.amplify import amplify, check_upper_from
+from jaxshuffle.accountant.count_search import (  # noqa: F401  (CALIBRATION_BLANKET_POINTS: named in calibrate_n's docs)
+    CALIBRATION_BLANKET_POINTS,
+    NLanes,
+    blanket_upper,
+    effective_points,
+    largest_window,
+    one_round_tiers,
+    round_tiers,
+    search_n,
+)
 from jaxshuffle.accountant.mechanism import expects_blanket
 from jaxshuffle.accountant.rounds import checked_blanket_points, composed_upper
 from jaxshuffle.accountant.subsampling import scalar_sample_rate
-from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.randomizers import VRParams, check_options
 from jaxshuffle.randomizers import entry as catalog_entry
 from jaxshuffle.randomizers.clone import CloneProof, certified_clone
@@ -61,6 +71,11 @@ class Calibration(NamedTuple):
       clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of the clone pair
         proven for the randomizer at ``value`` (docs/math.md 5.4); for k-ary RR ``upper`` may come
         from the blanket pair instead (docs/math.md 7), as :func:`amplify`'s ``upper_source`` says.
+      blanket_points: :func:`calibrate_n` with ``rounds > 1``: the profile points of the blanket pair's
+        PLD in the T-round rule that certified ``upper`` (int64; 0: no blanket PLD), so that
+        ``composed_epsilon(..., blanket_points=blanket_points).upper == upper``; unset, a calibration
+        uses :data:`CALIBRATION_BLANKET_POINTS` (a cost cap: a slightly looser certified bound than
+        ``composed_epsilon``'s default, stated here). None otherwise.
     """
 
     value: jax.Array
@@ -69,6 +84,7 @@ class Calibration(NamedTuple):
     status: jax.Array
     probes: int
     clone_proof: jax.Array | None = None
+    blanket_points: jax.Array | None = None
 
 
 def _eps0_family(randomizer, options: Mapping) -> Callable[[jax.Array], VRParams]:
@@ -342,7 +358,7 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
         shape = np.broadcast_shapes(np.shape(params.p), np.shape(n), np.shape(delta))
         eps0, k = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (params.mechanism.eps0,
                                                                                  params.mechanism.k))
-        blanket = _blanket_upper(eps0, subsampled_krr_k(eps0, k, sample_rate), np.asarray(n), np.asarray(delta),
+        blanket = blanket_upper(eps0, subsampled_krr_k(eps0, k, sample_rate), np.asarray(n), np.asarray(delta),
                                  plan[0], rtol)
         if sample_rate < 1.0:
             return blanket
@@ -354,17 +370,6 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
         return np.where(trivial, two_count, blanket if only else best)
 
     return upper_at
-
-
-def _blanket_upper(eps0, k, n, delta, plan, rtol: float) -> np.ndarray:
-    """Certified upper end of the blanket pair's epsilon bracket at every point (flat lanes of
-    :func:`jaxshuffle.blanket.eager_brackets`, an exported program: a later process skips tracing it)."""
-    from jaxshuffle.engine.blanket import KINDS, eager_brackets
-
-    shape = np.shape(eps0)
-    e, kk, nn, d = (np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in (eps0, k, n, delta))
-    code = np.full(e.size, KINDS.index("blanket"), np.int32)
-    return np.asarray(eager_brackets(e, kk, nn, d, code, plan=plan, rtol=rtol).upper).reshape(shape)
 
 
 def _span_plan(family, lo, hi, n, delta, sample_rate: float = 1.0, points: int = 5):
@@ -422,11 +427,19 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     ``<= target_eps`` at ``delta`` (the same ``n`` users in every round) by the one T-round rule,
     :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper``, as in
     :func:`calibrate_eps0` with ``rounds`` (``upper_from`` and ``scaled_variant`` do not apply;
-    points are probed one by one). ``upper`` is then that rule's value at ``value``.
+    points are probed one by one), with the blanket pair's PLD at ``blanket_points`` profile points
+    (unset: :data:`CALIBRATION_BLANKET_POINTS`, stated in the result). ``upper`` is then that rule's
+    value at ``value``.
 
-    Search: factor-8 expansion from ``n = 1``, then bisection on integers (geometric while
-    the bracket spans more than a factor 2); each probe one batched :func:`amplify` call.
-    Why the answer never overshoots: docs/math.md section 12.
+    Search: one probe at the limit with the cheapest certified bound, then tiers of certified bounds,
+    each at least the next, cheapest first, each from the last one's answer: the two-count rules
+    (amplify's ``"worst-case"``; over T rounds their basic and advanced composition, then the
+    worst-case pair's PLD composition), then the rule (k-RR: with the blanket pair under one plan for
+    every probe; over T rounds with the blanket pair's PLD). Steps on ``log n``: the crossing
+    predicted from the probes' slope, regula falsi once bracketed, bisection where that stalls
+    (:func:`_integer_root`). Every answer is the rule's own verdict: a probe of the T-round rule, or
+    (one round, k-RR) re-certified with ``value - 1`` by :func:`amplify` from scratch (one batched
+    call). Why the answer never overshoots: docs/math.md section 12.
 
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with
@@ -446,8 +459,11 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         finite-matrix rows as in :func:`calibrate_eps0`: ``"best"`` calibrates the two-count bound).
       rounds: number of rounds ``T`` on the same users, an integer >= 1 (above; default 1).
       discretization: with ``rounds > 1``, the PLD loss grid spacing, as in :func:`calibrate_eps0`.
-      blanket_points: with ``rounds > 1``, profile points of the k-RR blanket pair's PLD, as in
-        :func:`calibrate_eps0`.
+      blanket_points: with ``rounds > 1``, profile points of the k-RR blanket pair's PLD (or, with
+        clients sampled, of the three-count pair's), as in :func:`calibrate_eps0` (0 skips it). Unset:
+        :data:`CALIBRATION_BLANKET_POINTS` wherever ``composed_epsilon``'s default builds that PLD, a cost
+        cap (its default costs seconds more per probe; 0.07 % looser at the issue's point), stated in the
+        result's ``blanket_points``: ``composed_epsilon(..., blanket_points=that)`` is the rule certified.
       sample_rate: as in :func:`calibrate_eps0` (``n`` counts every user, taking part or not).
       **options: the catalog randomizer's options (e.g. ``eps0=2.0, k=10``); not with a :class:`VRParams`.
 
@@ -456,7 +472,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         ``over = n - 1`` verified infeasible (``0`` when ``n = 1``). The certified bound is nonincreasing in
         ``n`` up to the engine's bracket width (adding a user is a post-processing of the two-count pair), so
         ``n`` is the smallest feasible count (never overshoots the target: ``upper <= target_eps`` at
-        ``value``).
+        ``value``). With ``rounds > 1``, ``blanket_points`` holds the profile points of the rule certified.
 
     Raises:
       ValueError: naming the parameter, for a randomizer that is neither a catalog name nor a
@@ -487,86 +503,27 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     _check_scaled_variant(params, scaled_variant)
 
     blanket_points = checked_blanket_points(blanket_points)
-
-    def upper_of(params, delta, target):
-        """Certified upper at the points' counts ``x`` (one batched amplify call, or the T-round rule,
-        which may stop at its cheaper bounds where they meet ``target``: ``None`` asks for its value)."""
-        if rounds > 1:
-            return lambda x: _composed_upper(params, np.asarray(x, np.float64), np.asarray(delta), rounds,
-                                             discretization, blanket_points, target, g)
-        return lambda x: np.asarray(amplify(params, jnp.asarray(x), delta, rtol=engine_rtol,
-                                            scaled_variant=scaled_variant, with_paper=False,
-                                            upper_from=upper_from, sample_rate=g).upper)
-
-    upper_at = upper_of(params, d_b, target_np)
-
-    def mid(lo, hi):
-        m = np.where(hi > 2.0 * lo + 2.0, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
-        return np.clip(m, lo + 1, hi - 1)
-
-    # One probe at n_max first: the certified bound is nonincreasing in n, so a target missed
-    # there is unattainable, and that answer comes after one batched call instead of a dozen
-    # probes of ever larger windows (each its own compiled program).
-    # Cost model: a probe at n costs about its window (the engine's largest planned window over
-    # the searches amplify runs). n_max comes down by factors of 8 until that window fits
-    # ``max_window``; each check is eager planning, no compilation.
+    # Cost model: a probe at n costs about its window (the engine's largest planned window over the
+    # searches amplify runs). n_max comes down by factors of 8 until that window fits ``max_window``;
+    # each check is eager planning, no compilation.
     limit = nm
-    while limit > 1 and _largest_window(params, limit, d_b, scaled_variant) > max_window:
+    while limit > 1 and largest_window(params, limit, d_b, scaled_variant) > max_window:
         limit = max(np.floor(limit / 8.0), 1.0)
-    nm = limit
-    # One probe at that limit first: the certified bound is nonincreasing in n, so a target
-    # missed there is unattainable, and that answer comes after one batched call.
-    up_max = np.asarray(upper_at(np.full(shape, nm)), np.float64).ravel()
-    flat_target = np.asarray(target_np, np.float64).ravel()
-    reach = up_max <= flat_target
-    size = reach.size
-    lo, hi, up_hi = np.full(size, nm), np.full(size, np.inf), np.full(size, np.inf)
-    done = ~reach
-    probes = 1
-    if reach.any():
-        ix = np.flatnonzero(reach)
-        sub_params = jax.tree_util.tree_map(lambda a: jnp.ravel(a)[ix], params)
-        upper_sub = upper_of(sub_params, jnp.ravel(d_b)[ix], flat_target[ix])
-        # lo: largest verified-infeasible n (0: none yet; n = 0 is not a dataset); hi: smallest verified-feasible n
-        lo_s, hi_s, up_s, _, done_s, more = bracket_monotone(
-            upper_sub, flat_target[ix], np.ones(ix.size), feasible_below=False, limit=nm, up_init=np.inf,
-            grow=lambda x: np.minimum(8.0 * x, nm), mid=mid, narrow=lambda lo, hi: hi - lo <= 1,
-            max_probes=max_probes - 1)
-        lo[ix] = lo_s
-        hi[ix] = np.where(np.isinf(hi_s), nm, hi_s)  # feasible at the limit (probed above)
-        up_hi[ix] = np.where(np.isinf(up_s), up_max[ix], up_s)
-        done[ix] = done_s | (hi[ix] - lo_s <= 1)
-        probes += more
-        if rounds > 1:  # the rule's own value at the answer (a probe may have stopped at the cheaper bounds)
-            up_hi[ix] = upper_of(sub_params, jnp.ravel(d_b)[ix], None)(hi[ix])
-            probes += 1
-    unattainable = ~reach
-    # where unattainable, ``upper`` reports the best value reachable: the certified bound at the limit
-    up_hi = np.where(unattainable, up_max, up_hi)
-    status = np.where(unattainable, CalibrationStatus.UNATTAINABLE,
-                      np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
-    value, over, upper = (jnp.asarray(x.reshape(shape)) for x in (np.where(unattainable, np.inf, hi), lo, up_hi))
+    lanes = NLanes(jax.tree_util.tree_map(jnp.ravel, params), np.ravel(np.asarray(d_b, np.float64)),
+                    np.ravel(np.asarray(target_np, np.float64)))
+    if rounds > 1:
+        tiers, rule, verify = round_tiers(lanes, rounds, discretization, blanket_points, g, engine_rtol)
+    else:
+        tiers, rule, verify = one_round_tiers(lanes, upper_from, g, engine_rtol, scaled_variant)
+    found = search_n(tiers, rule, lanes, limit, max_probes, verify=verify, rounds=rounds)
+    status = np.where(found.unattainable, CalibrationStatus.UNATTAINABLE,
+                      np.where(found.done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
+    value, over, upper = (jnp.asarray(x.reshape(shape)) for x in (found.value, found.over, found.upper))
     _, proof = certified_clone(params)
     proof = CloneProof.NONE if g < 1.0 else proof
-    return Calibration(value, over, upper, jnp.asarray(status.reshape(shape)), probes,
-                       jnp.broadcast_to(jnp.asarray(proof, jnp.int8), shape))
-
-
-def _largest_window(params: VRParams, n: float, delta, scaled_variant: bool) -> int:
-    """Largest window (counts) that amplify's searches would plan at ``n`` (eager, no compilation)."""
-    info, jobs = amplification_jobs(params, jnp.full(jnp.shape(delta), n), delta, scaled_variant=scaled_variant,
-                                    with_paper=False)
-    n_engine = np.ravel(np.asarray(info.n_engine))
-    widest = 0
-    for job in jobs:
-        need = np.ravel(np.asarray(job.needed))
-        if not need.any():
-            continue
-        fields = [np.ravel(np.asarray(x))[need] for x in job.pair.broadcast().arrays()]
-        r_sum = np.maximum(fields[3], R_FLOOR) + np.maximum(fields[4], R_FLOOR)
-        try:
-            L, _ = plan_windows(n_engine[need], r_sum, TRUNC_FRACTION * np.ravel(np.asarray(job.delta))[need])
-        except ValueError:  # beyond what the engine holds at all
-            return 1 << 62
-        widest = max(widest, int(L.max()))
-    return widest
+    points = None
+    if rounds > 1:
+        used = effective_points(lanes.params, found.value, blanket_points, g)
+        points = jnp.asarray(np.where(np.isfinite(found.value), used, 0).reshape(shape))
+    return Calibration(value, over, upper, jnp.asarray(status.reshape(shape)), found.probes,
+                       jnp.broadcast_to(jnp.asarray(proof, jnp.int8), shape), points)
