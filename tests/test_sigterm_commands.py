@@ -63,7 +63,8 @@ def test_sigterm_is_one_line_and_exit_143(command):
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM == 143, err
     assert "Traceback" not in err
-    assert err == "jaxshuffle: interrupted (SIGTERM)\n", err
+    assert err == (f"jaxshuffle: interrupted (SIGTERM): nothing saved ({command} keeps no partial results; "
+                   "rerun the same command)\n"), err
     assert out == ""
 
 

@@ -517,7 +517,13 @@ def _user_facing(msg: str, argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 2 user error)."""
+    """Entry point; returns the exit status (0 ok, 2 user error, 128 + signal when stopped).
+
+    Called without ``argv`` (the console script, ``python -m jaxshuffle.cli``), a stop that left a computation
+    running in its worker thread (:func:`jaxshuffle.sweeps.stops.run_interruptible`) ends the process at once
+    after the message, with the exit status: every file is written and closed by then, and waiting for the
+    abandoned XLA call to return could take minutes."""
+    whole_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     # the command line is a whole process of its own: it computes in float64 whatever
     # JAXSHUFFLE_ENABLE_X64 says (that switch is for library users who share the process)
@@ -549,14 +555,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in sweep, compose, tune): one line, 128 + signal
-        import shlex
+        return _interrupted(exc, argv, whole_process)
 
-        status = int(getattr(exc, "exit_status", 130))
-        line = f"jaxshuffle: interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
-        if getattr(exc, "saved", ""):
-            line += f": {exc.saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
-        print(line, file=sys.stderr, flush=True)
-        return status
+
+def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -> int:
+    """Print the one line of a stop (what is saved) and return its exit status, 128 + the signal; in a
+    ``whole_process`` with an abandoned computation still running, end the process at once instead."""
+    import shlex
+
+    from jaxshuffle.sweeps.stops import abandoned
+
+    status = int(getattr(exc, "exit_status", 130))
+    line = f"jaxshuffle: interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
+    if getattr(exc, "saved", ""):
+        line += f": {exc.saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
+    elif argv and argv[0] in ("compose", "tune"):  # they write their output only once computed
+        written = getattr(exc, "written", None)
+        line += (f": wrote {', '.join(written)} before the stop, nothing else saved" if written else
+                 ": nothing saved") + f" ({argv[0]} keeps no partial results; rerun the same command)"
+    print(line, file=sys.stderr, flush=True)
+    if whole_process and abandoned():
+        # the stopped computation runs on in its thread until its XLA call returns (JAX's exit handler would
+        # abort under it): the files are written and closed, the output flushed; end here, at once
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

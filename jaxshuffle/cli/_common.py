@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from jaxshuffle.sweeps.grid import parse_n, parse_option
-from jaxshuffle.sweeps.stops import SweepInterrupted
+from jaxshuffle.sweeps.stops import SweepInterrupted, waiting
 
 
 class UsageError(Exception):
@@ -159,9 +159,11 @@ def sigterm_raises():
 
     def on_unraisable(unraisable):
         # the handler ran inside a callback whose exceptions Python ignores (a gc callback such as
-        # jax's, a __del__): deliver the stop again a moment later, from ordinary code
+        # jax's, a __del__): deliver the stop again a moment later, from ordinary code (while the main
+        # thread waits for a computation, the wait raises it again itself: no second delivery)
         if isinstance(unraisable.exc_value, SweepInterrupted):
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            if not waiting():
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
             return
         old_hook(unraisable)
 

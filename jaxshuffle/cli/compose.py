@@ -6,7 +6,9 @@ Per (T, delta): the smallest certified bound on the T rounds and its source
 (:func:`jaxshuffle.accountant.rounds.composed_epsilon`, docs/math.md section 13.8), next to each
 candidate. ``--json``: one object per (T, delta); ``--plot``: composed eps against T; ``--curve``: the
 privacy curve (certified delta at a grid of eps, per T) as CSV, drawn beside it as PNG.
-Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop it within a fraction of a second with one line on stderr, as
+``jaxshuffle sweep`` (the computation runs in a worker thread while the main thread waits:
+:func:`jaxshuffle.sweeps.stops.run_interruptible`); it keeps no partial results.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from jaxshuffle.cli._common import (
     grid_type,
     num,
 )
+from jaxshuffle.sweeps.stops import run_interruptible
 
 #: Columns of the CSV that ``--curve`` writes; its first line is exactly these, comma-separated: a file that
 #: starts with that line is one ``--curve`` wrote, and only such a file is replaced.
@@ -121,8 +124,8 @@ def run_compose(args) -> int:
     if args.blanket_points is not None and args.blanket_points < 0:
         raise UsageError(f"blanket-points: must be an integer >= 0, got {args.blanket_points}")
     curve_paths = _curve_paths(args)
-    c = composed_epsilon(params, n, rounds, delta, discretization=args.discretization,
-                         blanket_points=args.blanket_points, sample_rate=args.sample_rate)
+    c = run_interruptible(composed_epsilon, params, n, rounds, delta, discretization=args.discretization,
+                          blanket_points=args.blanket_points, sample_rate=args.sample_rate)
     rows = []
     for i, T in enumerate(c.rounds):
         for j, d in enumerate(c.delta):
@@ -133,13 +136,19 @@ def run_compose(args) -> int:
                          "lower": num(c.lower[i, j]),
                          "basic": num(c.basic[i, j]), "advanced": num(c.advanced[i, j]),
                          "discretization": num(c.discretization), "clone_proof": c.clone_proof})
-    if args.plot is not None:
-        from jaxshuffle import plot as jplot
+    written: list[str] = []  # files written so far (a stop's message names them)
+    try:
+        if args.plot is not None:
+            from jaxshuffle import plot as jplot
 
-        jplot.composition_curve(rows, args.plot)
-    curve_note = None
-    if curve_paths is not None:
-        curve_note = _write_curve(args, params, n, c.rounds, c.delta, *curve_paths)
+            jplot.composition_curve(rows, args.plot)
+            written.append(str(args.plot))
+        curve_note = None
+        if curve_paths is not None:
+            curve_note = _write_curve(args, params, n, c.rounds, c.delta, *curve_paths, written=written)
+    except KeyboardInterrupt as exc:
+        exc.written = written  # type: ignore[attr-defined]
+        raise
     if args.json:
         print(json.dumps(rows, indent=1, allow_nan=False))
         return 0
@@ -207,30 +216,16 @@ def _curve_paths(args) -> tuple[Path, Path] | None:
     return table, figure
 
 
-def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path) -> str:
+def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path, written: list[str]) -> str:
     """Write the privacy curve of each T (CSV, atomically) and draw it (PNG beside it, atomically); a line
-    saying what was written. The curve is the one pair's composition that ``composed_epsilon`` reports
-    (:func:`~jaxshuffle.accountant.rounds.curve_round`): ``compose_delta`` at the eps grid, which holds
-    ``compose(...).upper`` at each delta, so the curve's delta there is at most that delta."""
-    from jaxshuffle.accountant.compose import compose, compose_delta
-    from jaxshuffle.accountant.rounds import curve_round
+    saying what was written (each file written is appended to ``written``). The curve is the one pair's
+    composition that ``composed_epsilon`` reports (:func:`~jaxshuffle.accountant.rounds.curve_round`):
+    ``compose_delta`` at the eps grid, which holds ``compose(...).upper`` at each delta, so the curve's delta
+    there is at most that delta. Computed in a worker thread (a stop acts at once), written here."""
     from jaxshuffle.sweeps.files import atomic_write
 
     points = DEFAULT_CURVE_POINTS if args.curve_points is None else args.curve_points
-    pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points,
-                       sample_rate=args.sample_rate)
-    at_delta = {int(T): np.asarray(compose([(pair, int(T))], delta).upper, np.float64) for T in rounds}
-    finite = np.concatenate([e[np.isfinite(e)] for e in at_delta.values()])
-    rows, marks = [], []
-    for T, e in at_delta.items():
-        ok = e[np.isfinite(e)]
-        top = ok.max() if ok.size else finite.max() if finite.size else 0.0
-        top = top if top > 0 else 1.0
-        eps = np.unique(np.concatenate([np.linspace(0.0, 1.25 * top, points), ok]))
-        d = compose_delta([(pair, T)], eps)
-        rows += [{"n": int(n), "rounds": T, "eps": float(x), "delta": float(y), "source": pair.source}
-                 for x, y in zip(eps, d)]
-        marks += [(x, y) for x, y in zip(e, delta)]
+    pair, rows, marks = run_interruptible(_curve_rows, args, params, n, rounds, delta, points)
     text = io.StringIO()
     out = csv.writer(text, lineterminator="\n")
     out.writerow(CURVE_COLUMNS)
@@ -240,6 +235,7 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path) -> s
         atomic_write(table, text.getvalue().encode())
     except OSError as exc:
         raise UsageError(f"curve: cannot write {exc.filename}: {exc.strerror}") from None
+    written.append(str(table))
     try:
         from jaxshuffle import plot as jplot
 
@@ -255,4 +251,28 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path) -> s
         atomic_write(figure, png.getvalue())
     except OSError as exc:
         raise UsageError(f"curve: cannot write {exc.filename}: {exc.strerror}") from None
+    written.append(str(figure))
     return f"wrote {table} (certified delta at {points}+ eps per T; pair: {pair.source}) and {figure}"
+
+
+def _curve_rows(args, params, n, rounds, delta, points: int) -> tuple:
+    """The curve's pair, its rows (certified delta at ``points``+ eps per T) and the marks (each delta's
+    certified eps), for :func:`_write_curve`."""
+    from jaxshuffle.accountant.compose import compose, compose_delta
+    from jaxshuffle.accountant.rounds import curve_round
+
+    pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points,
+                       sample_rate=args.sample_rate)
+    at_delta = {int(T): np.asarray(compose([(pair, int(T))], delta).upper, np.float64) for T in rounds}
+    finite = np.concatenate([e[np.isfinite(e)] for e in at_delta.values()])
+    rows, marks = [], []
+    for T, e in at_delta.items():
+        ok = e[np.isfinite(e)]
+        top = ok.max() if ok.size else finite.max() if finite.size else 0.0
+        top = top if top > 0 else 1.0
+        eps = np.unique(np.concatenate([np.linspace(0.0, 1.25 * top, points), ok]))
+        d = compose_delta([(pair, T)], eps)
+        rows += [{"n": int(n), "rounds": T, "eps": float(x), "delta": float(y), "source": pair.source}
+                 for x, y in zip(eps, d)]
+        marks += [(x, y) for x, y in zip(e, delta)]
+    return pair, rows, marks

@@ -9,7 +9,9 @@ client sampling rate (default ``--n``, 1 and ``--sample-rate``, itself 1 by defa
 sampled round's own PLD. Prints the allocation, the certified composed bound and the gain over
 equal split (``--json``: one object; each query carries its ``sample_rate``). The utility is each
 family's ready error (:func:`jaxshuffle.accountant.tune.default_utility`).
-Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with one line on stderr, as ``jaxshuffle sweep``.
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop it within a fraction of a second with one line on stderr, as
+``jaxshuffle sweep`` (the tuning runs in a worker thread while the main thread waits:
+:func:`jaxshuffle.sweeps.stops.run_interruptible`); it keeps no partial results.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import math
 
 from jaxshuffle.cli._common import add_sample_rate, num
+from jaxshuffle.sweeps.stops import run_interruptible
 
 #: which queries take --sample-rate (or sample_rate=) below 1
 SAMPLED_SCOPE = "k-ary RR queries (grr) only; a query's own sample_rate= overrides it"
@@ -94,7 +97,7 @@ def run_tune(args) -> int:
                              f"takes part in a round), got {rate:g}")
         queries.append(query(family, n=n, count=int(count), sample_rate=args.sample_rate if rate is None else rate,
                              **opts))
-    r = tune(queries, None, args.target, args.delta, steps=args.steps)
+    r = run_interruptible(tune, queries, None, args.target, args.delta, steps=args.steps)
     names = list(args.query)
     if args.json:
         out = {"queries": [{"query": q, "n": qq.n, "count": qq.count, "sample_rate": qq.sample_rate, "eps0": float(e),

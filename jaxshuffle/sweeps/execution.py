@@ -24,7 +24,7 @@ import numpy as np
 from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan
 from jaxshuffle.sweeps.progress import _Progress
 from jaxshuffle.sweeps.schedule import Runner
-from jaxshuffle.sweeps.stops import SweepInterrupted
+from jaxshuffle.sweeps.stops import SweepInterrupted, run_interruptible
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
@@ -124,6 +124,7 @@ class SweepRun:
         self.status, self.iterations = np.full(J, 5, np.int8), np.zeros(J, np.int32)
         self.extra = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
         self.job_done = np.zeros(J, dtype=bool)
+        self.jobs_per_point = grid.pending(self.job_done)  # distinct jobs each point waits for
         self._restore(store.done_chunks)
         self.mine = [ci for ci in range(len(store.chunks)) if ci % s.shard_n == s.shard_i]
         self.todo = [ci for ci in self.mine if not self.job_done[self.chunk_ids(ci)].all()]  # by coverage, not name
@@ -136,6 +137,7 @@ class SweepRun:
         self.progress: _Progress | None = None
         self.is_compiled = None  # (plan, chunk size) -> whether its program is compiled already
         self.work_left = 0.0
+        self.kind_left: dict = {}  # kind of plan -> work still to run (the ETA prices each kind on its own)
         self.remaining: dict = {}  # (plan, chunk size) -> chunks still to run
 
     def _restore(self, done_chunks: dict) -> None:
@@ -167,6 +169,18 @@ class SweepRun:
         ch = self.store.chunks[ci]
         return ch["size"] * self.plan.buckets[ch["bucket"]][0].window
 
+    def kind(self, ci: int) -> str:
+        """Chunk ``ci``'s kind for the ETA (its plan's type: two-count, mechanism, rounds, sampled)."""
+        return type(self.plan.buckets[self.store.chunks[ci]["bucket"]][0]).__name__
+
+    def chunk_done(self, ci: int) -> None:
+        """Take chunk ``ci`` off the work and the chunks still to run (finished, or failed for good)."""
+        plan, _, _, size = self.chunk_jobs(ci)
+        work, kind = self.work(ci), self.kind(ci)
+        self.work_left -= work
+        self.kind_left[kind] = self.kind_left.get(kind, 0.0) - work
+        self.remaining[(plan, size)] -= 1
+
     def points_done(self) -> np.ndarray:
         """The grid points whose every job is done."""
         return np.nonzero(self.pending == 0)[0]
@@ -193,6 +207,7 @@ class SweepRun:
         """Set the work and the chunks left per program; returns the number of programs still to compile."""
         self.work_left = float(sum(self.work(ci) for ci in self.todo))
         for ci in self.todo:
+            self.kind_left[self.kind(ci)] = self.kind_left.get(self.kind(ci), 0.0) + self.work(ci)
             ch = self.store.chunks[ci]
             kk = (self.plan.buckets[ch["bucket"]][0], ch["size"])
             self.remaining[kk] = self.remaining.get(kk, 0) + 1
@@ -240,20 +255,33 @@ class SweepRun:
 
     def advance(self, ci: int, fin_points: int, dt: float, compiled: bool) -> None:
         """Move the progress on by chunk ``ci``, which finished ``fin_points`` points in ``dt`` seconds."""
-        plan, _, _, size = self.chunk_jobs(ci)
-        self.work_left -= self.work(ci)
-        self.remaining[(plan, size)] -= 1
+        self.chunk_done(ci)
         programs_left = sum(1 for kk, cnt in self.remaining.items() if cnt > 0 and not self.is_compiled(*kk))
-        self.progress.update(int(fin_points), self.work(ci), dt, compiled, self.work_left, programs_left)
+        self.progress.update(int(fin_points), self.work(ci), dt, compiled, dict(self.kind_left), programs_left,
+                             kind=self.kind(ci))
 
     def stopped(self, exc: KeyboardInterrupt) -> SweepInterrupted:
-        """The :class:`SweepInterrupted` for ``exc``, saying what is saved."""
+        """The :class:`SweepInterrupted` for ``exc``, saying exactly what is saved.
+
+        The counts are those of the chunk files on disk, this run's and the earlier runs' it resumed (the
+        in-memory state is updated under the write guard with each chunk file): the points whose every
+        search is in a chunk file (their rows are in ``results.csv``), and, where some chunk files hold
+        searches of points not finished yet (a k-ary RR grid's two-count chunks run before its mechanism
+        chunks), those chunks and searches too.
+        """
         out_dir, s = self.store.out_dir, self.s
+        mine = np.concatenate([self.chunk_ids(ci) for ci in self.mine]) if self.mine else np.zeros(0, np.int64)
+        jobs_kept = int(self.job_done[mine].sum())
+        partial = int(((self.pending > 0) & (self.pending < self.jobs_per_point)).sum())
+        chunks = (f"{self.chunks_done} of {len(self.mine)} chunks ({jobs_kept} of {mine.size} searches"
+                  + (f", part of {partial} more points" if partial else "") + ")")
         if self.csv_path is not None:
             saved = f"{int((self.pending == 0).sum())} of {self.grid.size} points saved in {self.csv_path}"
+            if partial:  # chunk files whose points are not all finished: say what they hold
+                saved += f"; {chunks} kept in {out_dir / 'chunks'}"
         elif out_dir is not None:
-            saved = (f"{self.chunks_done} of {len(self.mine)} chunks of shard {s.shard_i}/{s.shard_n} saved in "
-                     f"{out_dir / 'chunks'}")
+            saved = (f"{chunks} of shard {s.shard_i}/{s.shard_n} saved in {out_dir / 'chunks'}"
+                     if s.shard_n > 1 else f"{chunks} saved in {out_dir / 'chunks'}")
         else:
             saved = "nothing saved (out=None keeps the results in memory)"
         return SweepInterrupted(getattr(exc, "signum", signal.SIGINT), saved)
@@ -323,7 +351,10 @@ def announce(run: SweepRun) -> None:
 def run_chunks(run: SweepRun, workers: Workers) -> tuple[float, list[dict]]:
     """Run the chunks still to do; returns the seconds taken and the chunks that failed twice (executor only).
 
-    A Ctrl-C (or a SIGTERM through a handler that raises, the CLI's) becomes :class:`SweepInterrupted`.
+    A Ctrl-C (or a SIGTERM through a handler that raises, the CLI's) becomes :class:`SweepInterrupted` within
+    a fraction of a second: a chunk computed here runs in a worker thread while this one waits
+    (:func:`~jaxshuffle.sweeps.stops.run_interruptible`), and is abandoned on a stop (its result is never
+    written); an executor's chunks are waited for in steps.
     """
     sleep = float(os.environ.get("JAXSHUFFLE_SWEEP_CHUNK_SLEEP", "0") or 0)  # test aid: slow chunks down
     t0 = time.perf_counter()
@@ -344,13 +375,17 @@ def run_chunks(run: SweepRun, workers: Workers) -> tuple[float, list[dict]]:
 
 
 def _local_chunks(run: SweepRun, runner: Runner, sleep: float) -> None:
-    """Run the chunks here, one after the other."""
+    """Run the chunks here, one after the other (each computed in a worker thread, this one waiting:
+    a signal acts at once; every file is written here, in the main thread)."""
+    check = getattr(run.guard, "check", None)
     for ci in run.todo:
+        if check is not None:
+            check()  # a stop that a callback swallowed since the last chunk
         plan, ids, clo, size = run.chunk_jobs(ci)
         compiled = not runner.is_compiled(plan, size)
         run.progress.start_chunk(compiled)
         t = time.perf_counter()
-        arrays = runner.run(plan, run.grid.job_rows(plan, ids), clo, size)
+        arrays = run_interruptible(runner.run, plan, run.grid.job_rows(plan, ids), clo, size, guard=run.guard)
         dt = time.perf_counter() - t
         fin = run.record(ci, ids, *arrays)
         run.advance(ci, fin.size, dt, compiled)
@@ -378,8 +413,7 @@ def _remote_chunks(run: SweepRun, pool, sleep: float, failed: list[dict]) -> Non
                 warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
                               f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
                               "again to compute them", RuntimeWarning, stacklevel=6)
-                run.work_left -= run.work(task.ci)
-                run.remaining[(task.plan, task.size)] -= 1
+                run.chunk_done(task.ci)
                 continue
             fin = run.record(task.ci, ids, *arrays)
             # progress rates: a worker's evaluation time shared by the workers running at once

@@ -44,8 +44,11 @@ def point_table(table: dict[str, np.ndarray], size: int, points) -> tuple[np.nda
 #: so chunks are small, and a bucket holds the points of one n band (``ceil(log2 n)``), whose
 #: engine plans are alike (mixing n = 100 with n = 1e4 in one batch asked for 8 GB).
 MECHANISM_CHUNK = 4
-#: Cost of one mechanism search in the progress display's units (two-count window counts).
-MECHANISM_COST = 1 << 14
+#: Cost of one mechanism search in the progress display's units (two-count window counts): what the ETA
+#: guesses a k-RR sweep's mechanism chunks cost from its two-count chunks before one of them ran
+#: (measured on 2 CPU cores, n = 1e5..1e7: a two-count chunk of 32 x 32768 counts ~7 s, a chunk of 4
+#: mechanism searches 60-110 s; once one ran, the ETA prices them by their own time).
+MECHANISM_COST = 1 << 21
 
 
 def option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int) -> np.ndarray:

@@ -272,9 +272,12 @@ def _run_locked(spec, out, s: RunSettings, guard, locks: list) -> SweepResult:
                               f"({len(run.mine) - len(run.todo)} of {len(run.mine)} chunks done): make it writable, "
                               "or copy it to a writable directory and run the same sweep there to resume",
                               store.out_dir)
-    run.start_csv()
-    workers = start_workers(run)
-    announce(run)
+    try:  # a stop before the chunks start still says what the earlier runs saved
+        run.start_csv()
+        workers = start_workers(run)
+        announce(run)
+    except KeyboardInterrupt as exc:
+        raise run.stopped(exc) from None
     elapsed, failed = run_chunks(run, workers)
     return finish(run, workers, elapsed, failed)
 
