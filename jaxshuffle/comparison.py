@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -185,8 +185,8 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: 
             bounds[label] = Bound(value, valid, "certified" if paper_cert.all() else "paper", valid & paper_cert)
     if randomizer in cf.BLANKET_GAMMA and finite.any():
         gamma_fn, names = cf.BLANKET_GAMMA[randomizer]
-        gamma = gamma_fn(eps0=jnp.asarray(e0), **{k: options[k] for k in names if k != "eps0"})
-        gamma = np.broadcast_to(np.asarray(gamma), e0.shape)
+        others = {k: options[k] for k in names if k != "eps0"}
+        gamma = np.broadcast_to(np.asarray(gamma_fn(eps0=jnp.asarray(e0), **others)), e0.shape)
         value, valid = cf.blanket_specific(nn, np.where(finite, ldp, 1.0), dd, gamma)
         add(BLANKET_SPECIFIC, value, np.asarray(valid) & finite, "reference", False)
     return Comparison(randomizer, dict(options), e0, nn, dd, bounds)
@@ -375,8 +375,9 @@ def multi_message_lower(randomizer: str, n, delta, *, rtol: float = 1e-6, **opti
     """
     from jaxshuffle.randomizers import multi_message as mm
 
-    fns = {"cheu-zhilyaev": mm.cheu_zhilyaev_lower, "balls-into-bins": mm.balls_into_bins_lower,
-           "pure-dump": mm.pure_dump_lower}
+    fns: dict[str, Callable[..., mm.LowerParams]] = {"cheu-zhilyaev": mm.cheu_zhilyaev_lower,
+                                                      "balls-into-bins": mm.balls_into_bins_lower,
+                                                      "pure-dump": mm.pure_dump_lower}
     if randomizer not in fns:
         raise ValueError(f"randomizer: no multi-message lower parameters for {randomizer!r}; "
                          f"choose one of {sorted(fns)}")

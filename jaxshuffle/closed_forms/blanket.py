@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -261,7 +263,7 @@ def gamma_local_hash(eps0, l):  # noqa: E741  (the catalog option name)
 
 
 #: Catalog rows with a derived total variation similarity: ``name -> (function, its option names)``.
-BLANKET_GAMMA = {
+BLANKET_GAMMA: dict[str, tuple[Callable[..., jax.Array], tuple[str, ...]]] = {
     "grr": (gamma_grr, ("eps0", "k")),
     "subset-selection": (gamma_subset_selection, ("eps0", "d", "k")),
     "local-hash": (gamma_local_hash, ("eps0", "l")),
