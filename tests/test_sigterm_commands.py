@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stopping import catches_signal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,17 +31,6 @@ COMMANDS = {  # each takes well over a minute without the compilation cache; the
 }
 
 
-def _catches(pid: int, signum: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except OSError:
-        return False
-    return False
-
-
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_sigterm_is_one_line_and_exit_143(command):
     env = dict(os.environ)
@@ -50,7 +40,7 @@ def test_sigterm_is_one_line_and_exit_143(command):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not _catches(proc.pid, signal.SIGTERM):
+        while not catches_signal(proc.pid, signal.SIGTERM):
             assert proc.poll() is None, f"{command} ended before its SIGTERM handler was seen: {proc.communicate()}"
             assert time.monotonic() < deadline, "timed out waiting for the SIGTERM handler"
             time.sleep(0.01)

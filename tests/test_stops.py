@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from small_sweep import SMALL
+from stopping import assert_same_results
 
 from jaxshuffle import cli
 from jaxshuffle import sweeps as sw
@@ -117,11 +118,7 @@ def test_signal_stops_cleanly_and_resume_is_identical(tmp_path, reference, signa
                            capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr
     assert f"({len(chunks)} of this sweep's 3 already done)" in again.stderr
-    assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
-    with np.load(out / "results.npz") as got, np.load(reference / "results.npz") as want:
-        assert sorted(got.files) == sorted(want.files)
-        for key in want.files:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert_same_results(out, reference)
 
 
 def _count_runs(monkeypatch, fail_on: int | None = None, signal_in_write: int | None = None):

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from small_sweep import SMALL
+from stopping import assert_same_results, catches_signal
 
 from jaxshuffle import sweeps as sw
 from jaxshuffle.sweeps import execution as execution_mod
@@ -196,22 +197,7 @@ def test_sigint_inside_one_long_xla_call_then_resume_is_identical(tmp_path, wors
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"({files} of this sweep's {chunks} already done)" in again.stderr
-    assert (out / "results.csv").read_bytes() == (worst_reference / "results.csv").read_bytes()
-    with np.load(out / "results.npz") as got, np.load(worst_reference / "results.npz") as want:
-        assert sorted(got.files) == sorted(want.files)
-        for key in want.files:
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
-
-
-def _catches(pid: int, signum: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except OSError:
-        return False
-    return False
+    assert_same_results(out, worst_reference)
 
 
 COMMANDS = {  # each computes for well over a minute on 2 cores without the compilation cache
@@ -232,7 +218,7 @@ def test_sigterm_during_a_long_computation_stops_at_once(tmp_path, command):
     if command == "compose":
         args += ["--curve", str(curve)]
     proc = _start(args, tmp_path / "err")
-    assert _wait_for(lambda: _catches(proc.pid, signal.SIGTERM), proc, "the SIGTERM handler")
+    assert _wait_for(lambda: catches_signal(proc.pid, signal.SIGTERM), proc, "the SIGTERM handler")
     time.sleep(3.0)  # into the computation
     assert proc.poll() is None, f"{command} finished before the signal"
     took = _stop(proc, signal.SIGTERM)
