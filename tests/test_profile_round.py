@@ -63,6 +63,9 @@ def test_round_pld_routes_large_rounds_to_the_profile(monkeypatch):
     assert round_pld(asym, 8, discretization=1e-3).lower_forward is not None
     with pytest.raises(ValueError, match="method: 'profile' needs a symmetric pair"):
         round_pld(asym, 8, discretization=1e-3, method="profile")
+    from jaxshuffle.accountant.profile_pld import two_count_round
+    with pytest.raises(ValueError, match="pair: two_count_round needs w = 0, r0 = r1"):
+        two_count_round(asym, 8, 1e-3)
     with pytest.raises(ValueError, match="method: must be 'auto', 'cells' or 'profile', got 'fast'"):
         round_pld(pair, 8, discretization=1e-3, method="fast")
 

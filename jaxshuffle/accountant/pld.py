@@ -299,7 +299,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
     if method == "profile":
         from jaxshuffle.accountant.profile_pld import two_count_round
 
-        r = two_count_round(max(u, v), min(u, v), r0, float(n_np), float(discretization), source=pair.source)
+        r = two_count_round(pair, float(n_np), float(discretization))
         return r._replace(certified=pair.bound == "upper")
     up_f, lo_f = _one_direction(u, v, r0, r1, float(n_np), float(discretization), float(tail))
     if r0 == r1:  # symmetric: PLD(Q||P) = PLD(P||Q) (swap a <-> c + 1 - a)

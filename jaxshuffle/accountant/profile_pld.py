@@ -37,6 +37,7 @@ import numpy as np
 from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
 from jaxshuffle.accountant.loss_distribution import DiscretePLD, RoundPLD
 from jaxshuffle.engine.blanket.plan import quarter_octave
+from jaxshuffle.engine.two_count.pair import TwoCountPair
 
 KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one subtraction, one division)
 DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point
@@ -162,52 +163,45 @@ def _two_count_profile_program(u, v, r0, r1, n, c_lo, eps, *, plan):
                        batch_size=EVAL_BATCH)
 
 
-def two_count_round(u: float, v: float, r: float, n: float, discretization: float, *, points: int = DEFAULT_POINTS,
-                    source: str = "two-count pair") -> RoundPLD:
-    """Certified round PLD of the symmetric two-count pair ``(u, v, w = 0, r0 = r1 = r)`` from its profile.
+def two_count_round(pair: TwoCountPair, n: float, discretization: float, *,
+                    points: int = DEFAULT_POINTS) -> RoundPLD:
+    """Certified round PLD of a symmetric two-count pair (``w = 0``, ``r0 = r1``) from its profile.
 
     The pair is symmetric (exchanging the two counts maps ``P`` to ``Q``), so its PLD is connected from
     the two-count engine's certified upper divergence (:func:`~jaxshuffle.engine.two_count.divergence.
     point_divergence`, docs/math.md sections 2 and 8) at ``points`` evaluations spread evenly over
     ``[0, eps_tail]`` (``eps_tail``: the pair's certified epsilon at :data:`TAIL_DELTA`) and ``points/8``
-    more up to ``min(log(u/v), TAIL_REACH eps_tail)``; ``h = 0`` from ``log(u/v)`` on (no loss exceeds it).
-    Each evaluation is ``O(window)``, so the cost does not grow with the cells ``window x row`` that
+    more up to ``min(|log(u/v)|, TAIL_REACH eps_tail)``; ``h = 0`` from ``|log(u/v)|`` on (no loss exceeds
+    it). Each evaluation is ``O(window)``, so the cost does not grow with the cells ``window x row`` that
     :func:`~jaxshuffle.accountant.pld.round_pld` enumerates. Pessimistic only (``lower_*`` None): composing it
     gives certified upper bounds (docs/math.md section 13.9).
 
     Args:
-      u, v: the victim's marker probabilities, ``u > v > 0``, ``u + v = 1``.
-      r: each other user's probability of either marker (``r0 = r1 = r``), in (0, 1/2].
+      pair: a scalar :class:`~jaxshuffle.pair.TwoCountPair` with ``w = 0``, ``u, v > 0`` and ``r0 = r1``
+        (else ValueError naming ``pair``: the construction holds for symmetric dominating pairs only).
       n: the pair's number of users (the victim and ``n - 1`` others), an integer >= 2.
       discretization: the loss grid spacing.
       points: profile evaluations, in [2, 65536].
-      source: the round's label.
+
+    Returns:
+      The round, a :class:`RoundPLD` labelled with ``pair.source``.
     """
-    from jaxshuffle.engine.two_count.pair import TwoCountPair
-    from jaxshuffle.engine.two_count.plan import (
-        MIN_BLOCK,
-        Plan,
-        linear_safe,
-        max_step_estimate,
-        plan_windows,
-    )
+    from jaxshuffle.engine.two_count.plan import plan_for, window_start
     from jaxshuffle.engine.two_count.search import epsilon
 
-    eps_end = math.log(u / v)
-    pair = TwoCountPair(jnp.float64(u), jnp.float64(v), jnp.float64(0.0), jnp.float64(r), jnp.float64(r),
-                        "upper", source)
+    u, v, w, r, r1 = (float(np.asarray(x)) for x in pair.arrays())
+    if w != 0.0 or r != r1 or min(u, v) <= 0.0:  # connecting the dots needs a symmetric dominating pair
+        raise ValueError(f"pair: two_count_round needs w = 0, r0 = r1 and u, v > 0, got w = {w:.6g}, r0 = {r:.6g}, "
+                         f"r1 = {r1:.6g}, u = {u:.6g}, v = {v:.6g}")
+    eps_end = abs(math.log(u / v))
     tail = epsilon(pair, n, TAIL_DELTA)
     eps_tail = float(tail.upper) if float(tail.upper) < eps_end else eps_end  # only places the grid
     j, padded = profile_grid(eps_end, eps_tail, discretization, points)
-    # One window for every profile point: the mass it leaves out is charged to each upper value (any
-    # window is sound), so a window leaving out far less than the smallest profile value costs nothing.
-    L, c_lo = plan_windows(np.array([n]), np.array([2 * r]), TAIL_DELTA * 1e-6)
-    m = max_step_estimate(np.array([u]), np.array([v]), np.zeros(1), np.array([r]), np.array([r]),
-                          np.ones(1), np.array([u / v]), np.array([n]))
-    step = int(2 ** math.ceil(math.log2(max(int(m[0]), 1))))
-    window = int(L[0])
-    plan = Plan(window, min(window, MIN_BLOCK), step, True,
-                bool(linear_safe(np.array([n]), np.array([r]), np.array([r]), step)[0]))
-    f = (jnp.float64(x) for x in (u, v, r, r, n, c_lo[0]))
+    # One plan for every profile point, the search's at TAIL_DELTA: its window leaves out a millionth of
+    # that (the left-out mass is charged to each upper value, so any window is sound), and its threshold
+    # step covers every eps up to the largest loss.
+    plan = plan_for(pair, n, TAIL_DELTA)
+    c_lo = window_start(np.float64(n), np.float64(2 * r), plan.window)
+    f = (jnp.float64(x) for x in (u, v, r, r, n, c_lo))
     upper = np.asarray(_two_count_profile_program(*f, jnp.asarray(padded), plan=plan))[:j.size]
-    return round_from_profile(j, upper, discretization, eps_end, source)
+    return round_from_profile(j, upper, discretization, eps_end, pair.source)
