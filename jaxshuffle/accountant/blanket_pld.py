@@ -161,6 +161,14 @@ def round_grid(randomizer, n, rounds: int, discretization: float | None, accurac
     return float(default_discretization(pair, n_engine, rounds, accuracy))
 
 
+def default_blanket_points(n, sample_rate: float = 1.0, points: int = DEFAULT_POINTS) -> np.ndarray:
+    """The default rule for where the T-round rule builds a blanket (or three-count) round PLD: ``points``
+    profile points up to ``n = BLANKET_PLD_MAX_N`` (the cost grows with ``n``) and at every ``n`` for a
+    round with clients sampled (it has no other PLD), else 0 (int64, ``n``'s shape)."""
+    build = (np.asarray(n, np.float64) <= BLANKET_PLD_MAX_N) | (sample_rate < 1.0)
+    return np.where(build, points, 0).astype(np.int64)
+
+
 def blanket_round_where_built(randomizer, n, discretization: float, blanket_points: int | None,
                               sample_rate: float = 1.0):
     """The blanket pair's round PLD (k-ary RR) on the loss grid ``discretization``, where
@@ -171,7 +179,7 @@ def blanket_round_where_built(randomizer, n, discretization: float, blanket_poin
     None elsewhere."""
     mech = randomizer.krr()
     if blanket_points is None:
-        blanket_points = DEFAULT_POINTS if float(n) <= BLANKET_PLD_MAX_N or sample_rate < 1.0 else 0
+        blanket_points = int(default_blanket_points(float(n), sample_rate))
     if blanket_points == 0:
         return None
     if mech is None and sample_rate < 1.0:  # any other single-message randomizer: its three-count pair

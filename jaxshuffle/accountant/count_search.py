@@ -147,14 +147,14 @@ def effective_points(params: VRParams, n, blanket_points: int | None, g: float) 
     the caller's ``blanket_points``; unset, :data:`CALIBRATION_BLANKET_POINTS` where
     ``composed_epsilon``'s default builds that PLD (k-ary RR up to its n cap; a round with clients
     sampled at every n), else 0; 0 where there is no such pair (no k-RR, clients not sampled)."""
-    from jaxshuffle.accountant.rounds import BLANKET_PLD_MAX_N
+    from jaxshuffle.accountant.blanket_pld import default_blanket_points
 
     n = np.asarray(n, np.float64)
     if params.krr() is None and g == 1.0:
         return np.zeros(n.shape, np.int64)
     if blanket_points is not None:
         return np.full(n.shape, blanket_points, np.int64)
-    return np.where((n <= BLANKET_PLD_MAX_N) | (g < 1.0), CALIBRATION_BLANKET_POINTS, 0).astype(np.int64)
+    return default_blanket_points(n, g, CALIBRATION_BLANKET_POINTS)
 
 
 def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int | None, g: float, rtol: float):
