@@ -563,7 +563,7 @@ def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -
     ``whole_process`` with an abandoned computation still running, end the process at once instead."""
     import shlex
 
-    from jaxshuffle.sweeps.stops import abandoned
+    from jaxshuffle.sweeps.stops import abandoned, exit_at_once
 
     status = int(getattr(exc, "exit_status", 130))
     line = f"jaxshuffle: interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
@@ -576,13 +576,8 @@ def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -
     print(line, file=sys.stderr, flush=True)
     if whole_process and abandoned():
         # the stopped computation runs on in its thread until its XLA call returns (JAX's exit handler would
-        # abort under it): the files are written and closed, the output flushed; end here, at once
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(status)
+        # abort under it): the files are written and closed; end here, at once
+        exit_at_once(status)
     return status
 
 

@@ -207,10 +207,16 @@ def _wait_for_abandoned_at_exit() -> None:
             while t.is_alive():
                 t.join(POLL_S)
     except KeyboardInterrupt:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(130)
+        exit_at_once(130)
+
+
+def exit_at_once(status: int) -> None:
+    """End the process now with ``status``, output flushed, without the interpreter's shutdown (which would
+    wait for, or tear the backend down under, an abandoned computation)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream: nothing more to say
+            stream.flush()
+    os._exit(status)
 
 
 def _abandon(thread: threading.Thread) -> None:
