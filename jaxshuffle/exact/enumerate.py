@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_numpy
 from jaxshuffle._config import check
@@ -30,7 +31,7 @@ UNIT_ROUNDOFF = 2.0 ** -53  # unit roundoff of float64
 # ----------------------------------------------------------------------------- validation
 
 
-def validate_matrix(matrix) -> np.ndarray:
+def validate_matrix(matrix: ArrayLike) -> np.ndarray:
     """``matrix`` as a float64 row-stochastic ``K x Y`` array, checked; the one validator of raw matrices.
 
     Checks, in order: real numeric dtype (integers or floats; complex, boolean, object and string
@@ -63,14 +64,14 @@ def validate_matrix(matrix) -> np.ndarray:
     return m
 
 
-def validate_input(x, k: int, name: str) -> int:
+def validate_input(x: ArrayLike, k: int, name: str) -> int:
     xv = np.asarray(x, dtype=np.float64)
     check(xv.ndim == 0 and np.isfinite(xv) and xv == np.round(xv) and 0 <= xv < k, name,
           f"must be an integer input index in [0, {k})")
     return int(xv)
 
 
-def _validate_others(others, k: int) -> np.ndarray:
+def _validate_others(others: Sequence[int] | np.ndarray, k: int) -> np.ndarray:
     o = np.asarray(list(others) if not isinstance(others, np.ndarray) else others, dtype=np.float64)
     o = o.reshape(-1) if o.size == 0 else o
     check(o.ndim == 1, "others", "must be a 1-D sequence of input indices")
@@ -79,7 +80,7 @@ def _validate_others(others, k: int) -> np.ndarray:
     return o.astype(np.int64)
 
 
-def validate_delta(delta) -> float:
+def validate_delta(delta: ArrayLike) -> float:
     d = np.asarray(delta, dtype=np.float64)
     check(d.ndim == 0 and (d > 0) & (d < 1), "delta", "must be a scalar in (0, 1)", value=d)
     return float(d)
@@ -88,7 +89,7 @@ def validate_delta(delta) -> float:
 # ----------------------------------------------------------------------------- lumping
 
 
-def lump_outputs(matrix, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def lump_outputs(matrix: ArrayLike, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Merge outputs whose columns are proportional on ``rows`` (see the module docstring).
 
     Returns ``(lumped, label)``: ``lumped`` is ``K x L`` with ``lumped[:, g]`` the sum of
@@ -188,7 +189,8 @@ def _add_user(log_o: np.ndarray, logpi: np.ndarray) -> np.ndarray:
     return out
 
 
-def histogram_log_pmfs(matrix, x0, x1, others, *, lump: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def histogram_log_pmfs(matrix: ArrayLike, x0: int, x1: int, others: Sequence[int] | np.ndarray, *,
+                       lump: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Log-probabilities of every reachable (lumped) output histogram under both datasets.
 
     Returns 1-D float64 arrays ``(log P, log Q)`` over the histograms with positive
@@ -284,7 +286,8 @@ class _Pmfs:
         return float(np.sum(self.p * a)), float(np.sum(self.q * b))
 
 
-def bisect_scalar(f, delta: float, lo: float, hi: float, tol: float = EPS_TOL) -> tuple[float, float]:
+def bisect_scalar(f: Callable[[float], float], delta: float, lo: float, hi: float,
+                  tol: float = EPS_TOL) -> tuple[float, float]:
     """Shrink ``[lo, hi]`` with ``f(lo) > delta >= f(hi)`` to width ``<= tol``
     (:func:`jaxshuffle._bisect.bisect_numpy`)."""
     lo_a, hi_a = bisect_numpy(lambda mid, _: np.array([f(float(mid[0])) <= delta]), np.array([lo]), np.array([hi]),
@@ -303,7 +306,7 @@ def _epsilon_of(pm: _Pmfs, delta: float, side: str) -> float:
     red = pm.without_negligible(1e-13 * delta)
     slack = red.dropped if side == "upper" else 0.0
 
-    def f(e):
+    def f(e: float) -> float:
         return max(red.divergences(e)) + slack
 
     # Beyond the largest finite likelihood ratio only the infinite-ratio mass (<= delta)
@@ -319,7 +322,8 @@ def _epsilon_of(pm: _Pmfs, delta: float, side: str) -> float:
     return hi if side == "upper" else lo
 
 
-def delta_of_eps(matrix, x0, x1, others, eps, *, lump: bool = True) -> float:
+def delta_of_eps(matrix: ArrayLike, x0: int, x1: int, others: Sequence[int] | np.ndarray, eps: float, *,
+                 lump: bool = True) -> float:
     """``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` of the shuffled histograms.
 
     ``P`` is the law of the shuffled outputs for ``(x0, *others)``, ``Q`` for
@@ -333,7 +337,8 @@ def delta_of_eps(matrix, x0, x1, others, eps, *, lump: bool = True) -> float:
     return max(pm.divergences(float(e)))
 
 
-def epsilon(matrix, x0, x1, others, delta, *, lump: bool = True, side: str = "upper") -> float:
+def epsilon(matrix: ArrayLike, x0: int, x1: int, others: Sequence[int] | np.ndarray, delta: float, *,
+            lump: bool = True, side: str = "upper") -> float:
     """Exact epsilon of the shuffled outputs of a finite randomizer.
 
     ``epsilon = min{eps >= 0 : max(D_{e^eps}(P||Q), D_{e^eps}(Q||P)) <= delta}`` for the
@@ -368,7 +373,8 @@ class WorstCase(NamedTuple):
     others: tuple[int, ...]
 
 
-def worst_case_epsilon(matrix, x0, x1, n, delta, candidates: str = "all-equal") -> WorstCase:
+def worst_case_epsilon(matrix: ArrayLike, x0: int, x1: int, n: int, delta: float,
+                       candidates: str = "all-equal") -> WorstCase:
     """Largest exact epsilon over candidate datasets of the other ``n - 1`` users.
 
     ``candidates="all-equal"``: every ``others = (v,) * (n-1)``; ``"mixtures"``: also every
@@ -399,7 +405,8 @@ def worst_case_epsilon(matrix, x0, x1, n, delta, candidates: str = "all-equal") 
     return best
 
 
-def lower_bound_parameters(matrix, x0, x1, x_star=None) -> tuple[float, float, float, float]:
+def lower_bound_parameters(matrix: ArrayLike, x0: int, x1: int,
+                           x_star: int | None = None) -> tuple[float, float, float, float]:
     """``(p0, beta, q0, q1)`` of the variation-ratio paper's Theorem 5.1 for ``R = matrix``.
 
     With ``P0 = R(x0)``, ``P1 = R(x1)``, ``R* = R(x_star)`` and the output sets

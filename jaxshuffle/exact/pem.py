@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from jaxshuffle._config import broadcast_shapes_or_raise, check
 from jaxshuffle.exact.enumerate import UNIT_ROUNDOFF, bisect_scalar, log_factorials, safe_log
@@ -51,7 +52,7 @@ def _pem_rows(d_ab: float, d_ac: float, d_bc: float) -> np.ndarray:
     return rows
 
 
-def _validate_distances(d_ab, d_ac, d_bc):
+def _validate_distances(d_ab: ArrayLike, d_ac: ArrayLike, d_bc: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     d = {k: np.asarray(v, dtype=np.float64) for k, v in (("d_ab", d_ab), ("d_ac", d_ac), ("d_bc", d_bc))}
     for name, v in d.items():
         check((v > 0) & (v <= _MAX_DISTANCE), name, f"must lie in (0, {_MAX_DISTANCE:g}]")
@@ -63,7 +64,7 @@ def _validate_distances(d_ab, d_ac, d_bc):
     return ab, ac, bc
 
 
-def pem_matrix(d_ab, d_ac, d_bc) -> np.ndarray:
+def pem_matrix(d_ab: ArrayLike, d_ac: ArrayLike, d_bc: ArrayLike) -> np.ndarray:
     """The padded exponential mechanism (supplement Table I) as a row-stochastic matrix.
 
     Rows are the inputs ``(a, b, c)``, columns the outputs ``(a, b, c, bot)``::
@@ -84,7 +85,7 @@ def pem_matrix(d_ab, d_ac, d_bc) -> np.ndarray:
     return out.reshape(shape + (3, 4))
 
 
-def _binomial_tail_tables(n: int, rho: float, one_minus_rho: float, lf: np.ndarray):
+def _binomial_tail_tables(n: int, rho: float, one_minus_rho: float, lf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``SF[m, k] = P[Bin(m, rho) >= k]`` (k = 0..n+1) and ``CDF[m, k+1] = P[Bin(m, rho) <= k]``
     (k = -1..n), for m = 0..n, by cumulative sums of the pmf (all terms non-negative)."""
     m = np.arange(n + 1)[:, None]
@@ -165,7 +166,7 @@ class _PemEngine:
         i, j, m, mf, m1 = self.i, self.j, self.m, self.mf, self.m1
         base = c[0] * i + c[1] * j
 
-        def s_at(k):  # S(k), summed per category
+        def s_at(k: np.ndarray) -> np.ndarray:  # S(k), summed per category
             kf = np.clip(k, 0, m).astype(np.float64)
             return base + c[2] * kf + c[3] * (mf - kf)
 
@@ -215,7 +216,7 @@ def _pem_lower_one(n: int, d_ab: float, d_ac: float, d_bc: float, delta: float) 
     return lo
 
 
-def pem_lower(n, d_ab, d_ac, d_bc, delta) -> np.ndarray:
+def pem_lower(n: ArrayLike, d_ab: ArrayLike, d_ac: ArrayLike, d_bc: ArrayLike, delta: ArrayLike) -> np.ndarray:
     """Exhaustive lower bound on the shuffled metric-DP epsilon (supplement Algorithm 2, corrected).
 
     The exact epsilon of the shuffled PEM (:func:`pem_matrix`) on ``S = [a, c, ..., c]``

@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from jaxshuffle.accountant.amplify import amplify
 from jaxshuffle.exact.enumerate import lower_bound_parameters, validate_matrix, worst_case_epsilon
@@ -72,7 +74,7 @@ def _short(others: tuple[int, ...]) -> str:
     return " + ".join(f"{c} x input {v}" for v, c in zip(values.tolist(), counts.tolist()))
 
 
-def matrix_vr_parameters(matrix) -> tuple[float, float, float]:
+def matrix_vr_parameters(matrix: ArrayLike) -> tuple[float, float, float]:
     """``(p, beta, q)`` of a finite randomizer: largest probability ratio, largest total
     variation between rows, and ``q = p`` (single message, no separate blanket)."""
     m = np.asarray(matrix, dtype=np.float64)
@@ -80,7 +82,7 @@ def matrix_vr_parameters(matrix) -> tuple[float, float, float]:
     return p, matrix_total_variation(m), p
 
 
-def sandwich(matrix, x0: int, x1: int, n: int, delta: float, *, candidates: str = "all-equal",
+def sandwich(matrix: ArrayLike, x0: int, x1: int, n: int, delta: float, *, candidates: str = "all-equal",
              rtol: float = 1e-9) -> SandwichReport:
     """Lower, exact, certified upper and paper epsilon for a finite mechanism (see module doc).
 
@@ -120,8 +122,10 @@ def sandwich(matrix, x0: int, x1: int, n: int, delta: float, *, candidates: str 
         upper = paper = math.inf
         paper_certified, lower = True, 0.0
     else:
-        lp = LowerParams(*(np.float64(x) for x in (p0, b0, q0, q1))) if lower_applies else None
-        params = VRParams(np.float64(p), np.float64(min(beta, (p - 1) / (p + 1))), np.float64(q))
+        # the parameters' fields are jax arrays (as the catalog's rows give them): float64 scalars, as before
+        f64 = lambda x: jnp.asarray(np.float64(x))  # noqa: E731
+        lp = LowerParams(f64(p0), f64(b0), f64(q0), f64(q1)) if lower_applies else None
+        params = VRParams(f64(p), f64(min(beta, (p - 1) / (p + 1))), f64(q))
         # the mechanism is known: its matrix certifies the clone constant r* (docs/math.md 5.4)
         rep = amplify(with_matrix(params, m), float(n), delta, rtol=rtol)
         upper, paper, paper_certified = float(rep.upper), float(rep.paper), bool(rep.paper_certified)
