@@ -69,8 +69,8 @@ _LAZY = {
 }
 #: subpackages and modules users reach as ``js.<name>`` after ``import jaxshuffle as js`` (imported on first use)
 _LAZY_MODULES = ("accountant", "blanket", "blanket_lattice", "blanket_matrix", "closed_forms", "comparison",
-                 "divergence", "engine", "exact", "interop", "metric", "pair", "plan", "plot", "randomizers", "search",
-                 "sweeps", "utility")
+                 "divergence", "engine", "exact", "interop", "metric", "pair", "plan", "pld", "plot", "randomizers",
+                 "search", "sweeps", "utility")
 
 # The type: ignore below: mypy sees amplify, compose and tune also as the submodules of those names (the
 # functions shadow them in jaxshuffle.accountant at runtime).

@@ -16,8 +16,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._config import check
-from jaxshuffle.accountant.loss_distribution import MIN_DISCRETIZATION, RoundPLD, default_discretization
-from jaxshuffle.accountant.profile_pld import (  # noqa: F401  (some re-exported from their former home)
+from jaxshuffle.engine.blanket import (
+    blanket_epsilon,
+    krr_sum_form,
+    plan_blanket,
+    point_divergence,
+    power_of_two,
+    shared_plan,
+    window_start,
+)
+from jaxshuffle.pld.distribution import MIN_DISCRETIZATION, RoundPLD, default_discretization
+from jaxshuffle.pld.profile import (  # noqa: F401  (some re-exported from their former home)
     DEFAULT_POINTS,
     EVAL_BATCH,
     KAPPA,
@@ -27,15 +36,6 @@ from jaxshuffle.accountant.profile_pld import (  # noqa: F401  (some re-exported
     connect_the_dots,
     profile_grid,
     round_from_profile,
-)
-from jaxshuffle.engine.blanket import (
-    blanket_epsilon,
-    krr_sum_form,
-    plan_blanket,
-    point_divergence,
-    power_of_two,
-    shared_plan,
-    window_start,
 )
 from jaxshuffle.randomizers.clone import certified_clone, certified_worst_case_pair
 

@@ -38,7 +38,7 @@ import numpy as np
 from jaxshuffle._config import check
 from jaxshuffle._fft import MAX_FFT, fft_error, power_convolve
 from jaxshuffle._fft import U as _U
-from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
 
 #: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the
 #: upper bound, subtracted by the lower). Not :data:`jaxshuffle.accountant.pld.CELL_TAIL`: that one is

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, neighboring_relation
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD, neighboring_relation
 
 _REQUIRED = object()
 

@@ -35,9 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
-from jaxshuffle.accountant.loss_distribution import DiscretePLD, RoundPLD
 from jaxshuffle.engine.blanket.plan import quarter_octave
 from jaxshuffle.engine.two_count.pair import TwoCountPair
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
 
 KAPPA = 256 * _U  # relative error of a computed hull slope (exp, expm1, one subtraction, one division)
 DEFAULT_POINTS = 512  # profile evaluations between eps = 0 and the tail point

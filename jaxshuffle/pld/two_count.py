@@ -47,7 +47,10 @@ import numpy as np
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
 from jaxshuffle._numerics import ULP as _ULP
-from jaxshuffle.accountant.loss_distribution import (  # noqa: F401  (re-exported: their import path)
+from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
+from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
+from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
+from jaxshuffle.pld.distribution import (  # noqa: F401  (re-exported: their import path)
     ADD_OR_REMOVE_ONE,
     MAX_DEFAULT_ROUNDS,
     MIN_DISCRETIZATION,
@@ -58,9 +61,6 @@ from jaxshuffle.accountant.loss_distribution import (  # noqa: F401  (re-exporte
     default_discretization,
     neighboring_relation,
 )
-from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
-from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
-from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
@@ -297,7 +297,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
         window, _, row = _cell_windows(r0, r1, float(n_np), float(tail))
         method = "profile" if symmetric and window * (row + 1) > MAX_CELLS else "cells"
     if method == "profile":
-        from jaxshuffle.accountant.profile_pld import two_count_round
+        from jaxshuffle.pld.profile import two_count_round
 
         r = two_count_round(pair, float(n_np), float(discretization))
         return r._replace(certified=pair.bound == "upper")
@@ -355,7 +355,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
         if not isinstance(randomizer, VRParams) or sampled_route(randomizer) is None:
             raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (no two-count pair is an upper bound for a sampled "
                              "round, docs/math.md 13.11)")
-        from jaxshuffle.accountant.blanket_pld import blanket_round_where_built, round_grid
+        from jaxshuffle.pld.blanket import blanket_round_where_built, round_grid
 
         return blanket_round_where_built(randomizer, n, round_grid(randomizer, n, int(rounds), discretization), None,
                                          g)

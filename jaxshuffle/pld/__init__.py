@@ -1,0 +1,56 @@
+"""Privacy-loss distributions (PLDs): a round's distribution from a certified dominating pair, and their composition.
+
+A pair ``(P, Q)`` that dominates a shuffled round has a privacy-loss distribution, the law of
+``log P(o)/Q(o)`` for ``o ~ P`` (docs/math.md section 13); rounds compose by convolving their PLDs.
+This package holds those mechanics; which pair, which rounds and which bound to report is the
+accountant's policy (:mod:`jaxshuffle.accountant`, e.g. :func:`~jaxshuffle.accountant.composed_epsilon`).
+
+Modules (one concept each):
+
+* :mod:`~jaxshuffle.pld.distribution`: the types every construction returns and every composition
+  takes (:class:`DiscretePLD`, one direction on one side; :class:`RoundPLD`, a round in both directions
+  with its neighbouring relation), and the default loss grid (:func:`default_discretization`);
+* :mod:`~jaxshuffle.pld.two_count`: a two-count pair's round from its cells (pessimistic and optimistic)
+  or, at large ``n``, its profile (:func:`round_pld`, :func:`shuffled_round`), and its RDP (:func:`rdp`);
+* :mod:`~jaxshuffle.pld.profile`: a round connected from a symmetric pair's certified privacy profile
+  (connecting the dots, docs/math.md 13.9; :func:`two_count_round`);
+* :mod:`~jaxshuffle.pld.blanket`: k-ary RR's blanket pair and a sampled round's three-count pair as
+  rounds (:func:`blanket_round`, :func:`three_count_round`);
+* :mod:`~jaxshuffle.pld.composition`: rounds composed by FFT, every error on the safe side
+  (:func:`compose`, :func:`compose_delta`, :func:`epsilon_over_rounds`, :func:`compose_discrete`);
+* :mod:`~jaxshuffle.pld.interop`: a round to and from dp_accounting (:func:`to_dp_accounting`,
+  :func:`from_dp_accounting`; the optional ``interop`` extra).
+
+The package stands below the accountant: it imports the engines and the randomizers, and the
+accountant imports it (importing it loads no accountant module). The modules' earlier paths under
+``jaxshuffle.accountant`` (``loss_distribution``, ``pld``, ``profile_pld``, ``blanket_pld``, ``compose``,
+``interop``) give these very modules.
+"""
+
+from jaxshuffle.pld.blanket import blanket_round, three_count_round
+from jaxshuffle.pld.composition import (
+    ComposedPLD,
+    CompositionBound,
+    CompositionSizeError,
+    compose,
+    compose_delta,
+    compose_discrete,
+    epsilon_over_rounds,
+)
+from jaxshuffle.pld.distribution import (
+    ADD_OR_REMOVE_ONE,
+    RELATIONS,
+    REPLACE_ONE,
+    DiscretePLD,
+    RoundPLD,
+    default_discretization,
+    neighboring_relation,
+)
+from jaxshuffle.pld.interop import from_dp_accounting, to_dp_accounting
+from jaxshuffle.pld.profile import two_count_round
+from jaxshuffle.pld.two_count import rdp, round_pld, shuffled_round
+
+__all__ = ["DiscretePLD", "RoundPLD", "REPLACE_ONE", "ADD_OR_REMOVE_ONE", "RELATIONS", "neighboring_relation",
+           "default_discretization", "round_pld", "shuffled_round", "rdp", "two_count_round", "blanket_round",
+           "three_count_round", "ComposedPLD", "CompositionBound", "CompositionSizeError", "compose",
+           "compose_delta", "compose_discrete", "epsilon_over_rounds", "from_dp_accounting", "to_dp_accounting"]
