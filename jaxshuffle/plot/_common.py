@@ -6,7 +6,17 @@ Nothing here imports matplotlib at import time (only when a function is called).
 
 from __future__ import annotations
 
+import os
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.legend import Legend
 
 _INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
 
@@ -17,7 +27,7 @@ MAX_LINES = 8
 MAX_FACETS = 12
 
 
-def _require_matplotlib():
+def _require_matplotlib() -> ModuleType:
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
@@ -25,7 +35,7 @@ def _require_matplotlib():
     return matplotlib
 
 
-def _new_ax():
+def _new_ax() -> Axes:
     _require_matplotlib()
     import matplotlib.pyplot as plt
 
@@ -33,7 +43,7 @@ def _new_ax():
     return ax
 
 
-def _line_colors(values):
+def _line_colors(values: ArrayLike) -> list[tuple[float, float, float, float]]:
     """viridis colour of each value by its log position among ``values`` (one colour per n across panels)."""
     _require_matplotlib()
     import matplotlib
@@ -45,11 +55,25 @@ def _line_colors(values):
     return [cmap(0.9 * ((x - t.min()) / span if span > 0 else 0.0)) for x in t]
 
 
-def _lines_legend(ax, lines: int, handles=None, labels=None, title=None):
-    """Legend of a panel with ``lines`` coloured lines: inside for a few, outside on the right for more."""
+def _lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] | None = None,
+                  title: str | None = None) -> Legend:
+    """Legend of a panel with ``lines`` coloured lines: inside for a few, outside on the right for more.
+
+    ``entries``: ``(handles, labels)`` of the legend (default: the axes' labelled artists)."""
+    kw: dict[str, Any]
     if lines > 4:
         kw = dict(fontsize=7.5, title=title, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0.0, frameon=False)
     else:
         kw = dict(fontsize=8, title=title, title_fontsize=8, loc="best")
-    return ax.legend(handles, labels, **kw) if handles is not None else ax.legend(**kw)
+    return ax.legend(*entries, **kw) if entries is not None else ax.legend(**kw)
+
+
+def _savefig(ax: Axes, path: str | os.PathLike[str], dpi: int) -> None:
+    """Save the figure that holds ``ax`` to ``path`` (an axes of a SubFigure has no figure of its own to save)."""
+    from matplotlib.figure import Figure
+
+    fig = ax.figure
+    if not isinstance(fig, Figure):
+        raise AttributeError(f"{type(fig).__name__!r} object has no attribute 'savefig'")
+    fig.savefig(path, dpi=dpi)

@@ -12,8 +12,12 @@ the utility and closed-form curves they draw: :func:`grr_frequency_std`,
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from jaxshuffle.plot._common import MAX_FACETS, MAX_LINES, _line_colors, _lines_legend, _new_ax, _require_matplotlib
 from jaxshuffle.plot.composition import composition_figure
@@ -32,6 +36,14 @@ from jaxshuffle.plot.facets import (
     _where,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.collections import QuadMesh
+    from matplotlib.figure import Figure
+    from matplotlib.transforms import Bbox
+
+    from jaxshuffle.plot.facets import Results
+
 #: Randomizers whose frequency estimator is the k-ary randomized response one.
 _KRR = ("grr",)
 
@@ -42,7 +54,7 @@ _ANY_LDP = ("general",)
 # ----------------------------------------------------------------------------------------
 # Utility and closed forms
 
-def grr_frequency_std(eps0, n, k, f=0.0):
+def grr_frequency_std(eps0: ArrayLike, n: ArrayLike, k: ArrayLike, f: float | np.ndarray = 0.0) -> np.ndarray:
     """Standard deviation of the k-ary randomized response frequency estimate of a value with frequency ``f``.
 
     With ``p = e^eps0/(e^eps0+k-1)``, ``q = 1/(e^eps0+k-1)`` and ``f_hat = (C/n - q)/(p - q)``
@@ -57,7 +69,8 @@ def grr_frequency_std(eps0, n, k, f=0.0):
     return np.sqrt(var)
 
 
-def closed_form_bounds(eps0, n, delta, p=None, beta=None, q=None) -> dict[str, np.ndarray]:
+def closed_form_bounds(eps0: ArrayLike, n: ArrayLike, delta: ArrayLike, p: ArrayLike | None = None,
+                       beta: ArrayLike | None = None, q: ArrayLike | None = None) -> dict[str, np.ndarray]:
     """Closed-form epsilon bounds (``inf`` where a theorem's conditions fail), keyed by legend label.
 
     The eps0-LDP forms of :data:`jaxshuffle.closed_forms.CLOSED_FORMS` except the generic blanket
@@ -107,9 +120,10 @@ _CF_STYLES = [dict(color="tab:blue", ls="--", marker="o"), dict(color="tab:purpl
               dict(color="tab:cyan", ls="--", marker="d")]
 
 
-def amplification_ratio(results, ax=None, *, n=None, randomizer=None, delta_rule=None, bounds=None,
-                        closed_forms: bool = True, log_y: bool = False, max_lines: int = MAX_LINES,
-                        fixed: dict | None = None):
+def amplification_ratio(results: Results, ax: Axes | None = None, *, n: float | None = None,
+                        randomizer: str | None = None, delta_rule: str | None = None,
+                        bounds: Sequence[str] | None = None, closed_forms: bool = True, log_y: bool = False,
+                        max_lines: int = MAX_LINES, fixed: Mapping[str, Any] | None = None) -> Axes:
     """Amplification ratio ``eps0 / eps`` against ``eps0`` (like Figures 1-4 of the paper).
 
     Args:
@@ -193,7 +207,7 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
                 handles.append(Line2D([], [], color="gray", lw=1.6, ls=_STYLES[b]["ls"]))
                 labels.append(_STYLES[b]["label"])
         title = f"n ({len(ns)} of {len(all_ns)}, log-spaced)" if shown else None
-        _lines_legend(ax, len(ns), handles, labels, title=title)
+        _lines_legend(ax, len(ns), (handles, labels), title=title)
     else:
         ax.legend(fontsize=8, loc="best")
     ax.axhline(1.0, color="0.6", lw=0.8)
@@ -286,9 +300,12 @@ def _colorbar_label(value: str, rule) -> str:
     return f"{'certified ' if value == 'upper' else value + ' '}ε (nats) {delta}"
 
 
-def privacy_utility_surface(results, ax=None, *, randomizer=None, delta_rule=None, value: str = "upper",
-                            targets=(0.1, 0.3, 1.0), utility_k=None, utility_levels=None, colorbar: bool = True,
-                            log_eps0: bool = True, fixed: dict | None = None, vlim=None):
+def privacy_utility_surface(results: Results, ax: Axes | None = None, *, randomizer: str | None = None,
+                            delta_rule: str | None = None, value: str = "upper",
+                            targets: Sequence[float] = (0.1, 0.3, 1.0), utility_k: float | None = None,
+                            utility_levels: Sequence[float] | None = None, colorbar: bool = True,
+                            log_eps0: bool = True, fixed: Mapping[str, Any] | None = None,
+                            vlim: tuple[float, float] | None = None) -> Axes:
     """Amplified eps over ``(n, eps0)``: heat map (log axes), contours at ``targets``, utility overlay.
 
     Args:
@@ -412,7 +429,7 @@ def _declutter(fig) -> None:
                 seen[key] = seen.get(key, -1) + 1
                 ranked.append(((seen[key] > 0, g, seen[key]), cs, t))
         ranked.sort(key=lambda r: r[0])
-        kept = []
+        kept: list[Bbox] = []
         for _, cs, t in ranked:
             bb = t.get_window_extent(renderer)
             bb = bb.expanded(1.0 + 8.0 / max(bb.width, 1.0), 1.0 + 6.0 / max(bb.height, 1.0))
@@ -432,9 +449,10 @@ def _declutter(fig) -> None:
 # ----------------------------------------------------------------------------------------
 # The summary figure: small multiples
 
-def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule=None, randomizer=None,
-                   targets=(0.1, 0.3, 1.0), utility_k=None, dpi: int = 150, max_lines: int = MAX_LINES,
-                   max_panels: int = MAX_FACETS):
+def summary_figure(results: Results, path: str | os.PathLike[str] | None = None, *, kind: str = "auto",
+                   n: float | None = None, delta_rule: str | None = None, randomizer: str | None = None,
+                   targets: Sequence[float] = (0.1, 0.3, 1.0), utility_k: float | None = None, dpi: int = 150,
+                   max_lines: int = MAX_LINES, max_panels: int = MAX_FACETS) -> Figure:
     """Small multiples of the results: the privacy-utility surface and/or the amplification ratio; saved to ``path``.
 
     One row of panels per randomizer, per delta rule and per value of every other independent
@@ -486,7 +504,9 @@ def summary_figure(results, path=None, *, kind: str = "auto", n=None, delta_rule
     used = set()
     surf = [f for f, p in plans if "surface" in p]
     vlim = _value_range(np.concatenate([f.res["upper"] for f in surf])) if surf else None
-    meshes, surf_axes, levels = [], [], []
+    meshes: list[QuadMesh] = []
+    surf_axes: list[Axes] = []
+    levels: list[float] = []
     for i, (f, p) in enumerate(plans):
         r, c0 = divmod(i, per_row)
         for j, what in enumerate(p):

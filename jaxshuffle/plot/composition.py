@@ -10,10 +10,21 @@ tuning's privacy-utility front).
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxshuffle.plot._common import MAX_FACETS, MAX_LINES, _line_colors, _lines_legend, _new_ax, _require_matplotlib
+from jaxshuffle.plot._common import (
+    MAX_FACETS,
+    MAX_LINES,
+    _line_colors,
+    _lines_legend,
+    _new_ax,
+    _require_matplotlib,
+    _savefig,
+)
 from jaxshuffle.plot.facets import (
     _as_result,
     _first_panels,
@@ -24,6 +35,14 @@ from jaxshuffle.plot.facets import (
     _shown_note,
     _split,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from jaxshuffle.accountant.tune import ParetoFront
+    from jaxshuffle.plot.facets import Results
+    from jaxshuffle.sweeps.store import SweepResult
 
 # ----------------------------------------------------------------------------------------
 # Composition over rounds
@@ -37,7 +56,7 @@ _MAX_SOURCE_RUNS = 4
 def _source_text(T: np.ndarray, sources: np.ndarray) -> str:
     """The sources of a certified line along increasing T: ``"blanket PLD"``, or ``"basic at T = 1,
     blanket PLD at T = 20-1000"`` when the source changes with T."""
-    runs: list[list] = []
+    runs: list[list[Any]] = []
     for t, src in zip(T, sources):
         if runs and runs[-1][0] == src:
             runs[-1][2] = t
@@ -49,7 +68,8 @@ def _source_text(T: np.ndarray, sources: np.ndarray) -> str:
     return ", ".join(parts) + (", ..." if len(runs) > _MAX_SOURCE_RUNS else "")
 
 
-def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | None = None):
+def composition_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str] | None = None,
+                      ax: Axes | None = None, *, dpi: int = 150, title: str | None = None) -> Axes:
     """Composed epsilon against the number of rounds T, next to basic and advanced composition.
 
     ``rows``: a list of mappings with ``rounds``, ``delta``, ``upper`` (the certified composed
@@ -75,7 +95,7 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | 
         if any(not isinstance(r, dict) or key not in r for r in rows):
             raise ValueError(f"rows: every row needs {key!r} (columns {', '.join(_COMPOSITION_KEYS)})")
 
-    def col(key):
+    def col(key: str) -> np.ndarray:
         return np.array([np.inf if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
 
     T, delta, upper = col("rounds"), col("delta"), col("upper")
@@ -104,7 +124,7 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | 
             if not ok.any():
                 continue
             label = {"upper": "certified", "advanced": "advanced", "basic": "basic"}.get(key)
-            if key == "upper" and sources is not None:
+            if key == "upper" and sources is not None and label is not None:
                 label += f" ({_source_text(t[ok], sources[m][order][ok])})"
             ax.plot(t[ok], y[ok], style, lw=width, color=colors[float(d)],
                     label=f"{label}, delta={_fmt_num(d)}" if label else None)
@@ -113,11 +133,12 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | 
     ax.set_xlabel("rounds T")
     ax.set_ylabel("composed epsilon (nats)")
     note = _shown_note("delta", shown, deltas)
-    ax.set_title((title or "T rounds composed") + (f" ({note})" if note else ""), **({"fontsize": 9} if title else {}))
+    title_kw: dict[str, Any] = {"fontsize": 9} if title else {}
+    ax.set_title((title or "T rounds composed") + (f" ({note})" if note else ""), **title_kw)
     ax.grid(True, which="both", alpha=0.3)
     _lines_legend(ax, 3 * len(shown))
     if path is not None:
-        ax.figure.savefig(path, dpi=dpi)
+        _savefig(ax, path, dpi)
     return ax
 
 
@@ -125,12 +146,12 @@ def composition_curve(rows, path=None, ax=None, *, dpi: int = 150, title: str | 
 _ROUNDS_NEED = ("n", "rounds", "delta", "upper", "basic", "advanced")
 
 
-def _rounds_panels(res) -> list[tuple[str, object]]:
+def _rounds_panels(res: SweepResult) -> list[tuple[str, SweepResult]]:
     """One panel per (randomizer, option values, n) of a sweep with a rounds axis: ``(label, rows)``."""
     from jaxshuffle.sweeps.store import COLUMNS
 
     options = [k for k in res.keys() if k not in COLUMNS and res[k].dtype.kind in "fiu"]
-    parts = [({}, res)]
+    parts: list[tuple[dict[str, Any], SweepResult]] = [({}, res)]
     for key in ("randomizer", *options, "n"):
         if key in res:
             parts = [({**keys, key: v}, sub) for keys, g in parts for v, sub in _split(g, key)]
@@ -142,17 +163,18 @@ def _rounds_panels(res) -> list[tuple[str, object]]:
     return out
 
 
-def _rounds_rows(sub) -> list[dict]:
+def _rounds_rows(sub: SweepResult) -> list[dict[str, Any]]:
     """The rows composition_curve draws from a sweep's rows (one per distinct (rounds, delta))."""
     keys = [("rounds", "rounds"), ("delta", "delta"), ("upper", "upper"), ("basic", "basic"),
             ("advanced", "advanced"), ("upper_source", "upper_source"), ("lower", "pld_lower")]
-    rows, seen = [], set()
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[float, float]] = set()
     for i in range(len(sub)):
         cell = (float(sub["rounds"][i]), float(sub["delta"][i]))
         if cell in seen:
             continue
         seen.add(cell)
-        row = {}
+        row: dict[str, Any] = {}
         for name, column in keys:
             if column in sub:
                 v = sub[column][i]
@@ -161,8 +183,9 @@ def _rounds_rows(sub) -> list[dict]:
     return rows
 
 
-def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, n=None, dpi: int = 150,
-                       max_panels: int = MAX_FACETS):
+def composition_figure(results: Results, path: str | os.PathLike[str] | None = None, *, randomizer: str | None = None,
+                       delta_rule: str | None = None, n: float | None = None, dpi: int = 150,
+                       max_panels: int = MAX_FACETS) -> Figure:
     """A sweep with a rounds axis: composed epsilon against T, one panel per (randomizer, option values, n).
 
     Each panel is :func:`composition_curve` of its points: one colour per delta, the certified
@@ -203,7 +226,9 @@ def composition_figure(results, path=None, *, randomizer=None, delta_rule=None, 
     return fig
 
 
-def privacy_curve(rows, path=None, ax=None, *, dpi: int = 150, marks=None):
+def privacy_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str] | None = None,
+                  ax: Axes | None = None, *, dpi: int = 150,
+                  marks: Sequence[tuple[float, float]] | np.ndarray | None = None) -> Axes:
     """The privacy curve of T composed rounds: certified delta against eps, one line per (n, T)
     (what ``jaxshuffle compose --curve`` draws).
 
@@ -242,11 +267,12 @@ def privacy_curve(rows, path=None, ax=None, *, dpi: int = 150, marks=None):
     ax.grid(True, which="both", alpha=0.3)
     _lines_legend(ax, len(drawn) + (marks is not None))
     if path is not None:
-        ax.figure.savefig(path, dpi=dpi)
+        _savefig(ax, path, dpi)
     return ax
 
 
-def tuning_front(front, path=None, ax=None, *, dpi: int = 150):
+def tuning_front(front: ParetoFront, path: str | os.PathLike[str] | None = None, ax: Axes | None = None, *,
+                 dpi: int = 150) -> Axes:
     """Total utility (an error, log scale) against the certified composed epsilon: budget tuning's
     privacy-utility front, tuned allocation next to the equal split, both certified.
 
@@ -264,5 +290,5 @@ def tuning_front(front, path=None, ax=None, *, dpi: int = 150):
     ax.legend()
     ax.grid(alpha=0.3)
     if path is not None:
-        ax.figure.savefig(path, dpi=dpi)
+        _savefig(ax, path, dpi)
     return ax

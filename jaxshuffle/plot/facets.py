@@ -15,19 +15,32 @@ import math
 import os
 import warnings
 import zipfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from jaxshuffle.sweeps.store import SweepResult
+
+    #: What the plots read: a SweepResult, a path to results, or a mapping of column name to array.
+    Results: TypeAlias = SweepResult | str | os.PathLike[str] | Mapping[str, ArrayLike]
+
+_T = TypeVar("_T")
 
 # ----------------------------------------------------------------------------------------
 # Input: a SweepResult, a path or a mapping; clear errors for empty or unusable results
 
-def _where(res) -> str:
+def _where(res: SweepResult) -> str:
     """``"results: PATH: "`` (or ``"results: "`` for results not read from a file), the start of an error message."""
     return f"results: {res.path}: " if getattr(res, "path", None) is not None else "results: "
 
 
-def _as_result(results, need=()):
+def _as_result(results: Results, need: Sequence[str] = ()) -> SweepResult:
     """``results`` as a SweepResult with rows and the ``need`` columns, else a ValueError saying what is wrong."""
     from jaxshuffle.sweeps.store import SweepResult, load
 
@@ -81,7 +94,7 @@ def _eps0_randomizers() -> set[str]:
     return {name for name, e in CATALOG.items() if any(a.name == "eps0" for a in e.args)}
 
 
-def check_results(results, *, rtol: float = CHECK_RTOL) -> list[str]:
+def check_results(results: Results, *, rtol: float = CHECK_RTOL) -> list[str]:
     """The impossible values in sweep results, one line per problem (empty when the data can be drawn).
 
     A row is refused where
@@ -109,7 +122,7 @@ def check_results(results, *, rtol: float = CHECK_RTOL) -> list[str]:
     where = _where(res)
     size = len(res)
 
-    def col(name):
+    def col(name: str) -> np.ndarray | None:
         if name not in res:
             return None
         c = res[name]
@@ -122,7 +135,7 @@ def check_results(results, *, rtol: float = CHECK_RTOL) -> list[str]:
     names = res["randomizer"] if "randomizer" in res else None
     with_eps0 = _eps0_randomizers()
     one_round = "rounds" not in res
-    problems: list[tuple[int, str]] = []
+    problems: list[tuple[np.intp, str]] = []
     for name, c in (("upper", upper), ("lower", lower)):
         if c is None:
             continue
@@ -157,13 +170,13 @@ def check_results(results, *, rtol: float = CHECK_RTOL) -> list[str]:
     return lines
 
 
-def _fmt_value(x) -> str:
+def _fmt_value(x: float | np.floating) -> str:
     """A float as its shortest exact text, without a trailing ``.0`` (``-1``, ``0.3``, ``1.0000000001``)."""
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
 
 
-def _fmt_index(value) -> str:
+def _fmt_index(value: float | np.number | str) -> str:
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -171,7 +184,7 @@ def _fmt_index(value) -> str:
     return str(int(x)) if math.isfinite(x) and x == int(x) else str(value)
 
 
-def _rows(res, mask):
+def _rows(res: SweepResult, mask: np.ndarray) -> SweepResult:
     from jaxshuffle.sweeps.store import SweepResult
 
     return SweepResult({k: c[mask] for k, c in res.columns.items()}, res.meta, res.path)
@@ -196,7 +209,7 @@ def _delta_text(rule: str) -> str:
         return rule
 
 
-def _pick(res, column: str, wanted):
+def _pick(res: SweepResult, column: str, wanted: str | None) -> tuple[SweepResult, str]:
     """``res`` restricted to ``column == wanted`` (default: its first value), and the value."""
     values = res.unique(column)
     chosen = wanted if wanted is not None else str(values[0])
@@ -205,7 +218,7 @@ def _pick(res, column: str, wanted):
     return res.select(**{column: chosen}), chosen
 
 
-def _finite_unique(col) -> np.ndarray:
+def _finite_unique(col: ArrayLike) -> np.ndarray:
     col = np.asarray(col)
     if col.dtype.kind not in "fiu":
         return np.unique(col)
@@ -213,9 +226,9 @@ def _finite_unique(col) -> np.ndarray:
     return np.unique(col[np.isfinite(col)])
 
 
-def _function_of(res, base, key: str) -> bool:
+def _function_of(res: SweepResult, base: list[str], key: str) -> bool:
     """True if column ``key`` is determined by the ``base`` columns (a derived option, not an independent axis)."""
-    def num(c):
+    def num(c: str) -> np.ndarray:
         return np.nan_to_num(np.asarray(res[c], dtype=np.float64), nan=-1.2345e300)
 
     if not base:
@@ -226,7 +239,7 @@ def _function_of(res, base, key: str) -> bool:
     return triples == pairs
 
 
-def _function_of_axes(res, key: str) -> bool:
+def _function_of_axes(res: SweepResult, key: str) -> bool:
     """True if the column is determined by (eps0, n) (a derived option), not an independent axis."""
     return _function_of(res, [c for c in ("eps0", "n") if c in res], key)
 
@@ -236,11 +249,11 @@ def _function_of_axes(res, key: str) -> bool:
 
 @dataclass
 class _Facet:
-    res: object
+    res: SweepResult
     name: str
     rule: str
-    notes: list = field(default_factory=list)
-    keys: dict = field(default_factory=dict)  # the values that tell this facet from the others
+    notes: list[str] = field(default_factory=list)
+    keys: dict[str, Any] = field(default_factory=dict)  # the values that tell this facet from the others
 
     @property
     def label(self) -> str:
@@ -249,11 +262,11 @@ class _Facet:
         return ", ".join(parts) or self.name
 
 
-def _num_text(v) -> str:
+def _num_text(v: object) -> str:
     return f"{v:g}" if isinstance(v, (float, np.floating, int, np.integer)) else str(v)
 
 
-def _option_columns(res) -> list[str]:
+def _option_columns(res: SweepResult) -> list[str]:
     """Numeric columns that are randomizer options (not results, not the n axis, not eps0)."""
     from jaxshuffle.sweeps.store import COLUMNS
 
@@ -263,7 +276,7 @@ def _option_columns(res) -> list[str]:
     return out
 
 
-def _split(res, key):
+def _split(res: SweepResult, key: str) -> Iterator[tuple[Any, SweepResult]]:
     col = res[key]
     if col.dtype.kind in "fiu":
         col = col.astype(np.float64)
@@ -276,7 +289,8 @@ def _split(res, key):
             yield v, _rows(res, col == v)
 
 
-def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
+def _facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | None = None,
+            fixed: Mapping[str, Any] | None = None) -> list[_Facet]:
     """Split the results into panels: nothing is dropped except by an explicit selection."""
     for k, v in (fixed or {}).items():
         if k not in res:
@@ -294,7 +308,7 @@ def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
             res = res.select(delta=float(delta_rule))
             if len(res) == 0:
                 raise ValueError(f"delta_rule: {delta_rule!r} is not in the results")
-    groups = [({}, res)]
+    groups: list[tuple[dict[str, Any], SweepResult]] = [({}, res)]
     for key in ("randomizer", "delta_rule"):
         if key in res:
             groups = [({**keys, key: v}, sub) for keys, g in groups for v, sub in _split(g, key)]
@@ -304,7 +318,8 @@ def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
         cands = [k for k in _option_columns(g) if _finite_unique(g[k]).size > 1]
         cands.sort(key=lambda k: (_finite_unique(g[k]).size, k != "delta", k))
         base = [c for c in ("eps0", "n") if c in g and np.isfinite(g[c].astype(np.float64)).any()]
-        chosen, derived = [], []
+        chosen: list[str] = []
+        derived: list[str] = []
         for k in cands:
             (derived if _function_of(g, base + chosen, k) else chosen).append(k)
         parts = [(keys, g)]
@@ -331,7 +346,8 @@ def _facets(res, randomizer=None, delta_rule=None, fixed=None) -> list[_Facet]:
     return facets
 
 
-def _subset(res, randomizer, delta_rule, fixed: dict | None = None, *, who: str = "this plot"):
+def _subset(res: SweepResult, randomizer: str | None, delta_rule: str | None, fixed: Mapping[str, Any] | None = None,
+            *, who: str = "this plot") -> tuple[SweepResult, str, str, list[str]]:
     """One panel's rows (the first facet; a warning names what else the results hold), name, rule, notes."""
     facets = _facets(res, randomizer, delta_rule, fixed)
     if len(facets) > 1:
@@ -343,7 +359,7 @@ def _subset(res, randomizer, delta_rule, fixed: dict | None = None, *, who: str 
     return f.res, f.name, f.rule, f.notes
 
 
-def _representative(values, m: int) -> np.ndarray:
+def _representative(values: ArrayLike, m: int) -> np.ndarray:
     """At most ``m`` of the sorted unique ``values``, evenly spaced in log (linear if any is <= 0), ends included."""
     v = np.sort(np.unique(np.asarray(values, dtype=np.float64)))
     v = v[np.isfinite(v)]
@@ -354,14 +370,14 @@ def _representative(values, m: int) -> np.ndarray:
     return v[np.unique(np.abs(t[:, None] - targets[None, :]).argmin(0))]
 
 
-def _shown_note(what: str, shown, total) -> str:
+def _shown_note(what: str, shown: Sequence[Any] | np.ndarray, total: Sequence[Any] | np.ndarray) -> str:
     return "" if len(shown) == len(total) else f"{len(shown)} of {len(total)} {what} values drawn"
 
 
 # ----------------------------------------------------------------------------------------
 # A figure's form: which panels a facet gets, and which panels are drawn
 
-def _panel_kinds(f: _Facet, kind: str, n) -> list[str]:
+def _panel_kinds(f: _Facet, kind: str, n: float | None) -> list[str]:
     res = f.res
     e0 = _finite_unique(res["eps0"]) if "eps0" in res else np.array([])
     ns = np.unique(res["n"])
@@ -382,7 +398,8 @@ def _panel_kinds(f: _Facet, kind: str, n) -> list[str]:
     return ["surface", "ratio"] if surface_ok else ["ratio"]
 
 
-def _first_panels(items: list, labels: list, max_panels: int, who: str, hint: str):
+def _first_panels(items: list[_T], labels: list[str], max_panels: int, who: str,
+                  hint: str) -> tuple[list[_T], list[_T]]:
     """``(items[:max_panels], the rest)``; warns, naming the panels left out and ``hint``, when any are."""
     omitted = items[max_panels:]
     if omitted:
