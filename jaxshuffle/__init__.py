@@ -29,10 +29,10 @@ Public API:
 
 Layout (one concept per module): ``engine`` (the shared search pieces and status codes; the engines as
 siblings: ``two_count`` with ``pair`` -> ``plan`` -> ``divergence`` -> ``search``, ``blanket`` for k-ary RR,
-``matrix`` for any finite mechanism) -> ``accountant`` (``amplify``, ``calibrate``,
-``parallel``); ``randomizers`` (catalog, rows,
-parameters), ``closed_forms`` (one file per paper, a registry), ``exact`` (enumeration, PEM,
-sandwich), ``comparison``, ``metric`` (local-metric solver), ``sweeps`` (grid, jobs,
+``matrix`` for any finite mechanism) -> ``pld`` (a round's privacy-loss distribution from its pair,
+composition by FFT) -> ``accountant`` (``amplify``, ``calibrate``, ``parallel``, the T-round rule);
+``randomizers`` (catalog, rows, parameters), ``closed_forms`` (one file per paper, a registry), ``exact``
+(enumeration, PEM, sandwich), ``comparison``, ``metric`` (local-metric solver), ``sweeps`` (grid, jobs,
 schedule, store, run), ``plot``, ``cli``.
 
 float64: importing the package enables ``jax_enable_x64`` unless ``JAXSHUFFLE_ENABLE_X64=0``

@@ -1,6 +1,6 @@
 """n-fold circular convolution by FFT, with a bound on its float error (docs/math.md 13.5).
 
-One home for what the composition of rounds (:mod:`jaxshuffle.accountant.compose`) and the lattice
+One home for what the composition of rounds (:mod:`jaxshuffle.pld.composition`) and the lattice
 evaluation of a blanket sum form (:mod:`jaxshuffle.blanket_lattice`) share:
 
 * :func:`power_convolve`: ``IFFT(prod_r FFT(p_r)^{T_r})`` on ``size`` bins, rolled, clamped at 0, and

@@ -32,10 +32,10 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("jaxshuffle.interop needs dp_accounting: pip install 'jaxshuffle[interop]'") from e
 
-from jaxshuffle.accountant.compose import compose, compose_delta
-from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound, checked_round
 from jaxshuffle.accountant.subsampling import SAMPLED_SCOPE, sampled_route
+from jaxshuffle.pld.composition import compose, compose_delta
+from jaxshuffle.pld.interop import from_dp_accounting, to_dp_accounting
 from jaxshuffle.randomizers.catalog import build
 
 __all__ = ["LocalRandomizerDpEvent", "ShuffledDpEvent", "ShufflePLDAccountant", "from_dp_accounting",
@@ -128,7 +128,7 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
 
     ``get_epsilon`` and ``get_delta`` are certified upper bounds given dp_accounting's pessimistic
     PLDs of the other events: the shuffled rounds' PLDs and the others' composed PLD are composed by
-    :func:`~jaxshuffle.accountant.compose.compose`, so with shuffled rounds alone the answer is
+    :func:`~jaxshuffle.pld.composition.compose`, so with shuffled rounds alone the answer is
     jaxshuffle's own composition. Events dp_accounting refuses under replace-one (Laplace, for one)
     are refused here too.
     """

@@ -38,7 +38,10 @@ def _public(module_name: str) -> list[str]:
 # attribute to the submodule. The top-level page links to the accountant's three.
 SHADOWED = {
     **{(m, n): ("accountant.md", f"jaxshuffle.accountant.{n}.{n}")
-       for m in ("jaxshuffle", "jaxshuffle.accountant") for n in ("amplify", "compose", "tune")},
+       for m in ("jaxshuffle", "jaxshuffle.accountant") for n in ("amplify", "tune")},
+    # compose is defined in jaxshuffle.pld.composition; jaxshuffle.accountant.compose is that module's old path
+    **{(m, "compose"): ("accountant.md", "jaxshuffle.pld.composition.compose")
+       for m in ("jaxshuffle", "jaxshuffle.accountant")},
     ("jaxshuffle.randomizers", "witchhat"): ("randomizers.md", "jaxshuffle.randomizers.witchhat.witchhat"),
 }
 

@@ -16,14 +16,6 @@ Modules (one concept each):
   (never past the target);
 * :mod:`~jaxshuffle.accountant.parallel`: parallel composition (the paper's Theorem 6.1) and
   the hierarchical range queries of its Section 7.3;
-* :mod:`~jaxshuffle.accountant.pld`: a round's privacy-loss distribution from a certified pair
-  (:func:`shuffled_round`, :func:`round_pld`: its cells, pessimistic and optimistic, or at large ``n``
-  its certified profile), and its RDP (:func:`rdp`); the PLD types and the default loss grid in
-  :mod:`~jaxshuffle.accountant.loss_distribution`; connecting a certified profile's dots in
-  :mod:`~jaxshuffle.accountant.profile_pld`, the blanket and sampled rounds' profiles in
-  :mod:`~jaxshuffle.accountant.blanket_pld`;
-* :mod:`~jaxshuffle.accountant.compose`: composition over rounds by FFT (:func:`compose`,
-  :func:`compose_delta`, :func:`epsilon_over_rounds`), every error on the safe side;
 * :mod:`~jaxshuffle.accountant.curves`: :func:`amplify_delta`, one round's certified delta at
   each eps (the best certified source);
 * :mod:`~jaxshuffle.accountant.subsampling`: clients sampled per round (Poisson), certified for
@@ -34,9 +26,19 @@ Modules (one concept each):
   smallest certified bound of PLD, basic and advanced composition);
 * :mod:`~jaxshuffle.accountant.tune`: :func:`tune` (per-query eps0 under one certified composed
   budget, optax on a smooth surrogate, certified at the end), :func:`pareto_front`;
-* :mod:`~jaxshuffle.accountant.interop`: :func:`to_dp_accounting`, :func:`from_dp_accounting`
-  (the optional ``interop`` extra).
+
+The privacy-loss distributions these rules compose have a package of their own, :mod:`jaxshuffle.pld`
+(a round's PLD from its pair, composition by FFT, dp_accounting interop); the accountant re-exports its
+main names (:class:`RoundPLD`, :func:`shuffled_round`, :func:`compose`, ...), and the modules' earlier
+paths here (``loss_distribution``, ``pld``, ``profile_pld``, ``blanket_pld``, ``compose``, ``interop``)
+give those very modules.
 """
+
+# ``compose`` names both this package's function and the old path of the composition module
+# (jaxshuffle.accountant.compose, now jaxshuffle.pld.composition). The import system sets a submodule as
+# its package's attribute when it first loads it, so that path is loaded here, before the function is
+# bound: a later ``import jaxshuffle.accountant.compose`` then finds it loaded and leaves the function.
+from jaxshuffle.accountant import compose as _composition_path  # noqa: F401
 
 # The sweep's job protocol (amplify split into searches and their combination) lives in
 # jaxshuffle.accountant.amplify; these names stay importable here for code written against 0.2.
@@ -51,14 +53,15 @@ from jaxshuffle.accountant.amplify import (  # noqa: F401
     combine_amplification,
 )
 from jaxshuffle.accountant.calibrate import Calibration, CalibrationStatus, calibrate_eps0, calibrate_n
-from jaxshuffle.accountant.compose import CompositionBound, compose, compose_delta, epsilon_over_rounds
 from jaxshuffle.accountant.curves import DeltaCurve, amplify_delta
-from jaxshuffle.accountant.interop import from_dp_accounting, to_dp_accounting
-from jaxshuffle.accountant.pld import DiscretePLD, RoundPLD, rdp, round_pld, shuffled_round
 from jaxshuffle.accountant.round_accountant import RoundAccountant, ShuffledRound
 from jaxshuffle.accountant.rounds import ComposedEpsilon, composed_epsilon
 from jaxshuffle.accountant.subsampling import SubsampledBounds, SubsampledEpsilon, subsampled_bounds, subsampled_epsilon
 from jaxshuffle.accountant.tune import ParetoFront, Query, TuneResult, pareto_front, query, tune
+from jaxshuffle.pld.composition import CompositionBound, compose, compose_delta, epsilon_over_rounds
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
+from jaxshuffle.pld.interop import from_dp_accounting, to_dp_accounting
+from jaxshuffle.pld.two_count import rdp, round_pld, shuffled_round
 
 __all__ = ["AmplificationReport", "UpperSource", "amplify",
            "Calibration", "CalibrationStatus", "calibrate_eps0", "calibrate_n",

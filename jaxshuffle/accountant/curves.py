@@ -4,7 +4,7 @@
 other direction). :func:`amplify_delta` answers delta at given epsilons. For a single round the
 smallest of several certified upper bounds on ``delta(eps)`` is again one, eps by eps (each
 source's pair dominates the round at every eps; docs/math.md section 13.10). Over several rounds
-use :func:`~jaxshuffle.accountant.compose.compose_delta`, which composes one pair at a time.
+use :func:`~jaxshuffle.pld.composition.compose_delta`, which composes one pair at a time.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def query(family: str, *, n, count: int = 1, sample_rate=1.0, **options) -> Quer
       count: rounds of this query composed at the same eps0, an integer >= 1.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
         client sampling). Below 1 the round is certified by its own PLD
-        (:func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate``), for k-ary RR only so
+        (:func:`~jaxshuffle.pld.two_count.shuffled_round` with ``sample_rate``), for k-ary RR only so
         far (``grr``; the others' three-count round costs about a minute per probe); others are refused.
       **options: the randomizer's other options (``k=10``), numbers.
 

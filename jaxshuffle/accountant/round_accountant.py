@@ -1,13 +1,13 @@
 """A round-by-round accountant: shuffled rounds added as they happen, the certified total on demand.
 
 :class:`RoundAccountant` is a small stateful object over the functional core (:func:`shuffled_round`,
-:func:`~jaxshuffle.accountant.compose.compose`), with the verbs of dp_accounting's and Flower's
+:func:`~jaxshuffle.pld.composition.compose`), with the verbs of dp_accounting's and Flower's
 accountants: ``compose(round, count)``, ``get_epsilon(delta)``, ``get_delta(epsilon)``,
 ``would_exceed(round, max_epsilon, delta)``, ``state_dict()`` / ``load_state_dict()``.
 
 Cost. Each distinct round (randomizer, options, n) has its privacy-loss distribution built once and
 cached; the ledger keeps a count per distinct round. An answer composes the cached PLDs with their
-counts in one FFT (:func:`~jaxshuffle.accountant.compose.compose_discrete`), so asking again after
+counts in one FFT (:func:`~jaxshuffle.pld.composition.compose_discrete`), so asking again after
 one more round costs one composition, never a rebuild of every round.
 
 Every answer is certified (upper side): each round's PLD comes from a pair that dominates the
@@ -24,14 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxshuffle.accountant.compose import compose, compose_delta
-from jaxshuffle.accountant.pld import (
-    DiscretePLD,
-    RoundPLD,
-    neighboring_relation,
-    shuffled_round,
-)
 from jaxshuffle.accountant.rounds import blanket_round_where_built, checked_blanket_points, round_grid
+from jaxshuffle.pld.composition import compose, compose_delta
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD, neighboring_relation
+from jaxshuffle.pld.two_count import shuffled_round
 
 #: ``state_dict()["format"]``: what :meth:`RoundAccountant.load_state_dict` accepts.
 STATE_FORMAT = "jaxshuffle.RoundAccountant/1"
@@ -128,7 +124,7 @@ class RoundAccountant:
 
     Args:
       discretization: the loss grid every round shares. Default: fixed by the first round, as
-        :func:`~jaxshuffle.accountant.loss_distribution.default_discretization` for ``expected_rounds`` rounds of it
+        :func:`~jaxshuffle.pld.distribution.default_discretization` for ``expected_rounds`` rounds of it
         (about 1e-3 relative accuracy there), or the grid of a first round given as a ``RoundPLD``.
       expected_rounds: the number of rounds the default grid is chosen for (an integer >= 1).
       accuracy: relative accuracy the default grid aims at over ``expected_rounds`` rounds (in
@@ -145,9 +141,9 @@ class RoundAccountant:
         ``blanket_points``.
 
     Composition over rounds: docs/math.md section 13 (13.4 for the FFT, 13.9 for the blanket pair's PLD).
-    A round is a :class:`ShuffledRound`, a certified :class:`~jaxshuffle.accountant.pld.RoundPLD`
+    A round is a :class:`ShuffledRound`, a certified :class:`~jaxshuffle.pld.distribution.RoundPLD`
     on the accountant's grid (say another mechanism's, from
-    :func:`~jaxshuffle.accountant.interop.from_dp_accounting` with the replace-one relation), or a
+    :func:`~jaxshuffle.pld.interop.from_dp_accounting` with the replace-one relation), or a
     :class:`jaxshuffle.interop.ShuffledDpEvent`. Example::
 
         acc = RoundAccountant()
@@ -239,7 +235,7 @@ class RoundAccountant:
         return self
 
     def round_plds(self) -> list[tuple[RoundPLD, int]]:
-        """The composed rounds as ``(round_pld, count)`` pairs, for :func:`~jaxshuffle.accountant.compose.compose`."""
+        """The composed rounds as ``(round_pld, count)`` pairs, for :func:`~jaxshuffle.pld.composition.compose`."""
         return [(self._pld(key, self._rounds[key]), count) for key, count in self._ledger.items()]
 
     @property

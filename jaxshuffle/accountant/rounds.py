@@ -3,10 +3,10 @@
 For each number of rounds ``T`` and each total ``delta`` (docs/math.md section 13.8), each of these
 is by itself a certified upper bound on the epsilon of the T-fold composition:
 
-* ``pld``: the PLD composition (:mod:`~jaxshuffle.accountant.compose`) of the worst-case two-count
+* ``pld``: the PLD composition (:mod:`~jaxshuffle.pld.composition`) of the worst-case two-count
   pair, a dominating pair of every round at every eps;
 * ``blanket_pld``: for k-ary RR, the PLD composition of its blanket pair
-  (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round`, docs/math.md section 13.9), another
+  (:func:`~jaxshuffle.pld.blanket.blanket_round`, docs/math.md section 13.9), another
   dominating pair (composed on its own: never mixed with the worst-case pair's profile);
 * ``basic``: ``T eps_1(delta/T)``, where ``eps_1(d)`` is the certified one-round bound of
   :func:`~jaxshuffle.accountant.amplify` (for k-ary RR the blanket pair's);
@@ -25,12 +25,12 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle._config import check
-from jaxshuffle.accountant.blanket_pld import (  # noqa: F401  (BLANKET_PLD_MAX_N: re-exported, its former home)
+from jaxshuffle.pld.blanket import (  # noqa: F401  (BLANKET_PLD_MAX_N: re-exported, its former home)
     BLANKET_PLD_MAX_N,
     blanket_round_where_built,
     round_grid,
 )
-from jaxshuffle.accountant.compose import MAX_COUNT, CompositionSizeError, epsilon_over_rounds
+from jaxshuffle.pld.composition import MAX_COUNT, CompositionSizeError, epsilon_over_rounds
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
 
 #: ``upper_source`` values, in order of preference on ties.
@@ -104,7 +104,7 @@ def _check_rounds_delta(rounds, delta) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _over_rounds(round_pld, rounds: np.ndarray, delta: np.ndarray):
-    """:func:`~jaxshuffle.accountant.compose.epsilon_over_rounds`, a composition too large for its grid
+    """:func:`~jaxshuffle.pld.composition.epsilon_over_rounds`, a composition too large for its grid
     refused naming ``rounds``."""
     try:
         return epsilon_over_rounds(round_pld, rounds, delta)
@@ -139,10 +139,10 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
       rounds: numbers of rounds ``T`` (integers >= 1, scalar or 1-d).
       delta: total deltas of the ``T`` rounds, in (0, 1) (scalar or 1-d).
       discretization: loss grid of the PLD composition (default: about 1e-3 relative accuracy at
-        ``max(rounds)``, :func:`~jaxshuffle.accountant.loss_distribution.default_discretization`).
+        ``max(rounds)``, :func:`~jaxshuffle.pld.distribution.default_discretization`).
       blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR, and the three-count pair
         of a sampled round; 0 skips it).
-        Default: :data:`~jaxshuffle.accountant.blanket_pld.DEFAULT_POINTS` up to
+        Default: :data:`~jaxshuffle.pld.blanket.DEFAULT_POINTS` up to
         ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
         grows with ``n``: pass a count to build it there too.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
@@ -223,7 +223,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     one-round bound. With clients sampled (``sample_rate < 1``, k-RR) the worst-case pair does not
     hold: ``pld`` is ``inf`` (``lower`` NaN) and the one-round bound is the sampled round's."""
     from jaxshuffle.accountant.amplify import amplify
-    from jaxshuffle.accountant.pld import has_finite_losses, shuffled_round
+    from jaxshuffle.pld.two_count import has_finite_losses, shuffled_round
 
     pair, proof = certified_worst_case_pair(randomizer)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
@@ -265,15 +265,15 @@ def curve_round(randomizer, n, rounds, *, discretization: float | None = None, b
                 sample_rate: float = 1.0):
     """The round PLD behind the privacy curve of ``T`` rounds: the pair :func:`composed_epsilon` composes.
 
-    For k-ary RR the blanket pair's PLD (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round`)
+    For k-ary RR the blanket pair's PLD (:func:`~jaxshuffle.pld.blanket.blanket_round`)
     wherever :func:`composed_epsilon` builds it (the same ``blanket_points`` rule, default included),
-    else the worst-case pair's (:func:`~jaxshuffle.accountant.pld.shuffled_round`); built for
+    else the worst-case pair's (:func:`~jaxshuffle.pld.two_count.shuffled_round`); built for
     ``max(rounds)`` on :func:`composed_epsilon`'s loss grid, so ``compose([(it, T)], delta).upper`` is
-    its ``blanket_pld`` (resp. ``pld``) and :func:`~jaxshuffle.accountant.compose.compose_delta` gives
+    its ``blanket_pld`` (resp. ``pld``) and :func:`~jaxshuffle.pld.composition.compose_delta` gives
     the certified delta at any eps (what ``jaxshuffle compose --curve`` writes). ``.source`` names the
     pair. Arguments as :func:`composed_epsilon`; bad input raises ValueError naming the parameter.
     """
-    from jaxshuffle.accountant.pld import shuffled_round
+    from jaxshuffle.pld.two_count import shuffled_round
 
     rounds, _ = _check_rounds_delta(rounds, 0.5)
     blanket_points = checked_blanket_points(blanket_points)

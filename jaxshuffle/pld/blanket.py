@@ -1,7 +1,7 @@
 """Privacy-loss distributions of shuffled k-ary RR's blanket pair and of a sampled round's three-count pair.
 
 Both pairs are symmetric and dominate their round (docs/math.md sections 7 and 13.11), so each round's
-PLD is connected from its certified privacy profile (:mod:`jaxshuffle.accountant.profile_pld`,
+PLD is connected from its certified privacy profile (:mod:`jaxshuffle.pld.profile`,
 docs/math.md section 13.9): the blanket engine's certified divergence for k-RR
 (:func:`jaxshuffle.blanket.point_divergence`), the matrix engine's form divergence for the three-count
 pair. ``h = 0`` from ``eps0`` (k-RR) or ``log p`` (three-count) on.
@@ -65,7 +65,7 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
       eps0: local budget, in (0, 50]. k: number of values, an integer >= 2.
       n: number of users, an integer in [2, 1e12].
       discretization: loss grid spacing; default that of the worst-case pair
-        (:func:`~jaxshuffle.accountant.loss_distribution.default_discretization`) for ``rounds`` rounds, so both
+        (:func:`~jaxshuffle.pld.distribution.default_discretization`) for ``rounds`` rounds, so both
         pairs share one grid.
       points: profile evaluations spread evenly over ``[0, eps_tail]`` (``eps_tail``: the blanket
         epsilon at ``TAIL_DELTA``), and ``points/8`` more up to ``min(eps0, TAIL_REACH eps_tail)``.
@@ -152,7 +152,7 @@ def three_count_round(p: float, r: float, g: float, n, *, discretization: float,
 
 def round_grid(randomizer, n, rounds: int, discretization: float | None, accuracy: float = 1e-3) -> float:
     """``discretization``, or the worst-case pair's default grid for ``rounds`` rounds at ``accuracy``
-    (:func:`~jaxshuffle.accountant.loss_distribution.default_discretization`: what the full round composes on; a
+    (:func:`~jaxshuffle.pld.distribution.default_discretization`: what the full round composes on; a
     sampled round's losses are smaller, so the grid suits it too)."""
     if discretization is not None:
         return float(discretization)

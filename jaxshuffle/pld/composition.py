@@ -41,7 +41,7 @@ from jaxshuffle._fft import U as _U
 from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
 
 #: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the
-#: upper bound, subtracted by the lower). Not :data:`jaxshuffle.accountant.pld.CELL_TAIL`: that one is
+#: upper bound, subtracted by the lower). Not :data:`jaxshuffle.pld.two_count.CELL_TAIL`: that one is
 #: one round's mass outside its evaluated cells, moved to +inf before composing.
 WRAP_TAIL = 1e-15
 DEFAULT_TAIL = WRAP_TAIL  # the former name
@@ -356,7 +356,7 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
     Args:
       rounds: ``(round_pld, count)`` pairs, ``count`` repetitions of each round (heterogeneous
         rounds: several entries; a user-supplied round from
-        :func:`~jaxshuffle.accountant.interop.from_dp_accounting`). Every round must share one
+        :func:`~jaxshuffle.pld.interop.from_dp_accounting`). Every round must share one
         discretization.
       delta: target delta(s), in (0, 1).
       tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).
@@ -424,7 +424,7 @@ def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRA
     Composition by FFT: docs/math.md section 13.4.
 
     Args:
-      round_pld: one round's :class:`~jaxshuffle.accountant.pld.RoundPLD` (certified).
+      round_pld: one round's :class:`~jaxshuffle.pld.distribution.RoundPLD` (certified).
       counts: numbers of rounds ``T``, integers >= 1 (any shape).
       delta: target delta(s), in (0, 1) (any shape).
       tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).

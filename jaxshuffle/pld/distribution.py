@@ -3,9 +3,9 @@
 :class:`DiscretePLD` is one direction's distribution of the privacy loss on a grid, discretised on
 one side (pessimistic or optimistic, docs/math.md section 13.3); :class:`RoundPLD` holds a round's
 distributions in both directions with the neighbouring relation they are about (section 13.10). They
-live apart from the constructions (:mod:`jaxshuffle.accountant.pld` for a pair's cells,
-:mod:`jaxshuffle.accountant.profile_pld` for a certified privacy profile) so that every construction
-and :mod:`jaxshuffle.accountant.compose` import them without importing each other.
+live apart from the constructions (:mod:`jaxshuffle.pld.two_count` for a pair's cells,
+:mod:`jaxshuffle.pld.profile` for a certified privacy profile) so that every construction
+and :mod:`jaxshuffle.pld.composition` import them without importing each other.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :func:`to_dp_accounting` exports a round's pessimistic PLD as a
 ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``, so a shuffled round composes
 with the user's other mechanisms there. :func:`from_dp_accounting` imports one of theirs (say a
-Gaussian round) as a :class:`~jaxshuffle.accountant.pld.RoundPLD` that composes with shuffled
+Gaussian round) as a :class:`~jaxshuffle.pld.distribution.RoundPLD` that composes with shuffled
 rounds here. Both read and write dp_accounting's dense PMFs (``DensePLDPmf``); its fields have no
 public accessors, so the private names are read in one place, below, and checked by the tests.
 
@@ -62,8 +62,8 @@ def to_dp_accounting(round_pld: RoundPLD, *, neighboring_relation=_REQUIRED):
     sections 13.7 and 13.10.
 
     Args:
-      round_pld: a certified :class:`~jaxshuffle.accountant.pld.RoundPLD` (e.g. from
-        :func:`~jaxshuffle.accountant.pld.shuffled_round`).
+      round_pld: a certified :class:`~jaxshuffle.pld.distribution.RoundPLD` (e.g. from
+        :func:`~jaxshuffle.pld.two_count.shuffled_round`).
       neighboring_relation: the relation of the composition it goes into (required; above).
 
     Returns:
@@ -115,7 +115,7 @@ def from_dp_accounting(pessimistic, discretization: float, *, neighboring_relati
 
     ``neighboring_relation``: the relation the PLD was built for (dp_accounting's
     ``NeighboringRelation`` or its name; required). It composes with shuffled rounds only if it is
-    ``REPLACE_ONE`` (:func:`~jaxshuffle.accountant.compose.compose` refuses a mix, naming both). A PLD
+    ``REPLACE_ONE`` (:func:`~jaxshuffle.pld.composition.compose` refuses a mix, naming both). A PLD
     exported by :func:`to_dp_accounting` carries its relation, which must match.
     ``pessimistic``: a PLD built with ``pessimistic_estimate=True`` and
     ``value_discretization_interval=discretization`` (the shuffled rounds' grid); it is trusted as an
@@ -132,7 +132,7 @@ def from_dp_accounting(pessimistic, discretization: float, *, neighboring_relati
       source: the label the round carries (``RoundPLD.source``, listed in a composition's ``sources``).
 
     Returns:
-      The round, a :class:`~jaxshuffle.accountant.pld.RoundPLD` (``certified=True``): the pessimistic PLD,
+      The round, a :class:`~jaxshuffle.pld.distribution.RoundPLD` (``certified=True``): the pessimistic PLD,
         trusted as an upper bound (errs high) for its mechanism, and the optimistic one (if given) for the
         lower side.
 

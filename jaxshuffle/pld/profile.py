@@ -19,7 +19,7 @@ are clamped to 0. Section 13.9 proves that the result dominates, mass by mass, a
 profile is >= ``h`` at every eps, so its composition is a certified upper bound. The proof uses only
 that the pair is symmetric and dominates the round, not which engine certified the values.
 
-The profiles: k-ary RR's blanket pair (:mod:`jaxshuffle.accountant.blanket_pld`), the three-count pair
+The profiles: k-ary RR's blanket pair (:mod:`jaxshuffle.pld.blanket`), the three-count pair
 of a sampled round (same module), and the worst-case two-count pair (:func:`two_count_round`, here),
 whose cells grow as ``n`` (5.7e9 at ``n = 1e8``) where its profile costs ``points`` evaluations of
 ``O(window)`` each.
@@ -173,7 +173,7 @@ def two_count_round(pair: TwoCountPair, n: float, discretization: float, *,
     ``[0, eps_tail]`` (``eps_tail``: the pair's certified epsilon at :data:`TAIL_DELTA`) and ``points/8``
     more up to ``min(|log(u/v)|, TAIL_REACH eps_tail)``; ``h = 0`` from ``|log(u/v)|`` on (no loss exceeds
     it). Each evaluation is ``O(window)``, so the cost does not grow with the cells ``window x row`` that
-    :func:`~jaxshuffle.accountant.pld.round_pld` enumerates. Pessimistic only (``lower_*`` None): composing it
+    :func:`~jaxshuffle.pld.two_count.round_pld` enumerates. Pessimistic only (``lower_*`` None): composing it
     gives certified upper bounds (docs/math.md section 13.9).
 
     Args:

@@ -66,7 +66,7 @@ from jaxshuffle.randomizers.clone import certified_worst_case_pair
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
 LOSS_ERR = 1e-11
 #: Default P-mass of one round left outside the evaluated cells (Chernoff), which goes to +inf in the
-#: pessimistic PLD. Not :data:`jaxshuffle.accountant.compose.WRAP_TAIL`: that one is the composed mass
+#: pessimistic PLD. Not :data:`jaxshuffle.pld.composition.WRAP_TAIL`: that one is the composed mass
 #: outside the FFT window, charged to delta after composing.
 CELL_TAIL = 1e-16
 DEFAULT_TAIL = CELL_TAIL  # the former name
@@ -245,7 +245,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
       giving the pessimistic *and* the optimistic PLD. Costs ``window x row`` cells, growing as ``n``
       (6e7 at ``n = 1e6``, 5.7e9 at ``n = 1e8``).
     * ``"profile"``: the pessimistic PLD connected from the pair's certified privacy profile at
-      about 576 eps (:func:`~jaxshuffle.accountant.profile_pld.two_count_round`, docs/math.md 13.9), each
+      about 576 eps (:func:`~jaxshuffle.pld.profile.two_count_round`, docs/math.md 13.9), each
       ``O(window)``; symmetric pairs (``r0 == r1``, every worst-case pair) only; no optimistic side.
     * ``"auto"`` (default): cells up to :data:`MAX_CELLS` cells, the profile beyond (cells for an
       asymmetric pair).
@@ -329,9 +329,9 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
       sample_rate: the probability ``g`` in (0, 1] that each user takes part (Poisson client
         sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
         (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
-        (:func:`~jaxshuffle.accountant.blanket_pld.blanket_round` with ``sample_rate``), or for any other
+        (:func:`~jaxshuffle.pld.blanket.blanket_round` with ``sample_rate``), or for any other
         single-message randomizer its three-count pair
-        (:func:`~jaxshuffle.accountant.blanket_pld.three_count_round`); ``tail`` does not apply;
+        (:func:`~jaxshuffle.pld.blanket.three_count_round`); ``tail`` does not apply;
         multi-message randomizers and a ``TwoCountPair`` are refused.
       method: how the full round's pair PLD is built: ``"auto"``, ``"cells"`` or ``"profile"``, as
         :func:`round_pld` (``"cells"`` for its optimistic side or a finite :func:`rdp` at large ``n``).
