@@ -95,8 +95,8 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
 
 
 def run_compose(args) -> int:
-    from jaxshuffle.accountant.pld import MAX_DEFAULT_ROUNDS
     from jaxshuffle.accountant.rounds import composed_epsilon
+    from jaxshuffle.pld.distribution import MAX_DEFAULT_ROUNDS
 
     entry = catalog_entry(args.randomizer)
     opts = entry_options(args, entry)
