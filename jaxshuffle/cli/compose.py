@@ -258,8 +258,8 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path, writ
 def _curve_rows(args, params, n, rounds, delta, points: int) -> tuple:
     """The curve's pair, its rows (certified delta at ``points``+ eps per T) and the marks (each delta's
     certified eps), for :func:`_write_curve`."""
-    from jaxshuffle.accountant.compose import compose, compose_delta
     from jaxshuffle.accountant.rounds import curve_round
+    from jaxshuffle.pld.composition import compose, compose_delta
 
     pair = curve_round(params, n, rounds, discretization=args.discretization, blanket_points=args.blanket_points,
                        sample_rate=args.sample_rate)
