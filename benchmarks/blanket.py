@@ -8,7 +8,7 @@ the paper's Theorem 4.7 value, with seconds per point cold and warm (issue 16).
 
 [1] Columns: stronger clone (certified for every eps0-LDP randomizer), blanket upper (certified for
 k-RR), lower (max of the exact all-z / all-x0 datasets, certified low), paper (Theorem 4.7, not an
-upper bound in general: docs/math.md section 5; for k-RR a valid lower bound), the blanket
+upper bound in general: docs/math.md section 3; for k-RR a valid lower bound), the blanket
 search's cold seconds (first call at this point with its plan: compiles where the plan's shapes
 are new to this process; the persistent cache may hold programs from an earlier run, --no-cache
 for a true cold start), warm seconds (the same program at a new point, delta * 1.01) and the lower
@@ -24,11 +24,11 @@ k-RR kernel (krr_bounds) at the same point (cold; warm at delta x 1.01), and on 
 5 by default) via amplify, one call per n, and its blanket forms alone (matrix_bounds(..., lower=False),
 cold and warm): the exact datasets' forms need hundreds of lines, the blanket forms a few dozen.
 [4] Catalog rows that attach their matrix themselves (subset selection, Hadamard response; docs/math.md
-18.6) through amplify's default source: one call over --rows-eps0s at each --rows-ns (cold), again at
+11.6) through amplify's default source: one call over --rows-eps0s at each --rows-ns (cold), again at
 delta x 1.01 (warm), seconds per point, and the worst-case pair beside the certified upper.
 [5] With --lattice-ns: mechanisms whose blanket forms have more than four categories (2-subsets of 5,
 Hadamard response K = 8), the coarsened search's upper against the lattice + FFT refinement's
-(docs/math.md 18.8), the certified lower bound and the worst-case pair (stronger clone) beside them,
+(docs/math.md 11.8), the certified lower bound and the worst-case pair (stronger clone) beside them,
 and the seconds of each part (the search includes its compilation on first use).
 """
 
@@ -197,11 +197,11 @@ def rows(a, delta):
 
 
 def lattice(a, delta):
-    """[5] coarsened vs lattice-refined blanket upper (docs/math.md 18.8), one search per point."""
+    """[5] coarsened vs lattice-refined blanket upper (docs/math.md 11.8), one search per point."""
     from jaxshuffle import blanket_lattice as bla
     from jaxshuffle import blanket_matrix as bm
 
-    print(f"\n[5] more than four categories: coarsened (18.3) vs lattice + FFT (18.8) blanket upper, eps0 = 1, "
+    print(f"\n[5] more than four categories: coarsened (11.3) vs lattice + FFT (11.8) blanket upper, eps0 = 1, "
           f"up to {bla.LATTICE_BINS} bins; lower = the exact datasets' certified lower bound")
     print(f"{'n':>6} {'mechanism':>22} {'lower':>10} {'coarsened':>10} {'lattice':>10} {'coarse/lat':>10} "
           f"{'clone':>10} {'bins':>8} {'search s':>8} {'lattice s':>9}", flush=True)

@@ -8,7 +8,7 @@ Algorithm 1 as printed (jaxshuffle.search.algorithm1) with T = 20 and T = 10 bis
 to the paper's printed values and times, and this cell's warm wall time (its own call, after one
 compile). Then the total for all 12 cells in one batched call (warm, best of 3) and that call's
 compile time. The printed values sit within one unit of their last digit of Algorithm 1's grid
-point (mostly rounded up; the eps0 = 7 rows look truncated), see docs/math.md section 9.
+point (mostly rounded up; the eps0 = 7 rows look truncated), see docs/math.md section 5.
 Usage: python benchmarks/table5.py [--no-cells]
 """
 from __future__ import annotations

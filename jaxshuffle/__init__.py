@@ -6,7 +6,7 @@ Three lines to an amplified epsilon::
     bracket = js.epsilon(js.standard_clone_pair(eps0=1.0), n=10_000, delta=1e-6)
     print(bracket.upper)  # certified for every eps0-LDP randomizer: the shuffled mechanism is (upper, delta)-DP
 
-(``stronger_clone_pair`` is tighter and certified for k-ary randomized response; docs/math.md 5.4.)
+(``stronger_clone_pair`` is tighter and certified for k-ary randomized response; docs/math.md 3.1.)
 
 Public API:
 

@@ -4,7 +4,7 @@ Both twins look for the boundary of a monotone predicate ``ok`` between ``lo`` a
 elementwise over a batch, and keep the *verified* side: ``hi`` only ever moves to a point
 where ``ok`` held, ``lo`` only to a point where it failed. Whatever the step count, the
 returned ``hi`` is therefore a point the caller has checked (or the initial ``hi``), which is
-what a certified search needs (docs/math.md section 9).
+what a certified search needs (docs/math.md section 5).
 
 ``geometric=True`` halves in log space (``sqrt(lo * hi)``) while ``lo > 0`` and the bracket spans
 more than a factor 8, then arithmetically: the right split for quantities spread over decades

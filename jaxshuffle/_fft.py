@@ -1,4 +1,4 @@
-"""n-fold circular convolution by FFT, with a bound on its float error (docs/math.md 13.5).
+"""n-fold circular convolution by FFT, with a bound on its float error (docs/math.md 12.5).
 
 One home for what the composition of rounds (:mod:`jaxshuffle.pld.composition`) and the lattice
 evaluation of a blanket sum form (:mod:`jaxshuffle.blanket_lattice`) share:

@@ -68,7 +68,7 @@ def window_start(trials, p, window, xp=None):
     ``clip(floor(trials p) - window // 2, 0, max(trials + 1 - window, 0))``: the support is
     ``0..trials``, so the window starts at most at ``trials + 1 - window`` (it ends on ``trials``)
     and at 0 where it covers the whole support. Any start is sound (the kernels charge the mass
-    outside their window, docs/math.md sections 2 and 7); centring on the mean keeps that charge
+    outside their window, docs/math.md sections 2 and 10); centring on the mean keeps that charge
     small. The two-count kernel centres on the others' count ``Bin(n - 1, r0 + r1)``
     (``trials = n - 1``), the blanket kernel on the blanket count ``Bin(n, pS)`` (``trials = n``).
 
@@ -85,7 +85,7 @@ def newton_margin(rtol, x, lo, hi):
     """How far above the root a Newton step aims, and how far inside ``[lo, hi]`` it is kept.
 
     ``0.25 rtol min(hi, max(x, lo))``: a quarter of the tolerance, relative to the current point
-    ``x`` brought into the bracket (docs/math.md sections 7 and 9). The search aims ``2 margin``
+    ``x`` brought into the bracket (docs/math.md sections 5 and 10). The search aims ``2 margin``
     above the root so that the next evaluation lands on the certified-upper side and its tangent
     certifies the lower end: one evaluation then closes the bracket to about ``2 margin``, which
     must stay within ``rtol hi`` for the search to stop there as CONVERGED.

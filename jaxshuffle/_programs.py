@@ -22,7 +22,7 @@ points: 1.2 s against 3.0-3.4 s, 8 ms against 2 ms per call). The computation is
 order and fusion of float operations may differ, by a few ulps (so may lanes of programs of different
 widths: the rule is per call, so that a batch of more points, a sweep's chunk included, always runs
 the optimised program and gives the same numbers as before), which the certificate's error
-budgets (docs/math.md section 8: relative budgets of 1e-10 and more against ulp-level rounding)
+budgets (docs/math.md section 4: relative budgets of 1e-10 and more against ulp-level rounding)
 absorb; ``tests/test_programs.py`` checks both programs against each other and the certified
 brackets of the quick one against exact enumeration. The blanket kernel does not ask: its
 evaluation is seconds at large n and the slower code would cost more than the compilation saves.

@@ -10,12 +10,12 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
   worst-case pair and the blanket pair on their own rows; the numerical standard clone of FMT'21
   for ``eps0 = log p``, and the stronger clone of FMT'23 where its clone condition is proven for the
   randomizer (k-ary RR; elsewhere kind ``paper``: its general proof was withdrawn, docs/math.md
-  5.4); the variation-ratio closed
+  3.1); the variation-ratio closed
   forms where the Theorem 4.7 pair is itself sound, ``beta`` at the worst case);
 * ``lower``: the numerical Theorem 5.1 lower bound, where the catalog derives it (for k-ary RR,
   unless ``upper_from="worst-case"``, the larger with the exact all-z / all-x0 datasets');
 * ``paper``: the paper's Theorem 4.7 value and closed forms for the randomizer's own beta,
-  which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 5);
+  which are *not* upper bounds when ``beta`` is below the worst case (docs/math.md section 3);
 * ``pitfall`` (only with ``sample_rate < 1``): the two wrong constructions for sampled clients
   (docs/how-to/sampled-clients.md), shown so that they can be recognised, never upper bounds;
 * ``reference``: earlier published closed forms (EFMRTT'19, privacy blanket, FMT'21/'23
@@ -27,7 +27,7 @@ and as a tidy long table (one row per point and bound, CSV-ready). Each bound ca
 
 Where a bound's conditions fail its value is ``inf`` and ``valid`` is False.
 
-With clients sampled (``sample_rate=g < 1``, docs/math.md 13.11) the rows are those that mean
+With clients sampled (``sample_rate=g < 1``, docs/math.md 12.10) the rows are those that mean
 something for a sampled round: the certified upper at ``g`` and its lower bound, the certified upper
 at full participation (also an upper bound at ``g``: dropping each message with probability ``1 - g``
 is a post-processing of the shuffled output), and the two pitfalls: the two-count pair with
@@ -112,7 +112,7 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: 
     the clone and earlier bounds. ``upper_from`` is :func:`~jaxshuffle.accountant.amplify`'s
     (``"best"``, ``"worst-case"`` or ``"blanket"``): which sound source gives the row
     ``certified upper (jaxshuffle)``. ``sample_rate`` (one ``g`` in (0, 1]): below 1, the sampled
-    round's rows (module docstring). The closed forms beside it: docs/math.md section 3.
+    round's rows (module docstring). The closed forms beside it: docs/math.md section 7.
 
     Args:
       randomizer: a catalog name (``CATALOG``) whose entry takes ``eps0``.
@@ -172,7 +172,7 @@ def compare(randomizer: str, eps0, n, delta, *, rtol: float = 1e-6, upper_from: 
     finite = np.isfinite(ldp)
     if finite.any():
         safe = np.where(finite, ldp, 1.0)
-        # certified only where its pointwise clone condition is proven for the randomizer (docs/math.md 5.4)
+        # certified only where its pointwise clone condition is proven for the randomizer (docs/math.md 3.1)
         strong = np.asarray(rep.clone_proof) == CloneProof.STRONGER
         add("stronger clone FMT23 (numerical)", epsilon(stronger_clone_pair(safe), nn, dd, rtol=rtol).upper, finite,
             "certified" if strong.all() else "paper", strong)
@@ -330,7 +330,7 @@ def multi_message_figure(protocol: str, eps_prime, delta, *, n=None, d=None, s=N
 
     ``eps_prime``, ``delta`` (and ``n``, ``d``, ``s``) broadcast. The paper's claims: numerical
     savings of about 75 % (ratio about 4), Theorem 4.2 more than 50 %, both closed forms better
-    than the original (ratio > 1); docs/math.md section 16 and ``tests/test_paper_rows.py``.
+    than the original (ratio > 1); docs/math.md section 19 and ``tests/test_paper_rows.py``.
     """
     from jaxshuffle.randomizers import multi_message as mm
 
@@ -371,7 +371,7 @@ def multi_message_lower(randomizer: str, n, delta, *, rtol: float = 1e-6, **opti
     """Theorem 5.1 lower bound of a multi-message catalog row (``cheu-zhilyaev``, ``balls-into-bins``,
     ``pure-dump``) shuffled among ``n`` users: the lower pair's certified bracket (its ``lower`` end is
     the lower bound) with the blanket count of
-    :func:`~jaxshuffle.randomizers.multi_message.lower_n_blanket`. docs/math.md section 16.4.
+    :func:`~jaxshuffle.randomizers.multi_message.lower_n_blanket`. docs/math.md section 19.4.
     """
     from jaxshuffle.randomizers import multi_message as mm
 

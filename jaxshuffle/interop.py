@@ -12,7 +12,7 @@ Needs the optional extra (``pip install 'jaxshuffle[interop]'``, dp_accounting >
   randomized response, ...). A shuffled round enters through jaxshuffle's certified round PLD (the
   blanket pair's for k-ary RR where it is built, else the worst-case pair's); the other events go
   through dp_accounting as in its ``PLDAccountant``; the total is composed by jaxshuffle's FFT with
-  every error on the safe side (docs/math.md section 13.10). Upper side only.
+  every error on the safe side (docs/math.md section 12.9). Upper side only.
 
 The relation matters: dp_accounting's default is add/remove, under which a Gaussian event is
 counted at sensitivity 1; under replace-one (this accountant) the same ``GaussianDpEvent(20)`` is a

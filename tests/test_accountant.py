@@ -173,7 +173,7 @@ def test_counterexample_math_md_section5():
     assert not bool(rep.paper_certified) and bool(rep.certified)
     assert float(rep.lower) <= ex + 1e-9 and float(rep.lower) == pytest.approx(ex, abs=1e-6)
     # k-ary RR carries its mechanism: upper is the blanket pair's value, which meets exact here
-    # (MATH.md section 7 cross-check 0.9694082); the worst-case pair gives 0.981112.
+    # (MATH.md section 10 cross-check 0.9694082); the worst-case pair gives 0.981112.
     assert int(rep.upper_source) == UpperSource.BLANKET
     assert float(rep.upper) == pytest.approx(ex, abs=2e-6) and float(rep.blanket) == float(rep.upper)
     assert float(rep.worst_case) == pytest.approx(0.981112, abs=1e-6)
@@ -339,7 +339,7 @@ def test_parallel_params_and_basic():
 def test_parallel_params_raise_p_rather_than_lower_the_mixed_beta():
     """Two components at the rounding edge (Laplace's eps0 = 2.3e-16 values with p = e^eps0 as it rounds):
     the weighted beta 1.15e-16 exceeds (p-1)/(p+1) = 1.11e-16 of the rounded p. The mixture keeps
-    beta and raises p (docs/math.md section 10, "Rounding against the range"); p was capped before."""
+    beta and raises p (docs/math.md section 8, "Rounding against the range"); p was capped before."""
     beta = -math.expm1(-0.5 * 2.3e-16)
     comps = R.VRParams(jnp.full(2, math.exp(2.3e-16)), jnp.full(2, beta), jnp.full(2, math.exp(2.3e-16)))
     adv = parallel_params(comps, np.array([0.5, 0.5]))

@@ -43,7 +43,7 @@ def _band_contains(d, ref):
 
 
 def test_pair_form_equals_sum_form():
-    """MATH 7 / docs blanket "sum form": (B1) as a pair's hockey stick equals the sum form (n draws)."""
+    """MATH 10 / docs blanket "sum form": (B1) as a pair's hockey stick equals the sum form (n draws)."""
     for eps0, k, n, eps in [(1.0, 3, 2, 0.5), (0.7, 4, 6, 0.2), (2.0, 5, 5, 1.1), (1.0, 2, 7, 0.3)]:
         a, b = pair_blanket_delta(eps0, k, n, eps), krr_delta(eps0, k, n, eps)
         assert abs(a - b) <= 1e-12 * b
@@ -167,7 +167,7 @@ def test_bad_input():
 
 @pytest.mark.slow
 def test_n2_equals_exact():
-    """MATH 5/7: n = 2, k = 3, eps0 = 1, delta = 0.01: (B1) equals the exact shuffled 3-RR (0.9694082)."""
+    """MATH 3/10: n = 2, k = 3, eps0 = 1, delta = 0.01: (B1) equals the exact shuffled 3-RR (0.9694082)."""
     m = np.asarray(grr_matrix(3, 1.0))
     ex = exact.epsilon(m, 0, 1, [0], 0.01)
     r = bl.blanket_epsilon(1.0, 3, 2, 0.01, plan=SMALL)
@@ -233,7 +233,7 @@ def test_campaign_full():
 
 @pytest.mark.slow
 def test_math_cross_check_large():
-    """MATH 7: k = 10, eps0 = 1, n = 1e4, delta = 1e-6: upper 0.0232533, lower 0.0232526 (printed rounding)."""
+    """MATH 10: k = 10, eps0 = 1, n = 1e4, delta = 1e-6: upper 0.0232533, lower 0.0232526 (printed rounding)."""
     up = bl.blanket_epsilon(1.0, 10, 1e4, 1e-6)
     lo = bl.blanket_lower_epsilon(1.0, 10, 1e4, 1e-6)
     assert int(up.status) == Status.CONVERGED

@@ -1,4 +1,4 @@
-"""The lattice and FFT evaluation of a blanket sum form (docs/math.md 18.8) against exact enumeration.
+"""The lattice and FFT evaluation of a blanket sum form (docs/math.md 11.8) against exact enumeration.
 
 Reference: ``(1/n) E[(G_1 + ... + G_n)_+]`` summed over every composition of ``n`` into the
 categories (multinomial pmf from ``lgamma``, ``math.fsum``): relative error about 1e-13, far below
@@ -127,7 +127,7 @@ def test_refined_matrix_bound_is_lower_and_still_certified():
 
 @pytest.mark.slow
 def test_must_show_subset_selection_at_n_1e4():
-    """The case the coarsening was measured on (docs/math.md 18.8): 2-subsets of 5, eps0 = 1,
+    """The case the coarsening was measured on (docs/math.md 11.8): 2-subsets of 5, eps0 = 1,
     n = 1e4, delta = 1e-6. The lattice's upper is below the coarsened one and above the lower bound."""
     M = subset_selection_matrix(1.0, 5, 2)
     pl = bm.plan_matrix(M, 1e4, 1e-6)

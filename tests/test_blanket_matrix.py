@@ -1,7 +1,7 @@
-"""General finite mechanisms: the blanket sum form (18.1) of a K x K' matrix (docs/math.md section 18).
+"""General finite mechanisms: the blanket sum form (11.1) of a K x K' matrix (docs/math.md section 11).
 
 References: the shuffled histogram enumerated exactly (``jaxshuffle.exact``) for every dataset of the
-others (multisets of inputs), and (18.1) itself enumerated over the multinomial counts of its
+others (multisets of inputs), and (11.1) itself enumerated over the multinomial counts of its
 categories (``_sum_form_delta``, numpy, from the definition). Counts of the cases checked are
 asserted, so a test cannot pass vacuously.
 """
@@ -56,7 +56,7 @@ def _sum_form_delta(w, c, n):
 
 
 def _form_delta(R, x0, x1, ref, n, t):
-    """(18.1) from its definition: categories per column (no merging) plus the victim-only term."""
+    """(11.1) from its definition: categories per column (no merging) plus the victim-only term."""
     live = ref > 0
     c = np.concatenate([(R[x0, live] - t * R[x1, live]) / ref[live], [0.0]])
     w = np.concatenate([ref[live], [max(0.0, 1.0 - ref[live].sum())]])
@@ -68,7 +68,7 @@ def _datasets(K, m):
 
 
 def test_sum_form_is_exact_for_datasets_and_bounds_every_dataset():
-    """18.1-18.2: (18.1) with w = R(x*, .) is the exact divergence of "others all hold x*"; with
+    """11.1-11.2: (11.1) with w = R(x*, .) is the exact divergence of "others all hold x*"; with
     w = omega it is >= the exact divergence of every dataset of the others (random matrices with zeros)."""
     rng = np.random.default_rng(0)
     checked = 0
@@ -93,7 +93,7 @@ def test_sum_form_is_exact_for_datasets_and_bounds_every_dataset():
 
 @pytest.mark.slow
 def test_victim_only_mass_is_needed():
-    """MATH 7: R = [[1/2, 1/2, 0], [0, 1/2, 1/2]] has exact delta 1/2 at every eps; the victim-only term gives it."""
+    """MATH 11.2: R = [[1/2, 1/2, 0], [0, 1/2, 1/2]] has exact delta 1/2 at every eps; the victim-only term gives it."""
     R = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
     forms = bm.pair_forms(R)
     assert np.all(forms.v_inf == 0.5)
@@ -105,7 +105,7 @@ def test_victim_only_mass_is_needed():
 
 @pytest.mark.slow
 def test_coarsening_rounds_to_the_right_side():
-    """18.3: coarsening more than four categories rounds E[(sum)_+] up (upper) or down (lower); exact at <= 4."""
+    """11.3: coarsening more than four categories rounds E[(sum)_+] up (upper) or down (lower); exact at <= 4."""
     rng = np.random.default_rng(1)
     checked = 0
     for _ in range(40):
@@ -146,7 +146,7 @@ def _check_engine(R, n, delta, counts):
 
 @pytest.mark.slow
 def test_engine_brackets_exact_on_random_matrices():
-    """18.5: certified lower <= exact (worst dataset) and every dataset's exact eps <= certified upper."""
+    """11.5: certified lower <= exact (worst dataset) and every dataset's exact eps <= certified upper."""
     rng = np.random.default_rng(2)
     counts = {"datasets": 0, "mechanisms": 0}
     for _ in range(6):
@@ -161,20 +161,20 @@ def test_engine_brackets_exact_on_random_matrices():
 @settings(deadline=None, max_examples=10)
 @given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 5), log_delta=st.floats(-5, -1))
 def test_engine_property(seed, n, log_delta):
-    """Property (18.5): lower <= exact worst-dataset eps, and every dataset's eps <= upper (3 x 3 matrices)."""
+    """Property (11.5): lower <= exact worst-dataset eps, and every dataset's eps <= upper (3 x 3 matrices)."""
     R = _random_matrix(np.random.default_rng(seed), 3, 3)
     _check_engine(R, n, 10 ** log_delta, {"datasets": 0, "mechanisms": 0})
 
 
 @pytest.mark.slow
 def test_search_keeps_certified_ends_and_converges():
-    """18.5: the bracket search (ITP steps). On every lane of 8 random 3 x 4 matrices, both sides: the kept
+    """11.5: the bracket search (ITP steps). On every lane of 8 random 3 x 4 matrices, both sides: the kept
     end is certified by a fresh evaluation (upper lanes: the certified upper value at ``hi`` is ``<= delta``;
     lower lanes: the certified lower value at ``lo`` exceeds it), and every lane converged to ``rtol``
     within ITP's worst case: the probes at eps_top and 0, then bisection's step count from ``[0, eps_max]``
     to that width, plus two (ITP's n0 = 1, and its tolerance is relative to half the first bracket's top).
     This small plan's certified values are not monotone near eps_max, where ITP falls back to bisection;
-    the plans of ``plan_forms`` take 8-15 probes (docs/math.md 18.5)."""
+    the plans of ``plan_forms`` take 8-15 probes (docs/math.md 11.5)."""
     rng = np.random.default_rng(5)
     n, delta = 5.0, 1e-3
     forms = []
@@ -204,8 +204,8 @@ def test_search_keeps_certified_ends_and_converges():
 
 @pytest.mark.slow
 def test_krr_through_the_general_path():
-    """18.5: k-RR's matrix through the general engine agrees with krr_bounds within the certified bands;
-    MATH 7's cross-check (n = 2, k = 3, eps0 = 1, delta = 0.01: 0.9694082, the exact value)."""
+    """11.5: k-RR's matrix through the general engine agrees with krr_bounds within the certified bands;
+    MATH 10's cross-check (n = 2, k = 3, eps0 = 1, delta = 0.01: 0.9694082, the exact value)."""
     b = bm.matrix_bounds(np.asarray(grr_matrix(3, 1.0)), 2, 0.01, plan=SMALL)
     assert b.exact_kernel
     assert b.lower <= 0.96940824 <= b.upper and b.upper - b.lower <= 1e-6
@@ -228,7 +228,7 @@ def test_bad_input():
 
 @pytest.mark.slow
 def test_amplify_uses_the_matrix_blanket_for_catalog_rows():
-    """18.6: the subset-selection row carries its matrix point by point (RowMatrix); amplify's upper is
+    """11.6: the subset-selection row carries its matrix point by point (RowMatrix); amplify's upper is
     min(stronger clone, blanket), its lower the exact datasets' bound, exact enumeration (n = 5, every
     dataset) lies between, and the values are those of the same matrix attached by hand (with_matrix)."""
     from jaxshuffle import randomizers as RZ

@@ -232,7 +232,7 @@ def test_lower_le_exact_le_upper(batch):
 
 def test_paper_value_certified_only_at_worst_case_beta(batch):
     """paper_certified only where w = 0 (beta = (p-1)/(p+1)) and the paper's clone constant is proven for
-    the row (docs/math.md 5.4: the stronger clone for k-ary RR); there the paper's value is sound. Duchi
+    the row (docs/math.md 3.1: the stronger clone for k-ary RR); there the paper's value is sound. Duchi
     and Harmony are at the worst-case beta but only the standard clone is proven for them."""
     from jaxshuffle.randomizers.clone import CloneProof
     rows, rep, ex = batch
@@ -248,7 +248,7 @@ def test_paper_value_certified_only_at_worst_case_beta(batch):
     labels = {r[0].label.split()[0] for r, c in zip(rows, at_worst & ~cert) if c}
     assert {"duchi", "harmony"} <= labels
     # Elsewhere (w > 0) the paper's Theorem 4.7 value falls below the exact epsilon in many
-    # rows (docs/math.md section 5): it must never be reported as certified there.
+    # rows (docs/math.md section 3): it must never be reported as certified there.
     assert ((paper < ex - 1e-6) & ~cert).sum() >= 20
 
 

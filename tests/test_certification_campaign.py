@@ -307,7 +307,7 @@ def _adversarial_matrix(rng, K, Kp):
 @pytest.mark.slow
 def test_random_matrices_through_the_matrix_engine_and_lattice_at_tiny_delta():
     """Random 4 x 5 and 5 x 6 matrices (zeros, near-equal columns), n = 2, 3, delta down to 1e-10: the
-    matrix engine's bracket (the blanket forms, and the lattice refinement of its upper, 18.8) holds every
+    matrix engine's bracket (the blanket forms, and the lattice refinement of its upper, 11.8) holds every
     dataset of the others (every multiset, every ordered pair of inputs, exact enumeration of the shuffled
     histogram by ``jaxshuffle.exact``): each dataset's exact eps <= upper, and lower <= the worst one."""
     from jaxshuffle import blanket_matrix as bm

@@ -66,7 +66,7 @@ def test_grid_is_cartesian(capsys):
                                 "--delta", "0.01", "--json"])
     rows = json.loads(out)
     assert code == 0 and [r["options"]["eps0"] for r in rows] == [1.0, 2.0]
-    # the paper's pair is the stronger clone here, not proven for a general randomizer (docs/math.md 5.4)
+    # the paper's pair is the stronger clone here, not proven for a general randomizer (docs/math.md 3.1)
     assert all(not r["paper_certified"] and r["certified"] and r["paper"] < r["upper"] for r in rows)
     assert all(r["has_lower"] is False and r["lower"] == 0.0 for r in rows)
 
@@ -243,7 +243,7 @@ def test_compose_bad_input_is_one_line(capsys, argv, pattern):
 
 @pytest.mark.slow
 def test_epsilon_folds_in_a_catalog_rows_matrix(capsys):
-    """subset-selection carries its matrix (docs/math.md 18.6): the CLI's default gives amplify's upper,
+    """subset-selection carries its matrix (docs/math.md 11.6): the CLI's default gives amplify's upper,
     the smallest of the worst-case pair and the matrix blanket bound, with its source named."""
     from jaxshuffle import randomizers as R
     base = ["epsilon", "--randomizer", "subset-selection", "--eps0", "1", "--d", "4", "--k", "2", "--n", "5",
@@ -257,7 +257,7 @@ def test_epsilon_folds_in_a_catalog_rows_matrix(capsys):
 
 
 def test_epsilon_upper_from_picks_the_source(capsys):
-    """k-RR: the default takes the blanket pair (MATH.md section 7 cross-check: n = 2, k = 3, eps0 = 1,
+    """k-RR: the default takes the blanket pair (MATH.md section 10 cross-check: n = 2, k = 3, eps0 = 1,
     delta = 0.01 gives 0.9694082); --upper-from worst-case the two-count pair (0.981112)."""
     base = ["epsilon", "--randomizer", "grr", "--k", "3", "--eps0", "1", "--n", "2", "--delta", "0.01", "--json"]
     code, out, err = run(capsys, base)

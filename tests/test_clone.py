@@ -1,4 +1,4 @@
-"""The certified worst-case (clone) pair: the clone constant proven for each randomizer (docs/math.md 5.4)."""
+"""The certified worst-case (clone) pair: the clone constant proven for each randomizer (docs/math.md 3.1)."""
 
 from __future__ import annotations
 

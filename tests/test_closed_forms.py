@@ -191,7 +191,7 @@ def _assert_convention(value, valid):
 
 
 # ========================================================================= mpmath formulas
-# Written straight from the formulas (docs/math.md section 3 and the cited theorems),
+# Written straight from the formulas (docs/math.md section 7 and the cited theorems),
 # independently of jaxshuffle. Each returns the value, or None where the stated
 # conditions fail.
 
@@ -357,7 +357,7 @@ def test_vr_infinite_p_is_the_limit():
 
 
 def test_reference_engine_known_values():
-    # docs/math.md section 5, checkable by hand.
+    # docs/math.md section 3, checkable by hand.
     assert abs(pair_epsilon(2, *krr_fields(1.0, 3), 0.01) - 0.969408) < 1e-6
     e = np.e
     assert abs(pair_epsilon(2, *vr_pair_fields(e, (e - 1) / (e + 2), e), 0.01) - 0.914553) < 1e-6

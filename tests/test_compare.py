@@ -91,7 +91,7 @@ def test_cli_upper_from(tmp_path, capsys):
 @pytest.mark.slow
 def test_sampled_rows_bracket_the_exact_counterexample_and_flag_the_pitfalls(tmp_path, capsys):
     """sample_rate < 1: binary RR at eps0 = 1, g = 0.5, n = 2, delta = 0.01, whose exact epsilon (the other
-    user holding x0) is log(e - delta (e + 1)^2 / (g^2 e)) = 0.922207 (docs/math.md 13.11; enumerated in
+    user holding x0) is log(e - delta (e + 1)^2 / (g^2 e)) = 0.922207 (docs/math.md 12.10; enumerated in
     tests/test_subsampling.py). The certified rows (at g and at full participation) are not below it, the
     lower bound not above it, and both pitfalls are below it: neither is an upper bound."""
     import json

@@ -1,4 +1,4 @@
-"""Composition over rounds (docs/math.md section 13): round PLDs, FFT composition, interop.
+"""Composition over rounds (docs/math.md section 12): round PLDs, FFT composition, interop.
 
 References, each independent of the code under test:
 * the two-count pair's cells enumerated from its definition (pair.py's formula, lgamma), composed
@@ -285,7 +285,7 @@ def test_discrete_pld_fields():
 
 @pytest.mark.slow
 def test_composed_epsilon_is_the_smallest_certified_bound():
-    """docs/math.md 13.8: basic, advanced (DRV 2010 Thm III.3) and the PLD, each recomputed here."""
+    """docs/math.md 13: basic, advanced (DRV 2010 Thm III.3) and the PLD, each recomputed here."""
     from jaxshuffle.accountant import composed_epsilon
 
     rand, n = R.general(1.0), 5_000  # no blanket engine: keeps the test fast
@@ -310,7 +310,7 @@ def test_composed_epsilon_is_the_smallest_certified_bound():
         composed_epsilon(rand, n, [2], 1.0)
 
 
-# --- the blanket pair's PLD (docs/math.md section 13.9) ----------------------------------------------
+# --- the blanket pair's PLD (docs/math.md section 12.8) ----------------------------------------------
 
 def symmetric_pair(rng, m):
     """A random symmetric pair: P = (a, b), Q = (b, a) over 2m outcomes (swapping halves maps P to Q)."""

@@ -1,5 +1,6 @@
 """The engines as siblings under jaxshuffle.engine: old import paths are the very modules, the package's
-own code imports the new paths only, and the shared certified step keeps its side (docs/math.md 9.1)."""
+own code imports the new paths only, and the shared certified step keeps its side (docs/math.md section 5,
+"One core for every engine")."""
 import importlib
 import pathlib
 import re

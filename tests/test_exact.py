@@ -194,7 +194,7 @@ def test_binary_rr_two_users_closed_form(eps0):
 
 
 def test_math_md_counterexample():
-    # docs/math.md section 5: 3-ary RR, eps0 = 1, n = 2, delta = 0.01, other user holds x0.
+    # docs/math.md section 3: 3-ary RR, eps0 = 1, n = 2, delta = 0.01, other user holds x0.
     m = rr(3, 1.0)
     got = exact.epsilon(m, 0, 1, [0], 0.01)
     assert got == pytest.approx(0.969408, abs=1e-6)
@@ -205,7 +205,7 @@ def test_math_md_counterexample():
 
 
 def test_math_md_large_n():
-    # docs/math.md section 5: 3-ary RR, eps0 = 5, n = 1000, delta = 0.01/n: exact 4.601.
+    # docs/math.md section 3: 3-ary RR, eps0 = 5, n = 1000, delta = 0.01/n: exact 4.601.
     assert exact.epsilon(rr(3, 5.0), 0, 1, [0] * 999, 1e-5) == pytest.approx(4.601, abs=5e-4)
     # 10-ary RR, others all holding a third value: 4 lumped outputs, n = 200.
     e = exact.epsilon(rr(10, 1.0), 0, 1, [2] * 199, 1e-4)
@@ -228,7 +228,7 @@ def test_lower_bound_parameters_rr(k, eps0):
     p, q = e / (e + k - 1), 1 / (e + k - 1)
     np.testing.assert_allclose([pair.u, pair.v, pair.w, pair.r0, pair.r1],
                                [p, q, (k - 2) * q, p, q], rtol=1e-12, atol=1e-15)
-    # docs/math.md section 5: all others holding x0 is exactly this lower-bound pair.
+    # docs/math.md section 3: all others holding x0 is exactly this lower-bound pair.
     n, delta = 25, 1e-3
     assert exact.epsilon(m, 0, 1, [0] * (n - 1), delta) == pytest.approx(
         pair_epsilon(pair, n, delta), abs=1e-9)

@@ -2,7 +2,7 @@
 
 Why: under ``jit`` XLA fuses and duplicates elementwise code and LLVM contracts ``a * b + c`` into
 fused multiply-adds, so a jitted kernel does not compute the same floats as the eager one. A
-certificate has to hold for both (docs/math.md 6.5). The points are adversarial: ``eps`` at, and
+certificate has to hold for both (docs/math.md 6.1). The points are adversarial: ``eps`` at, and
 one ulp either side of, ``eps0`` (where k-RR coefficients such as ``1 - t/E0`` cancel exactly and
 thresholds fall on integers), ``eps = 0``, ``E0 = 2``, tiny ``n`` (2 upwards), and random sum forms
 whose coefficients cancel at the probed ``t``. The references enumerate every count vector in
@@ -30,7 +30,7 @@ mp.mp.dps = 40
 
 
 # ----------------------------------------------------------------------------------------
-# mpmath references (from the definitions: docs/math.md sections 1 and 7).
+# mpmath references (from the definitions: docs/math.md sections 1 and 10).
 
 
 def _mp_krr_categories(eps0: float, k: int, kind: str, t):
@@ -213,8 +213,8 @@ def test_the_harness_would_catch_a_lower_bound_above_the_truth():
 
 
 def _mp_matrix_form(w, a0, a1, v0, v1, n: int, eps: float):
-    """(18.1) of one pair form in mpmath: (1/n) E[(sum_X c_X count_X)_+] over Multinomial(n, w), every count
-    vector, plus the victim-only term sum (v0 - t v1)_+ (docs/math.md 18.1), at t = e^eps exactly."""
+    """(11.1) of one pair form in mpmath: (1/n) E[(sum_X c_X count_X)_+] over Multinomial(n, w), every count
+    vector, plus the victim-only term sum (v0 - t v1)_+ (docs/math.md 11.1), at t = e^eps exactly."""
     t = mp.e ** mp.mpf(eps)
     live = [i for i in range(len(w)) if w[i] > 0]
     ws = [mp.mpf(float(w[i])) for i in live]
@@ -240,7 +240,7 @@ def _mp_matrix_form(w, a0, a1, v0, v1, n: int, eps: float):
 @pytest.mark.slow
 def test_matrix_engine_forms_jitted_and_eager_contain_the_mpmath_value():
     """The matrix engine's form divergence (coefficients rounded outward, coarsening, the blanket kernel,
-    the victim-only term): both sides' bands, jitted and eager, contain (18.1) in mpmath, on a random
+    the victim-only term): both sides' bands, jitted and eager, contain (11.1) in mpmath, on a random
     matrix with a zero entry and two near-equal columns, at eps on and one ulp around each form's eps_max
     (where every coefficient but one cancels)."""
     from jaxshuffle import blanket_matrix as bm

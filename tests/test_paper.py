@@ -26,7 +26,7 @@ def test_algorithm1_reproduces_table5(steps):
 
     T = 20: the grid step log(p)/2^20 is below 1e-5 relative, so the printed values show the
     paper's own divergence evaluation: all of them lie above the certified epsilon, by at most
-    1 % (0.07 %-0.72 %); at n = 1e4 they agree to the printed digits (docs/math.md section 9).
+    1 % (0.07 %-0.72 %); at n = 1e4 they agree to the printed digits (docs/math.md section 5).
     """
     e, n = EPS0[:, None], NS[None, :]
     got = np.asarray(algorithm1(js.stronger_clone_pair(e), n, 0.01 / n, steps=steps))

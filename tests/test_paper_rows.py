@@ -3,7 +3,7 @@
 Expected values are derived independently of the code under test: the protocols' own
 guarantees are solved with mpmath, the balls-into-bins mechanism is enumerated exactly from its
 definition, and the paper's printed claims (Section 7.2, 7.3) are the assertions' targets.
-docs/math.md section 16.
+docs/math.md section 19.
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_figures_3_and_4_reproduce_the_printed_savings():
             # "about 75 %": ratio eps'/eps in [3.3, 6] (savings 70-83 %) for the certified bound
             assert np.all((ratios["upper"][v] > 3.3) & (ratios["upper"][v] < 6.0)), (fig.protocol, ratios["upper"])
         else:
-            # Cheu-Zhilyaev's row is certified by the standard clone (docs/math.md 5.4; the paper's ~75 %
+            # Cheu-Zhilyaev's row is certified by the standard clone (docs/math.md 3.1; the paper's ~75 %
             # rests on the stronger clone, not proven for it): "more than 50 %", as the paper says of Thm 4.2
             assert np.all(ratios["upper"][v] > 2.0), (fig.protocol, ratios["upper"])
         assert np.all(ratios["paper"][v] >= ratios["upper"][v] * (1 - 1e-9))

@@ -1,6 +1,6 @@
 """The worst-case two-count pair's round PLD connected from its certified profile (accountant.profile_pld):
 above the pair's exact composition (enumeration), as tight as the cells where both run, and the route
-round_pld takes by default at large n (docs/math.md 13.9)."""
+round_pld takes by default at large n (docs/math.md 12.8)."""
 import math
 
 import numpy as np

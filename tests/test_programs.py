@@ -35,7 +35,7 @@ def test_exported_program_gives_the_jitted_numbers_bit_for_bit(monkeypatch):
 def test_quick_program_agrees_with_the_optimised_one(monkeypatch):
     """A small batch's search is compiled without optimisation (_programs.QUICK_COMPILE_OPTIONS): the
     same computation up to the order of float operations, so its brackets agree with the optimised
-    program's to rounding (the certificate's budgets are 1e-10 relative and more, section 8) and the
+    program's to rounding (the certificate's budgets are 1e-10 relative and more, section 4) and the
     two programs' certified brackets overlap. The quick program's brackets are checked against exact
     enumeration by tests/test_search.py (its batches are small). On another backend (a GPU) the
     option does not apply: every program is the optimised one."""

@@ -1,4 +1,4 @@
-"""Matrix builders of catalog rows for the general finite-mechanism engine (docs/math.md 18.7).
+"""Matrix builders of catalog rows for the general finite-mechanism engine (docs/math.md 11.7).
 
 ``hadamard_response_matrix`` (HR(K, K/2, 1)) and ``local_hash_matrix`` (OLH, uniformly random hash,
 outputs merged by pattern): row-stochastic, variation-ratio parameters equal to the catalog's, the
@@ -37,7 +37,7 @@ def _vr(params):
 
 
 def test_hadamard_matrix_rows_and_vr_parameters():
-    """18.7: HR(K, K/2, 1): (K-1) x K, two entry values, |C_x| = K/2, |C_x & C_x'| = K/4, rows sum to 1,
+    """11.7: HR(K, K/2, 1): (K-1) x K, two entry values, |C_x| = K/2, |C_x & C_x'| = K/4, rows sum to 1,
     and matrix_vr_parameters = hadamard_response(eps0, K, K/2, 1)'s (p, beta, q)."""
     checked = 0
     for K in (4, 8, 16, 64):
@@ -85,7 +85,7 @@ def test_subset_selection_matrix_is_exactly_symmetric(eps0, d, k):
 
 
 def test_local_hash_matrix_rows_and_vr_parameters():
-    """18.7: OLH merged matrix: d x 2^d, rows sum to 1, c_b = l (1/l)^|b| (1-1/l)^(d-|b|); (p, beta, q) equal
+    """11.7: OLH merged matrix: d x 2^d, rows sum to 1, c_b = l (1/l)^|b| (1-1/l)^(d-|b|); (p, beta, q) equal
     local_hash(eps0, l, collision=1/l)'s, and beta is the table's (collision = 0) times (1 - 1/l)."""
     checked = 0
     for ell, d in ((2, 2), (2, 3), (3, 3), (5, 4), (16, 6)):
@@ -139,7 +139,7 @@ def _unmerged_local_hash(eps0, ell, d):
 
 
 def test_local_hash_merge_matches_unmerged():
-    """18.7: summing the unmerged (H, y) columns by pattern gives the merged matrix; each unmerged column is
+    """11.7: summing the unmerged (H, y) columns by pattern gives the merged matrix; each unmerged column is
     proportional to its pattern's column with one factor for every row; exact epsilon of the shuffled
     histogram is the same for merged and unmerged matrices (n <= 6, several datasets). For l = 2, d = 2
     the enumeration also runs without lumping (raw outputs), independent of the lumping argument."""
@@ -194,7 +194,7 @@ def _bracket(M, n, delta, every_dataset):
 @pytest.mark.slow
 @pytest.mark.parametrize("K", [4, 8])
 def test_engine_brackets_exact_hadamard(K):
-    """18.7 with 18.5: HR K = 4, 8 at eps0 in {0.5, 2}, n in {3, 5, 8}, delta = 0.01. Every dataset of the
+    """11.7 with 11.5: HR K = 4, 8 at eps0 in {0.5, 2}, n in {3, 5, 8}, delta = 0.01. Every dataset of the
     others for pair (0, 1) (all pairs are equivalent, module doc) except K = 8, n = 8 (1716 multisets,
     minutes): there all-equal datasets of every pair. K = 4 runs the exact kernel, K = 8 coarsens."""
     tried = 0
@@ -208,7 +208,7 @@ def test_engine_brackets_exact_hadamard(K):
 
 @pytest.mark.slow
 def test_engine_brackets_exact_local_hash():
-    """18.7 with 18.5: OLH (l, d) = (2, 3), (3, 3) at eps0 = 1, n in {3, 5, 8}, delta = 0.01, every dataset
+    """11.7 with 11.5: OLH (l, d) = (2, 3), (3, 3) at eps0 = 1, n in {3, 5, 8}, delta = 0.01, every dataset
     of the others for pair (0, 1) and all-equal datasets of every pair."""
     tried = 0
     for (ell, d), n in itertools.product(((2, 3), (3, 3)), (3, 5, 8)):
@@ -220,7 +220,7 @@ def test_engine_brackets_exact_local_hash():
 
 @pytest.mark.slow
 def test_hadamard_blanket_beats_the_stronger_clone():
-    """18.7: HR K = 8, eps0 = 1, n = 1e4, delta = 1e-6 with its matrix attached: the matrix engine's
+    """11.7: HR K = 8, eps0 = 1, n = 1e4, delta = 1e-6 with its matrix attached: the matrix engine's
     certified upper is below the worst-case (stronger clone) upper, so amplify reports the blanket. The
     exact datasets' forms are over the matrix engine's cost cap here, so the lower bound is the row's
     Theorem 5.1 pair's."""

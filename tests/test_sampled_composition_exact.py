@@ -1,6 +1,6 @@
 """T rounds with clients sampled (Poisson, rate g) against the exact composition of the worst neighbouring pair.
 
-A sampled round (docs/math.md 13.11): each of the n users takes part with probability ``g`` and a participant
+A sampled round (docs/math.md 12.10): each of the n users takes part with probability ``g`` and a participant
 sends ``R(x)``; the output is the histogram of the participants' messages (their number is visible). With a
 "void" output for an absent user this is the histogram of the n outputs of ``R_g = [g R | (1 - g) 1]``.
 
@@ -197,7 +197,7 @@ def test_one_round_is_the_exact_module_value():
 
 
 def test_hand_derived_values():
-    """Binary RR at eps0 = 1. One round, n = 2, g = 0.5, the other user holding x0: docs/math.md 13.11's
+    """Binary RR at eps0 = 1. One round, n = 2, g = 0.5, the other user holding x0: docs/math.md 12.10's
     ``log(e - delta (e+1)^2/(g^2 e))``. Two rounds of the victim alone (n = 1, any g): its losses are
     ``+-eps0`` (P-mass ``p = g e/(e+1)`` at ``+eps0``) and 0 (void), so ``delta_2(eps) = p^2 (1 - e^{eps - 2 eps0})``
     for ``eps0 <= eps < 2 eps0``: ``eps = 2 eps0 + log(1 - delta/p^2)`` where that is at least ``eps0``."""

@@ -1,6 +1,6 @@
 """amplify with clients sampled against exact enumeration of the sampled round (every dataset of the others).
 
-The sampled round is the shuffled ``R_g = [g R | (1 - g) 1]`` (docs/math.md 13.11); ``jaxshuffle.exact``
+The sampled round is the shuffled ``R_g = [g R | (1 - g) 1]`` (docs/math.md 12.10); ``jaxshuffle.exact``
 enumerates its shuffled histograms, independently of the engines. Each point: the exact epsilon of the
 worst dataset lies in ``[lower, upper]``. Slack: ``exact.epsilon`` bisects to about 1e-12, so 1e-9.
 """

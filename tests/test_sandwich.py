@@ -26,7 +26,7 @@ def test_order_holds_for_k_ary_rr(k, n):
     r = sandwich(grr_matrix(k, 1.0), 0, 1, n, 0.01)
     assert r.lower <= r.exact * (1 + 1e-9) + 1e-10 <= r.upper * (1 + 1e-9) + 2e-10
     if k == 2:  # binary RR is extremal: worst-case beta, the paper's pair is the clone pair, and the
-        # certified upper (the clone constant r* of its matrix, docs/math.md 5.4) attains its value
+        # certified upper (the clone constant r* of its matrix, docs/math.md 3.1) attains its value
         assert not r.paper_below_exact and r.upper <= r.paper * (1 + 1e-12)
 
 

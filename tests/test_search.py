@@ -199,7 +199,7 @@ def test_property_lower_le_upper_and_enumeration_inside(eps0, beta_frac, q_frac,
 
 
 def test_newton_outside_the_bracket_bisects_instead_of_stalling():
-    """3-ary RR, eps0 = 5, n = 1000, delta = 0.01/n: the Thm 4.7 pair's eps is 4.502 (docs/math.md section 5).
+    """3-ary RR, eps0 = 5, n = 1000, delta = 0.01/n: the Thm 4.7 pair's eps is 4.502 (docs/math.md section 3).
 
     Newton from the first guess overshoots the bracket here; clipping it to the bracket's edge
     used to shrink the bracket by ~rtol per step and end at MAX_ITER.

@@ -300,7 +300,7 @@ def test_cli_sample_rate_errors_are_one_line(capsys):
 
 
 def _three_count_divergence(p, r, g, n, t):
-    """(1/n) E[(c_A A + c_B B + (1 - t) V)_+] by direct summation over the multinomial (docs/math.md 13.11)."""
+    """(1/n) E[(c_A A + c_B B + (1 - t) V)_+] by direct summation over the multinomial (docs/math.md 12.10)."""
     cA, cB, cV = (p - t) / ((p + 1) * r), (1 - t * p) / ((p + 1) * r), 1 - t
     probs = (g * r, g * r, 1 - g, g * (1 - 2 * r))
     total = 0.0
@@ -358,8 +358,8 @@ def test_three_count_pair_bounds_random_ldp_matrices_sampled():
 
 @pytest.mark.slow
 def test_three_count_round_pld_dominates_the_pairs_profile():
-    """The three-count pair's round PLD (connect the dots on its certified profile, docs/math.md 13.9 and
-    13.11) has, at every eps, a delta at least the pair's own divergence by direct multinomial summation
+    """The three-count pair's round PLD (connect the dots on its certified profile, docs/math.md 12.8 and
+    12.10) has, at every eps, a delta at least the pair's own divergence by direct multinomial summation
     (independent of the engine), for the standard and the stronger clone constant; it is what
     shuffled_round, the T-round rule and the round accountant use for a sampled non-k-RR round."""
     from jaxshuffle.accountant.blanket_pld import three_count_round

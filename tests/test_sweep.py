@@ -197,7 +197,7 @@ def test_krr_sweep_uses_amplify_rule_and_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_matrix_row_sweep_uses_amplify_rule():
-    """A row that carries its matrix point by point (2-subsets of 4, docs/math.md 18.6): the sweep's
+    """A row that carries its matrix point by point (2-subsets of 4, docs/math.md 11.6): the sweep's
     mechanism searches give amplify's report at every point (blanket column finite, upper the smallest
     source); a 'blanket' sweep of Hadamard response with B = 2 (no matrix built) is refused up front."""
     res = sw.sweep("subset-selection", eps0="0.5,2", d=4, k=2, n=5, delta=0.05, merge_buckets=False, quiet=True)
@@ -243,7 +243,7 @@ def test_upper_from_checked_and_old_store_refused(tmp_path):
 
 def test_general_searches_the_certified_and_the_paper_pair():
     """For a general randomizer the certified pair is the standard clone and the paper's pair (the stronger
-    clone, not proven for it: docs/math.md 5.4) is a second search per point, reported uncertified."""
+    clone, not proven for it: docs/math.md 3.1) is a second search per point, reported uncertified."""
     spec = grid_mod.build_spec("general", "4,16", 1e-3, {"eps0": "0.5,2"})
     grid = jobs_mod.SweepGrid(spec, True)
     assert len(grid.jobs) == 2 * grid.size == 8

@@ -8,20 +8,20 @@ input-independent blanket messages.
 
 Which number is on which side
 -----------------------------
-``upper`` (certified upper bound) comes **only** from sound pairs (docs/math.md section 5);
+``upper`` (certified upper bound) comes **only** from sound pairs (docs/math.md section 3);
 the paper's Theorem 4.7 pair is not a valid upper bound when ``w = 1 - (p+1) alpha > 0``.
 With ``alpha = beta/(p-1)``, ``t = e^eps`` and ``D_t`` the hockey-stick divergence of the
 two-count pair (docs/math.md section 1; ``jaxshuffle.search.epsilon``), ``upper`` is the smallest of
 
 1. the clone pair whose constant ``r`` is proven for the randomizer
-   (:func:`jaxshuffle.randomizers.clone.certified_worst_case_pair`, docs/math.md 5.4: the standard
+   (:func:`jaxshuffle.randomizers.clone.certified_worst_case_pair`, docs/math.md 3.1: the standard
    clone ``r = 1/(2q)`` for any randomizer, the stronger clone ``1/(p+1)`` for k-ary RR and binary
    RR on two options, ``r*`` of a matrix; for ``p = inf`` the Table 4 pair ``u = 1, v = 0, r = 1/q``;
    ``AmplificationReport.clone_proof`` names it)::
 
        delta >= D_t(P_wc || Q_wc),   (u, v, w, r0, r1) = (p/(p+1), 1/(p+1), 0, r, r);
 
-2. the ``(u+v)``-scaled pair (docs/math.md section 5; only where ``w > 0``). Decompose
+2. the ``(u+v)``-scaled pair (docs/math.md section 3; only where ``w > 0``). Decompose
    ``R(x^0) = p alpha mu_0 + alpha mu_1 + w mu_c``, ``R(x^1) = alpha mu_0 + p alpha mu_1 + w mu_c``
    with ``mu_0, mu_1`` on the disjoint sets ``{R(x^0) > R(x^1)}``, ``{R(x^1) > R(x^0)}``; every
    other message contains ``r = alpha p/q`` of each of ``mu_0, mu_1``. Conditioning on the
@@ -35,7 +35,7 @@ two-count pair (docs/math.md section 1; ``jaxshuffle.search.epsilon``), ``upper`
 3. ``0`` where ``delta >= beta``: the shuffled outputs are a post-processing of the victim's
    message, so ``D_1 <= TV(R(x^0), R(x^1)) <= beta``.
 
-Soundness scope. (1) is proved in docs/math.md 5.4 for every pair of victim inputs (the
+Soundness scope. (1) is proved in docs/math.md 3.1 for every pair of victim inputs (the
 pointwise clone condition). (2) is proved above for a pair of victim inputs at its *own* total
 variation ``TV = (p-1) alpha``. Covering a smaller-TV pair by (2) evaluated at ``beta = max TV`` needs
 ``g(a) = (p+1) a D_t(clone, r = p a/q)`` not to exceed ``min(g(alpha), D_t(P_wc||Q_wc))`` on
@@ -114,7 +114,7 @@ def amplify(randomizer: VRParams, n, delta, *,
             upper_from: str = "best", sample_rate=1.0, with_lower: bool = True) -> AmplificationReport:
     """Certified amplified epsilon of a shuffled randomizer, with a lower bound and the paper's value.
 
-    Which number is on which side, and why: the module docstring (docs/math.md sections 5 and 7).
+    Which number is on which side, and why: the module docstring (docs/math.md sections 3 and 10).
 
     Args:
       randomizer: variation-ratio parameters (e.g. ``jaxshuffle.randomizers.grr(1.0, 3)``);
@@ -142,7 +142,7 @@ def amplify(randomizer: VRParams, n, delta, *,
       sample_rate: the probability ``g`` in (0, 1] that each user takes part (Poisson client
         sampling; ``n`` counts every user, taking part or not), broadcast with the rest. Points with
         ``g = 1`` are today's, bit for bit. At ``g < 1`` no two-count pair is an upper bound (the number of
-        messages is visible; docs/math.md 13.11): ``upper`` and ``blanket`` are the sampled round's
+        messages is visible; docs/math.md 12.10): ``upper`` and ``blanket`` are the sampled round's
         certified bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_bounds`: k-ary RR's
         blanket pair, a matrix's engine, or the three-count pair of any single-message randomizer;
         multi-message rows ValueError), ``lower`` its exact datasets' lower bound (k-RR and matrices),
@@ -314,7 +314,7 @@ def _jobs(randomizer: VRParams, n, delta, lowers: list[LowerParams], scaled_vari
     n_engine = b(randomizer.n_blanket(n) + 1.0)
 
     paper_pair = vr_pair(p, beta, q)  # validates p, beta, q (ValueError naming the parameter)
-    # the clone pair whose constant is proven for this randomizer (randomizers.clone, docs/math.md 5.4)
+    # the clone pair whose constant is proven for this randomizer (randomizers.clone, docs/math.md 3.1)
     wc_pair, clone_proof = certified_worst_case_pair(dataclasses.replace(randomizer, p=p, q=q), xp)
     uv = xp.asarray(paper_pair.u) + xp.asarray(paper_pair.v)  # (p+1) alpha; beta at p = inf
     cu, cv = clone_fields(p, xp)

@@ -2,7 +2,7 @@
 
 Safety contract (as dp_accounting's ``calibrate_dp_mechanism``): the returned value is a
 *verified probe*, never past the target, whatever the monotonicity of the bound
-(docs/math.md section 12). :func:`calibrate_eps0` runs the bracketing loop of
+(docs/math.md section 15). :func:`calibrate_eps0` runs the bracketing loop of
 :func:`jaxshuffle._bisect.bracket_monotone`, one batched :func:`~jaxshuffle.accountant.amplify`
 call per probe; :func:`calibrate_n` searches integers on tiers of certified bounds, cheapest first
 (:func:`search_n`), and probes the calibrated rule itself only near the answer.
@@ -69,8 +69,8 @@ class Calibration(NamedTuple):
       status: :class:`CalibrationStatus` (int8).
       probes: number of batched :func:`amplify` evaluations used (an int).
       clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of the clone pair
-        proven for the randomizer at ``value`` (docs/math.md 5.4); for k-ary RR ``upper`` may come
-        from the blanket pair instead (docs/math.md 7), as :func:`amplify`'s ``upper_source`` says.
+        proven for the randomizer at ``value`` (docs/math.md 3.1); for k-ary RR ``upper`` may come
+        from the blanket pair instead (docs/math.md 10), as :func:`amplify`'s ``upper_source`` says.
       blanket_points: :func:`calibrate_n` with ``rounds > 1``: the profile points of the blanket pair's
         PLD in the T-round rule that certified ``upper`` (int64; 0: no blanket PLD), so that
         ``composed_epsilon(..., blanket_points=blanket_points).upper == upper``; unset, a calibration
@@ -115,7 +115,7 @@ def _check_scaled_variant(params: VRParams, scaled_variant: bool) -> None:
     if scaled_variant and not scaled_pair_proven(params, np.shape(params.p)).all():
         raise ValueError("scaled_variant: the (u+v)-scaled pair is proven only where every pair of inputs has total "
                          "variation beta (k-ary RR, binary RR on two options, a matrix with equal pairwise total "
-                         "variations; docs/math.md 5); calibration returns only certified values, so leave it False "
+                         "variations; docs/math.md 3); calibration returns only certified values, so leave it False "
                          "for this randomizer")
 
 
@@ -130,7 +130,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     ``<= target_eps`` at ``delta`` (the same users in every round) by the one T-round rule,
     :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper``: the smallest of the
     worst-case pair's PLD composition, basic and advanced composition and, for k-ary RR, the
-    blanket pair's PLD composition (docs/math.md 13.8; grid ``discretization``, default
+    blanket pair's PLD composition (docs/math.md 13; grid ``discretization``, default
     :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds; ``blanket_points``
     as there). So ``composed_epsilon`` at ``value`` is ``<= target_eps``, and at ``over`` it is
     not. ``upper_from`` and ``scaled_variant`` do not apply. Points are probed one by one (numpy +
@@ -141,7 +141,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     Vectorised bisection: every probe is one batched :func:`amplify` call (upper side only)
     over all points; the bracket is found by doubling from ``target_eps`` (amplification
     never raises epsilon above eps0) and narrowed by geometric bisection. Why the answer never
-    overshoots: docs/math.md section 12.
+    overshoots: docs/math.md section 15.
 
     Args:
       randomizer: a catalog name with an ``eps0`` option (other options as keyword
@@ -165,7 +165,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         ``amplify``'s ``upper`` too (which is never larger), but not the largest eps0 its blanket
         bound allows; ``"blanket"`` is for k-ary RR only (ValueError otherwise).
       sample_rate: the probability ``g`` in (0, 1] that each user takes part (a scalar; Poisson
-        client sampling, docs/math.md 13.11): every probe and the final certificate are then
+        client sampling, docs/math.md 12.10): every probe and the final certificate are then
         ``amplify(..., sample_rate=g)``'s upper (one round; k-ary RR or a randomizer carrying its
         matrix, whose engine runs at every probe) or, with ``rounds``, ``composed_epsilon(...,
         sample_rate=g)``'s (k-ary RR). ``clone_proof`` is then ``CloneProof.NONE``.
@@ -337,7 +337,7 @@ def _krr_upper(family, n, delta, x0, eps0_max, *, only: bool, rtol: float, scale
     A plan never affects soundness (:func:`jaxshuffle.blanket.plan_blanket`): every value is a
     certified upper bound; sharing one plan means every probe runs one compiled program.
     With clients sampled (``sample_rate < 1``) the blanket pair at the real ``k'`` is the only bound
-    (docs/math.md 13.11), planned and evaluated at ``k'``.
+    (docs/math.md 12.10), planned and evaluated at ``k'``.
     """
     from jaxshuffle.accountant.amplify import UpperSource
     from jaxshuffle.accountant.subsampling import subsampled_krr_k
@@ -439,7 +439,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     predicted from the probes' slope, regula falsi once bracketed, bisection where that stalls
     (:func:`_integer_root`). Every answer is the rule's own verdict: a probe of the T-round rule, or
     (one round, k-RR) re-certified with ``value - 1`` by :func:`amplify` from scratch (one batched
-    call). Why the answer never overshoots: docs/math.md section 12.
+    call). Why the answer never overshoots: docs/math.md section 15.
 
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with

@@ -5,7 +5,7 @@ Each tier's bound is at least the next one's (a looser certified bound), so a co
 accepts, the rule accepts too; each tier searches from the last one's answer, and only the last (the
 calibrated rule itself) decides. Steps on ``log n``: the crossing predicted from the probes' slope,
 regula falsi once bracketed, bisection where that stalls. Why the answer never overshoots the target:
-docs/math.md section 12.
+docs/math.md section 15.
 """
 
 from __future__ import annotations

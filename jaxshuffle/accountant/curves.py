@@ -3,7 +3,7 @@
 :func:`amplify` answers eps at given deltas (its ``delta`` may be an array: that is the curve's
 other direction). :func:`amplify_delta` answers delta at given epsilons. For a single round the
 smallest of several certified upper bounds on ``delta(eps)`` is again one, eps by eps (each
-source's pair dominates the round at every eps; docs/math.md section 13.10). Over several rounds
+source's pair dominates the round at every eps; docs/math.md section 12.9). Over several rounds
 use :func:`~jaxshuffle.pld.composition.compose_delta`, which composes one pair at a time.
 """
 
@@ -48,8 +48,8 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
     (:func:`~jaxshuffle.randomizers.clone.certified_worst_case_pair`, evaluated by
     :func:`~jaxshuffle.hockey_stick_bounds`), and for k-ary RR the blanket pair (the blanket
     engine's certified profile). The smaller is reported, with its source. The hockey-stick
-    divergence is the curve ``delta(eps)``: docs/math.md section 2 (two-count pair) and section 7
-    (blanket pair); the clone constants: section 5.4.
+    divergence is the curve ``delta(eps)``: docs/math.md section 2 (two-count pair) and section 10
+    (blanket pair); the clone constants: section 3.1.
 
     Returns:
       The curve, a :class:`DeltaCurve`: ``upper``, of ``eps``'s shape, a certified upper bound (errs high) on

@@ -1,4 +1,4 @@
-"""A concrete mechanism's tight bounds folded into amplify's report (docs/math.md sections 7 and 18).
+"""A concrete mechanism's tight bounds folded into amplify's report (docs/math.md sections 10 and 11).
 
 :func:`with_mechanism_bounds`: for k-ary RR the blanket pair and the exact datasets
 (:mod:`jaxshuffle.engine.blanket`), for a finite matrix or a catalog row's matrix the matrix engine
@@ -42,7 +42,7 @@ def expects_blanket(eps0, k, n) -> np.ndarray:
 
 def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, delta, *, rtol: float = 1e-6,
                           only: bool = False, lower: bool = True) -> AmplificationReport:
-    """``rep`` with the concrete mechanism's tight bounds folded in (k-ary RR: docs/math.md section 7).
+    """``rep`` with the concrete mechanism's tight bounds folded in (k-ary RR: docs/math.md section 10).
 
     ``upper`` becomes ``min(rep.upper, blanket)`` (both certified upper bounds, so their minimum
     is one; ``upper_source`` says which), or the blanket value alone with ``only=True``;
@@ -70,7 +70,7 @@ def with_mechanism_bounds(rep: AmplificationReport, randomizer: VRParams, n, del
                              "small finite mechanism: randomizers.with_matrix)")
         return rep
     shape = np.shape(rep.upper)
-    if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 18), by point
+    if isinstance(mech, (MatrixMechanism, RowMatrix)):  # finite mechanism (docs/math.md section 11), by point
         return _fold(rep, *_matrix_columns(mech, shape, n, delta, only, lower), only)
     eps0, k, nn, dd = (np.broadcast_to(np.asarray(x, np.float64), shape).ravel()
                        for x in (mech.eps0, mech.k, n, delta))

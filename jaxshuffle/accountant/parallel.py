@@ -13,14 +13,14 @@ Theorem 6.1; the paper states it for ``p_k = e^eps0`` and ``q = e^eps0``).
 Which number is on which side:
 
 * ``basic`` -- the *basic* parallel composition (Section 6, display before Theorem 6.1): the
-  worst-case clone pair of ``(p, q)`` with the clone constant proven for it (docs/math.md 5.4:
+  worst-case clone pair of ``(p, q)`` with the clone constant proven for it (docs/math.md 3.1:
   the standard clone ``r = 1/(2q)``, since the composed randomizer carries no matrix).
   Certified upper bound.
 * ``upper`` -- the certified upper bound of :func:`jaxshuffle.accountant.amplify` for
   ``(p, beta_bar, q)``: ``min(basic, (u+v)-scaled pair)`` (``<= basic``).
 * ``paper`` -- the *advanced* composition, Theorem 6.1: the Theorem 4.7 pair at
   ``beta_bar``. It inherits the ``w > 0`` problem of Theorem 4.7 (docs/math.md
-  section 5): reported as the paper's value, ``paper_certified`` False where
+  section 3): reported as the paper's value, ``paper_certified`` False where
   ``beta_bar < (p-1)/(p+1)``.
 
 :func:`hierarchical_range_query` is the example of Section 7.3.
@@ -190,7 +190,7 @@ class RangeQueryFigure(NamedTuple):
     """Data of the paper's Figure 5 (:func:`range_query_figure`), arrays of the broadcast shape.
 
     ``paper`` values are Theorem 4.7 numbers (the paper's numerical bound, not certified below
-    the worst-case beta, docs/math.md section 5); ``certified`` ones are sound upper bounds.
+    the worst-case beta, docs/math.md section 3); ``certified`` ones are sound upper bounds.
 
     Attributes:
       H: the depth ``log2 d`` (float array).
@@ -234,7 +234,7 @@ def range_query_figure(eps0, d, n, delta=None, *, rtol: float = 1e-6) -> RangeQu
     ``eps0``, ``d`` (a power of 2, ``>= 2``), ``n`` and ``delta`` broadcast; ``delta`` defaults
     to ``0.01/n`` (the paper's Table 5 convention, also the authors' script's). The paper's
     settings are ``d in {64, 2048}``, ``n in {1e4, 1e5}``. One batched
-    :func:`~jaxshuffle.accountant.amplify` call. docs/math.md section 16.2.
+    :func:`~jaxshuffle.accountant.amplify` call. docs/math.md section 19.2.
     """
     e0, dd, nn = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, d, n)))
     dl = 0.01 / nn if delta is None else np.broadcast_to(np.asarray(delta, np.float64), e0.shape)

@@ -1,4 +1,4 @@
-"""A budget's queries and the smooth surrogate of their composed epsilon (docs/math.md section 17).
+"""A budget's queries and the smooth surrogate of their composed epsilon (docs/math.md section 16).
 
 :class:`Query` / :func:`query` (one catalog randomizer with an ``eps0`` option, asked of ``n`` users
 ``count`` times), :func:`round_mu` (each query's round as approximately ``mu``-GDP) and
@@ -118,7 +118,7 @@ def round_mu(queries: Sequence[Query], eps0: jax.Array, n: jax.Array | None = No
     An approximation (a CLT), **not** a bound on either side: it only steers the optimiser; the
     certified value is :func:`certified_epsilon`'s ``upper``.
 
-    Clients sampled (``q.sample_rate = g < 1``): with the three-count pair (docs/math.md 13.11) the
+    Clients sampled (``q.sample_rate = g < 1``): with the three-count pair (docs/math.md 12.10) the
     victim sends a clone-0 / clone-1 marker with probability ``g`` (``g u`` and ``g v`` under one
     hypothesis, swapped under the other) and nothing otherwise, and each of the ``N`` others sends
     a blanket marker of each clone with probability ``g r`` (``r = r0 = r1``). The clone-0 count's

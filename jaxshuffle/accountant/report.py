@@ -18,10 +18,10 @@ class UpperSource:
     """Codes of :attr:`AmplificationReport.upper_source` (which sound bound gave ``upper``)."""
 
     WORST_CASE = 0  #: the clone pair proven for the randomizer (w = 0; AmplificationReport.clone_proof says which)
-    SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 5)
+    SCALED = 1  #: (u+v)-scaled clone pair at delta/(u+v) (docs/math.md section 3)
     TV = 2  #: delta >= beta: eps = 0
-    BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 7)
-    THREE_COUNT = 4  #: three-count pair of a round with clients sampled, from the clone constant (docs/math.md 13.11)
+    BLANKET = 3  #: blanket (three-count) pair of the concrete mechanism (k-ary RR; docs/math.md section 10)
+    THREE_COUNT = 4  #: three-count pair of a round with clients sampled, from the clone constant (docs/math.md 12.10)
 
     #: short names by code (sweep files), and the descriptions the CLI prints
     NAMES = ("worst-case", "scaled", "tv", "blanket", "three-count")
@@ -40,7 +40,7 @@ def check_upper_from(upper_from, *, sampled: bool = False) -> str:
         raise ValueError(f"upper_from: must be one of {UPPER_FROM}, got {upper_from!r}")
     if sampled and upper_from == "worst-case":
         raise ValueError("upper_from: 'worst-case' has no bound with clients sampled (sample_rate < 1): no "
-                         "two-count pair is an upper bound there (docs/math.md 13.11); use 'best' or 'blanket'")
+                         "two-count pair is an upper bound there (docs/math.md 12.10); use 'best' or 'blanket'")
     return upper_from
 
 
@@ -52,10 +52,10 @@ class AmplificationReport(NamedTuple):
       worst_case: certified epsilon of the clone pair whose constant is proven for this randomizer
         (``clone_proof`` says which proof: the standard clone ``r = 1/(2q)`` for any randomizer with
         these ``p`` and ``q``, the stronger clone ``1/(p+1)`` for k-ary RR, ``r*`` of a matrix;
-        docs/math.md 5.4); ``>= upper`` unless ``upper_from="blanket"``.
+        docs/math.md 3.1); ``>= upper`` unless ``upper_from="blanket"``.
       blanket: certified epsilon of the blanket (three-count) pair of the concrete mechanism
         (``inf`` where the randomizer carries none: k-ary RR, the catalog rows that carry their matrix
-        and ``with_matrix`` randomizers do; docs/math.md sections 7 and 18).
+        and ``with_matrix`` randomizers do; docs/math.md sections 10 and 11).
       lower: certified lower bound: the largest of the Theorem 5.1 pairs' and, for a randomizer that
         carries its mechanism, the exact datasets' (k-ary RR: all-z / all-x0; a matrix: every other
         user holding one input) (``0`` where ``has_lower`` is False).
@@ -63,9 +63,9 @@ class AmplificationReport(NamedTuple):
         unless ``paper_certified``).
       certified: True where ``upper`` is a sound upper bound: every valid point, except where the opt-in
         ``(u+v)``-scaled pair gives ``upper`` for a randomizer it is not proven for
-        (:func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`; docs/math.md 5).
+        (:func:`~jaxshuffle.randomizers.clone.scaled_pair_proven`; docs/math.md 3).
       paper_certified: True where the paper's pair has ``w = 0`` and its clone constant is within the one
-        proven for the randomizer (then it is sound; docs/math.md 5.4).
+        proven for the randomizer (then it is sound; docs/math.md 3.1).
       has_lower: True where ``lower`` comes from a Theorem 5.1 pair.
       upper_source: :class:`UpperSource` code (int8).
       status: :class:`~jaxshuffle.search.Status` of the search behind ``upper`` (int8).

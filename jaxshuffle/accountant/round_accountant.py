@@ -11,8 +11,8 @@ counts in one FFT (:func:`~jaxshuffle.pld.composition.compose_discrete`), so ask
 one more round costs one composition, never a rebuild of every round.
 
 Every answer is certified (upper side): each round's PLD comes from a pair that dominates the
-shuffled round (docs/math.md section 13.1), the blanket pair for k-ary RR where it is built (13.9).
-All rounds share one loss grid and one neighbouring relation (replace-one; docs/math.md 13.10).
+shuffled round (docs/math.md section 12.1), the blanket pair for k-ary RR where it is built (12.8).
+All rounds share one loss grid and one neighbouring relation (replace-one; docs/math.md 12.9).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class ShuffledRound(NamedTuple):
       sample_rate: the probability that each user takes part (Poisson client sampling; ``n``
         counts every user). Below 1 it is certified for every single-message randomizer: k-ary RR
         through its blanket pair, the others through the three-count pair of their proven clone
-        constant (docs/math.md 13.11); multi-message protocols are refused.
+        constant (docs/math.md 12.10); multi-message protocols are refused.
     """
 
     randomizer: str
@@ -140,7 +140,7 @@ class RoundAccountant:
         ``expected_rounds`` that is not an integer >= 1, an ``accuracy`` outside (0, 0.1] or a bad
         ``blanket_points``.
 
-    Composition over rounds: docs/math.md section 13 (13.4 for the FFT, 13.9 for the blanket pair's PLD).
+    Composition over rounds: docs/math.md section 12 (12.4 for the FFT, 12.8 for the blanket pair's PLD).
     A round is a :class:`ShuffledRound`, a certified :class:`~jaxshuffle.pld.distribution.RoundPLD`
     on the accountant's grid (say another mechanism's, from
     :func:`~jaxshuffle.pld.interop.from_dp_accounting` with the replace-one relation), or a

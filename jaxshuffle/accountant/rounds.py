@@ -1,12 +1,12 @@
 """Certified epsilon of T rounds of one shuffled randomizer: the smallest of several certified bounds.
 
-For each number of rounds ``T`` and each total ``delta`` (docs/math.md section 13.8), each of these
+For each number of rounds ``T`` and each total ``delta`` (docs/math.md section 13), each of these
 is by itself a certified upper bound on the epsilon of the T-fold composition:
 
 * ``pld``: the PLD composition (:mod:`~jaxshuffle.pld.composition`) of the worst-case two-count
   pair, a dominating pair of every round at every eps;
 * ``blanket_pld``: for k-ary RR, the PLD composition of its blanket pair
-  (:func:`~jaxshuffle.pld.blanket.blanket_round`, docs/math.md section 13.9), another
+  (:func:`~jaxshuffle.pld.blanket.blanket_round`, docs/math.md section 12.8), another
   dominating pair (composed on its own: never mixed with the worst-case pair's profile);
 * ``basic``: ``T eps_1(delta/T)``, where ``eps_1(d)`` is the certified one-round bound of
   :func:`~jaxshuffle.accountant.amplify` (for k-ary RR the blanket pair's);
@@ -40,7 +40,7 @@ SOURCES = ("basic", "advanced", "PLD", "blanket PLD")
 class ComposedEpsilon(NamedTuple):
     """Certified epsilon of ``T`` rounds at total ``delta``; every array has shape ``(len(rounds), len(delta))``.
 
-    The smallest of several certified bounds on T rounds: docs/math.md section 13.8.
+    The smallest of several certified bounds on T rounds: docs/math.md section 13.
 
     Attributes:
       rounds: the numbers of rounds (int64, shape ``(R,)``).
@@ -51,7 +51,7 @@ class ComposedEpsilon(NamedTuple):
       pld: PLD composition of the worst-case pair (upper bound).
       blanket_pld: PLD composition of the blanket pair (upper bound): k-ary RR's, or with clients sampled
         (``sample_rate < 1``) the three-count pair of any other single-message randomizer (the blanket
-        pair of a sampled round, docs/math.md 13.11); ``inf`` for a randomizer without one, or with
+        pair of a sampled round, docs/math.md 12.10); ``inf`` for a randomizer without one, or with
         ``blanket_points=0``.
       lower: the composed worst-case *pair's* epsilon from below (how tight ``pld`` is numerically;
         not a lower bound on the mechanism).
@@ -61,7 +61,7 @@ class ComposedEpsilon(NamedTuple):
       clone_proof: the proof behind the worst-case pair of ``pld`` (and so of ``basic`` and ``advanced``,
         whose one-round bound is :func:`~jaxshuffle.amplify`'s): a
         :class:`~jaxshuffle.randomizers.clone.CloneProof` name, ``"standard"``, ``"stronger"``,
-        ``"general"`` or ``"multi_message"`` (docs/math.md 5.4).
+        ``"general"`` or ``"multi_message"`` (docs/math.md 3.1).
     """
 
     rounds: np.ndarray
@@ -150,7 +150,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         is ``inf``, ``lower`` NaN, ``clone_proof`` ``"none"``); for k-ary RR the blanket pair is k-RR's
         at a real k (built at every ``n`` unless ``blanket_points=0``); basic and advanced composition
         use the sampled round's bound (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`:
-        k-ary RR, or the matrix engine for a randomizer carrying its matrix; docs/math.md 13.11).
+        k-ary RR, or the matrix engine for a randomizer carrying its matrix; docs/math.md 12.10).
 
     A multi-message protocol's round (``p = inf``: its pair's ``v = 0``) has an infinite privacy loss with
     positive probability and so no PLD: ``pld`` is ``inf``, ``lower`` and ``discretization`` NaN, and
@@ -159,7 +159,7 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
 
     Returns:
       The bounds, a :class:`ComposedEpsilon`: ``upper`` is a certified upper bound (errs high; the smallest of
-        the certified bounds, docs/math.md section 13.8); ``lower`` is the worst-case pair's composed epsilon
+        the certified bounds, docs/math.md section 13); ``lower`` is the worst-case pair's composed epsilon
         from below (a numerical check, not a lower bound on the mechanism).
 
     Raises:

@@ -1,10 +1,10 @@
 """Clients sampled per round: each of ``n`` users takes part with probability ``g`` (Poisson sampling).
 
 A participant sends ``R(x)``; the shuffler releases the participants' messages, so their number is
-visible. Neighbouring datasets replace one user's input (docs/math.md section 13.11).
+visible. Neighbouring datasets replace one user's input (docs/math.md section 12.10).
 
 A user who does not take part sends a "void" message, so the round is the shuffled randomizer
-``R_g = [g R | (1 - g) 1]`` (one more output column; docs/math.md 13.11). What is certified here:
+``R_g = [g R | (1 - g) 1]`` (one more output column; docs/math.md 12.10). What is certified here:
 
 * **k-ary randomized response**: k-RR's sum forms at the real ``k' = k + (1 - g)(e^eps0 + k - 1)/g``.
   A non-participant is one more "other value" message that no one counts as x0 or x1, and
@@ -14,10 +14,10 @@ A user who does not take part sends a "void" message, so the round is the shuffl
   lower ends are lower bounds (:func:`jaxshuffle.blanket.krr_bounds` with ``k_forms``).
 * **a finite mechanism given by its matrix** (:class:`~jaxshuffle.randomizers.MatrixMechanism`, or a
   catalog row that builds its matrix: subset selection, Hadamard response, binary RR): the matrix
-  engine (docs/math.md 18) on ``R_g`` itself, upper and exact-dataset lower bounds, or the three-count
+  engine (docs/math.md 11) on ``R_g`` itself, upper and exact-dataset lower bounds, or the three-count
   pair below where it is smaller;
 * **every other single-message randomizer** with a finite ratio ``p``: the three-count pair
-  (:func:`three_count_forms`) with the clone constant proven for it (docs/math.md 5.4, 13.11), an
+  (:func:`three_count_forms`) with the clone constant proven for it (docs/math.md 3.1, 12.10), an
   upper bound only.
 
 Multi-message protocols (and ``p = inf``) are refused with ``sample_rate < 1`` for now.
@@ -63,7 +63,7 @@ def scalar_sample_rate(sample_rate, taker: str) -> float:
 def subsampled_krr_k(eps0, k, sample_rate) -> np.ndarray:
     """The real ``k'`` whose k-RR blanket form is k-RR's with clients sampled at rate ``g``.
 
-    ``k' = k + (1 - g)(e^eps0 + k - 1)/g`` (docs/math.md 13.11), lowered by :data:`K_MARGIN`
+    ``k' = k + (1 - g)(e^eps0 + k - 1)/g`` (docs/math.md 12.10), lowered by :data:`K_MARGIN`
     relative where ``g < 1`` and exactly ``k`` at ``g = 1``. Lowering is the safe side: ``k'`` at a
     smaller value is the form of a larger rate ``g' >= g``, and the mechanism at rate ``g`` is a
     post-processing of the one at ``g'`` (drop each message with probability ``1 - g/g'``), so its
@@ -80,7 +80,7 @@ def subsampled_krr_k(eps0, k, sample_rate) -> np.ndarray:
 class SubsampledEpsilon(NamedTuple):
     """Certified epsilon of one round with clients sampled at ``sample_rate`` (arrays of the points' shape).
 
-    Clients sampled per round: docs/math.md section 13.11.
+    Clients sampled per round: docs/math.md section 12.10.
 
     Attributes:
       upper: certified upper bound on the round's epsilon at ``delta``.
@@ -109,7 +109,7 @@ def subsampled_epsilon(randomizer, n, delta, *, sample_rate) -> SubsampledEpsilo
       sample_rate: ``g``, the probability that a user takes part in the round, in (0, 1].
 
     Arrays broadcast. At ``sample_rate = 1`` it is
-    ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly (docs/math.md 13.11).
+    ``jaxshuffle.blanket.blanket_epsilon(eps0, k, n, delta).upper`` exactly (docs/math.md 12.10).
 
     Returns:
       The bound, a :class:`SubsampledEpsilon`: ``upper`` is certified (upper side, errs high): the blanket
@@ -149,7 +149,7 @@ def sampled_matrix(matrix, sample_rate: float) -> np.ndarray:
 class SubsampledBounds(NamedTuple):
     """Both sides for a round with clients sampled (:func:`subsampled_bounds`), arrays of the points' shape.
 
-    Clients sampled per round: docs/math.md section 13.11.
+    Clients sampled per round: docs/math.md section 12.10.
 
     Attributes:
       upper: certified upper bound on the round's epsilon.
@@ -221,7 +221,7 @@ def subsampled_bounds(randomizer, n, delta, *, sample_rate, rtol: float = 1e-6, 
     three-count pair with the matrix's clone constant, point by point. Any other single-message
     randomizer: the three-count pair (:func:`three_count_forms`) with the clone constant proven for it
     (the standard clone ``1/(2q)``), no lower bound. ``upper`` errs high and ``lower`` low
-    (docs/math.md 13.11, 18). ``source`` names the bound behind each point's ``upper``.
+    (docs/math.md 11, 12.10). ``source`` names the bound behind each point's ``upper``.
 
     Returns:
       Both sides, a :class:`SubsampledBounds`: ``upper`` a certified upper bound (errs high), ``lower`` a
@@ -308,9 +308,9 @@ def three_count_forms(p: float, r: float, g: float):
 
     ``delta(t) <= (1/n) E[(c_A A + c_B B + (1 - t) V)_+]`` with ``c_A = (p - t)/((p + 1) r)``,
     ``c_B = (1 - t p)/((p + 1) r)`` and ``(A, B, V, O) ~ Multinomial(n; g r, g r, 1 - g, g (1 - 2 r))``
-    (docs/math.md 13.11): a dominating pair of the sampled round of every single-message randomizer
+    (docs/math.md 12.10): a dominating pair of the sampled round of every single-message randomizer
     whose probability ratios are at most ``p`` and which satisfies the clone condition
-    ``R(x, y) >= r (R(x0, y) + R(x1, y))``. It is the form (18.1) with ``omega = (g r, g r, 1 - g)``,
+    ``R(x, y) >= r (R(x0, y) + R(x1, y))``. It is the form (11.1) with ``omega = (g r, g r, 1 - g)``,
     so the matrix engine's certified search evaluates it. The coefficients are raised by 8 units of
     roundoff (the safe side: the sum form is nondecreasing in each coefficient); ``r`` should already
     be rounded down (a smaller ``r`` keeps the condition). Symmetric in ``x0, x1``: one form covers

@@ -10,7 +10,7 @@ Method (docs/math.md section "Budget tuning"):
 1. **Surrogate of the composed epsilon** (smooth, JAX, implicit gradients). The stronger-clone
    form of query ``i``'s worst-case pair (``u = p/(p+1)``, ``v = 1/(p+1)``, ``r0 = r1 = p/((p+1) q)``,
    :func:`~jaxshuffle.pair.vr_pair`; only a direction finder here, the certificate in step 3 uses the
-   pair proven for the randomizer, docs/math.md 5.4) has a privacy loss
+   pair proven for the randomizer, docs/math.md 3.1) has a privacy loss
    ``L = log((u rho + v)/(v rho + u))`` with
    ``log rho`` approximately normal, sd ``1/sqrt(N s h(1-h))`` (``N`` blanket messages,
    ``s = r0 + r1``, ``h = r0/s``). Linearising ``L`` at ``rho = 1`` gives a Gaussian loss of sd::
@@ -47,7 +47,7 @@ Clients sampled per round (``Query.sample_rate = g < 1``, Poisson sampling: each
 users takes part with probability ``g``). The surrogate's round is ``sqrt(g) mu`` (derived in
 :func:`round_mu`; still not a bound), and the certificate is the sampled round's own PLD,
 :func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate=g`` (k-ary RR's blanket pair at
-the real ``k'``, docs/math.md 13.11; k-ary RR only so far, other randomizers are refused by
+the real ``k'``, docs/math.md 12.10; k-ary RR only so far, other randomizers are refused by
 :func:`query`). At ``g = 1`` every step is exactly the unsampled one (same surrogate, same rounds).
 """
 
@@ -198,7 +198,7 @@ def default_utility(queries: Sequence[Query]) -> Callable[[jax.Array], jax.Array
 class TuneResult(NamedTuple):
     """Result of :func:`tune` (numpy arrays / floats).
 
-    Certified at the end: docs/math.md section 17.3.
+    Certified at the end: docs/math.md section 16.3.
 
     Attributes:
       eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
@@ -220,7 +220,7 @@ class TuneResult(NamedTuple):
       delta: the composed release's delta.
       discretization: the common loss grid of the certified composition.
       sources: each query's round pair, in the queries' order: the proof that certifies it
-        (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 5.4; a query with
+        (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 3.1; a query with
         ``sample_rate < 1``: its sampled round's source, ``"blanket pair (k-ary RR, clients sampled at g)"``).
     """
 
@@ -320,7 +320,7 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
 
     Returns:
       The allocation, a :class:`TuneResult`. The optimisation uses a smooth surrogate (module docstring;
-        docs/math.md section 17); the returned ``eps0`` is then scaled by a certified bisection so that
+        docs/math.md section 16); the returned ``eps0`` is then scaled by a certified bisection so that
         ``upper <= target_eps``, ``upper`` from :func:`~jaxshuffle.accountant.compose.compose` recomputed at
         the returned eps0 (a certified upper bound, errs high).
 
@@ -433,7 +433,7 @@ class ParetoFront(NamedTuple):
 def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer=None, steps: int = 200,
                  discretization: float | None = None, rtol: float = 2e-3) -> ParetoFront:
     """:func:`tune` over a list of targets: the optimisation is vmapped over targets (one compiled
-    scan), each allocation then certified (docs/math.md section 17).
+    scan), each allocation then certified (docs/math.md section 16).
 
     Args:
       queries: :class:`Query` list (:func:`query`), as :func:`tune`.

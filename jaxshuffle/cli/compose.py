@@ -3,7 +3,7 @@
     jaxshuffle compose --randomizer grr --k 10 --eps0 1 --n 1e4 --rounds 1..1000:20 --delta 1e-6
 
 Per (T, delta): the smallest certified bound on the T rounds and its source
-(:func:`jaxshuffle.accountant.rounds.composed_epsilon`, docs/math.md section 13.8), next to each
+(:func:`jaxshuffle.accountant.rounds.composed_epsilon`, docs/math.md section 13), next to each
 candidate. ``--json``: one object per (T, delta); ``--plot``: composed eps against T; ``--curve``: the
 privacy curve (certified delta at a grid of eps, per T) as CSV, drawn beside it as PNG.
 Ctrl-C (exit 130) and SIGTERM (exit 143) stop it within a fraction of a second with one line on stderr, as
@@ -62,7 +62,7 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
         "compose", help="certified epsilon of T shuffled rounds, composed (PLD + FFT)",
         description="Composed (eps, delta) of T rounds of n users' shuffled messages: the certified pairs' "
                     "privacy-loss distributions (worst-case pair; for k-RR also the blanket pair), composed by FFT "
-                    "with every error on the safe side (docs/math.md section 13), next to basic and advanced "
+                    "with every error on the safe side (docs/math.md section 12), next to basic and advanced "
                     "composition of the one-round bound.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--randomizer", required=True, help="catalog name (see `jaxshuffle randomizers`)")
@@ -160,7 +160,7 @@ def run_compose(args) -> int:
         return "-" if x is None else fmt(x)
 
     print(assumptions(entry, args.randomizer) + " The same users take part in every round.")
-    print(f"  worst-case pair: the {c.clone_proof} clone (docs/math.md 5.4).")
+    print(f"  worst-case pair: the {c.clone_proof} clone (docs/math.md 3.1).")
     print("  certified eps: the smallest certified bound on the T rounds: the PLD composition of the worst-case "
           "pair and, for k-RR, of the blanket pair (each composed on its own), and basic and advanced composition "
           "of the one-round bound (for k-RR the blanket pair's).")

@@ -17,7 +17,7 @@ parameter; under ``jit``/``vmap`` such points give ``valid == False`` and
 Which pair each bound bounds (docs/math.md section 1): the variation-ratio
 theorems bound the epsilon of the Theorem 4.7 pair ``vr_pair(p, beta, q)`` (that
 pair is itself a certified upper bound on the shuffled mechanism only when
-``beta`` is the worst case, docs/math.md section 5); the clone closed forms bound the
+``beta`` is the worst case, docs/math.md section 3); the clone closed forms bound the
 standard / stronger clone pairs; the metric bounds bound the pair
 ``u = e^D/(e^D+1), v = 1/(e^D+1), w = 0, r0 = r1 = 1/R``; EFMRTT and the privacy
 blanket bound the shuffled mechanism directly.

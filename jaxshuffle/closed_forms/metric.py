@@ -1,6 +1,6 @@
 """Closed forms of the shuffle model of metric DP (seed metric-shuffle-dp-supplement, Theorem 1, Corollaries 1, 2).
 
-docs/math.md section 3.
+docs/math.md section 7.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def metric_theorem1(n, d_ab, r_max, delta):
 
     ``d_ab = D(a, b)`` is the local metric distance of the edge and
     ``r_max = max_c e^{D(a,c)} + e^{D(b,c)}`` ([MDP] Supplement A, Steps 1-3;
-    docs/math.md section 3). With ``L = log(4/delta)``, ``pc = 2/r_max``::
+    docs/math.md section 7). With ``L = log(4/delta)``, ``pc = 2/r_max``::
 
         Omega   = (n-1) pc - sqrt(3 (n-1) pc L)
         e^eps'  = 1 + (2 sqrt(Omega L/2) + 1) / (Omega/2 - sqrt(Omega L/2))
@@ -100,7 +100,7 @@ def metric_corollary1(n, d_ab, d_max, delta):
 def metric_corollary2(n, d_ab, r_max, delta):
     """Shuffle metric DP, Corollary 2 (Eq. 3, simplified). Upper bound on eps.
 
-    ([MDP] Supplement A Step 4; docs/math.md section 3), ``L = log(4/delta)``::
+    ([MDP] Supplement A Step 4; docs/math.md section 7), ``L = log(4/delta)``::
 
         eps = min(D(a,b), log(1 + 8 (e^D - 1)/(e^D + 1) (sqrt(r_max L / (2(n-1))) + r_max/(2(n-1)))))
 

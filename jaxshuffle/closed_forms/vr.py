@@ -1,7 +1,7 @@
-"""Closed forms of the variation-ratio paper: Theorem 4.2 (corrected, docs/math.md section 3) and Theorem 4.3.
+"""Closed forms of the variation-ratio paper: Theorem 4.2 (corrected, docs/math.md section 7) and Theorem 4.3.
 
 They bound the epsilon of the Theorem 4.7 pair ``vr_pair(p, beta, q)``, which is a certified
-upper bound on the shuffled mechanism only at the worst-case beta (docs/math.md section 5).
+upper bound on the shuffled mechanism only at the worst-case beta (docs/math.md section 3).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def vr_theorem42(n, delta, p, beta, q):
     """Variation-ratio Theorem 4.2 ("analytic" bound), corrected form. Upper bound on eps.
 
     Bounds the epsilon at ``delta`` of the Theorem 4.7 pair ``vr_pair(p, beta, q)``
-    ([VR] Theorem 4.2, proof in Appendix F; docs/math.md section 3). With
+    ([VR] Theorem 4.2, proof in Appendix F; docs/math.md section 7). With
     ``alpha = beta/(p-1)``, ``r = alpha p/q``, ``L = log(4/delta)``, ``m = sqrt(L/2)``::
 
         Omega = 2 r (n-1) - sqrt(min(6 r, 1/2) (n-1) L)
@@ -59,7 +59,7 @@ def vr_theorem42(n, delta, p, beta, q):
     * ``p > 1`` (or ``p = inf``), ``beta > 0``, ``2 r < 1`` or ``w = 0``;
     * ``Omega > 0``;
     * ``A >= 0`` and ``2 m A Omega + 2 A sqrt(Omega) > 2 m K (n-1) + beta m``: F(C)
-      decreases for every ``C >= Omega`` (docs/math.md section 3; re-derived: with
+      decreases for every ``C >= Omega`` (docs/math.md section 7; re-derived: with
       ``x = sqrt(C)``, ``dF/dx`` has the sign of ``-2mAx^2 - 2Ax + 2mK(n-1) + beta m``);
     * ``Den > 0``. The shared reference's condition omitted this; without it the conditions above
       admit a negative denominator, i.e. a negative or NaN "bound" (e.g. ``p = e^3``,
@@ -94,7 +94,7 @@ def vr_theorem43(n, delta, p, beta, q):
     """Variation-ratio Theorem 4.3 ("asymptotic" bound). Upper bound on eps.
 
     Bounds the epsilon at ``delta`` of ``vr_pair(p, beta, q)`` ([VR] Theorem 4.3, proof
-    in Appendix G; docs/math.md section 3)::
+    in Appendix G; docs/math.md section 7)::
 
         r   = p beta / ((p-1) q),    X = beta (1+p)/(p-1) = (p+1) alpha
         c_r = max(0, 4 (1 - 3r) / (9 (1 - 2r)))

@@ -3,10 +3,10 @@
 * :mod:`jaxshuffle.engine._search`: what every search shares (:class:`Status`, :class:`EpsilonBracket`,
   the certified steps that move a bracket end).
 * :mod:`jaxshuffle.engine.two_count`: the two-count pair (``pair`` -> ``plan`` -> ``divergence`` ->
-  ``search``), certified for every eps0-LDP randomizer (docs/math.md sections 2-9).
-* :mod:`jaxshuffle.engine.blanket`: k-ary randomized response's blanket (three-count) pair (section 7).
+  ``search``), certified for every eps0-LDP randomizer (docs/math.md sections 2-6).
+* :mod:`jaxshuffle.engine.blanket`: k-ary randomized response's blanket (three-count) pair (section 10).
 * :mod:`jaxshuffle.engine.matrix`: the blanket bound of any finite mechanism's matrix, with its lattice
-  refinement (section 18).
+  refinement (section 11).
 
 The old import paths (``jaxshuffle.search``, ``jaxshuffle.blanket``, ``jaxshuffle.blanket_matrix``, ...)
 give these very modules.

@@ -3,7 +3,7 @@
 Each engine's search keeps, per point, a bracket ``[lo, hi]`` with ``D(lo) > delta >= D(hi)`` certified
 (``D`` the hockey-stick divergence of its pair at ``t = e^eps``, evaluated with a certified band
 ``[D_lower, D_upper]``). The steps that *move* a bracket end, and so carry the certificate, are here
-once, each engine's loop calling them (docs/math.md section 9, "One core for every engine"):
+once, each engine's loop calling them (docs/math.md section 5, "One core for every engine"):
 
 * an evaluation moves ``hi`` to ``x`` only where ``D_upper(x) <= delta`` and ``lo`` only where
   ``D_lower(x) > delta`` (each loop writes this one comparison);

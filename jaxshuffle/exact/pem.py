@@ -1,4 +1,4 @@
-"""PEM exhaustive lower bound for the shuffle model of metric DP (Algorithm 2 corrected, docs/math.md section 4)."""
+"""PEM exhaustive lower bound for the shuffle model of metric DP (Algorithm 2 corrected, docs/math.md section 9)."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def pem_lower(n: ArrayLike, d_ab: ArrayLike, d_ac: ArrayLike, d_bc: ArrayLike, d
     floats, so n = 5000 needs ~1 GB) and ``O(n^2)`` work per bisection step, far less after
     dropping fibres of negligible mass; n = 1000 takes about 0.3 s.
 
-    Corrections to the printed Algorithm 2 (docs/math.md section 4): the others' counts are
+    Corrections to the printed Algorithm 2 (docs/math.md section 9): the others' counts are
     multinomial, not a product of binomials, and the loop must include ``A + B + C = n``
     (no padding symbol), which ``A in [n], B in [n-1-A], C in [n-1-A-B]`` leaves out.
 

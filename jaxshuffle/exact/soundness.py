@@ -11,13 +11,13 @@ For a local randomizer given as a ``K x Y`` row-stochastic matrix, a victim inpu
   over candidate datasets of the other users (all-equal, optionally two-value mixtures);
 * ``upper``: :func:`~jaxshuffle.accountant.amplify`'s certified upper bound for the mechanism
   given by its matrix (``with_matrix``): the smaller of the clone pair with the matrix's clone
-  constant ``r*`` (docs/math.md 5.4) and the matrix engine's bound, or 0 where ``delta >= beta``;
+  constant ``r*`` (docs/math.md 3.1) and the matrix engine's bound, or 0 where ``delta >= beta``;
 * ``paper``: the variation-ratio paper's Theorem 4.7 value for the matrix's own
   ``(p, beta, q = p)``, certified only when ``beta`` is the worst case.
 
 and checks ``lower <= exact <= upper``; a violation of a certified side raises
 :class:`OrderViolation`. The paper value falling below ``exact`` is reported, not raised:
-that is the documented unsoundness of Theorem 4.7 (docs/math.md section 5), e.g.
+that is the documented unsoundness of Theorem 4.7 (docs/math.md section 3), e.g.
 3-ary RR, ``eps0 = 1``, ``n = 2``, ``delta = 0.01``: exact 0.969408 > paper 0.914553.
 """
 
@@ -86,7 +86,7 @@ def sandwich(matrix: ArrayLike, x0: int, x1: int, n: int, delta: float, *, candi
              rtol: float = 1e-9) -> SandwichReport:
     """Lower, exact, certified upper and paper epsilon for a finite mechanism (see module doc).
 
-    Exact enumeration: docs/math.md section 4; the upper side's clone constant ``r*``: section 5.4.
+    Exact enumeration: docs/math.md section 9; the upper side's clone constant ``r*``: section 3.1.
 
     Args:
       matrix: the mechanism, a ``K x Y`` row-stochastic matrix, ``matrix[x, y] = P(R(x) = y)``.
@@ -126,7 +126,7 @@ def sandwich(matrix: ArrayLike, x0: int, x1: int, n: int, delta: float, *, candi
         f64 = lambda x: jnp.asarray(np.float64(x))  # noqa: E731
         lp = LowerParams(f64(p0), f64(b0), f64(q0), f64(q1)) if lower_applies else None
         params = VRParams(f64(p), f64(min(beta, (p - 1) / (p + 1))), f64(q))
-        # the mechanism is known: its matrix certifies the clone constant r* (docs/math.md 5.4)
+        # the mechanism is known: its matrix certifies the clone constant r* (docs/math.md 3.1)
         rep = amplify(with_matrix(params, m), float(n), delta, rtol=rtol)
         upper, paper, paper_certified = float(rep.upper), float(rep.paper), bool(rep.paper_certified)
         # the Theorem 5.1 pair alone (the matrix engine's lower bound also covers datasets that are not

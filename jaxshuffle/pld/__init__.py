@@ -1,7 +1,7 @@
 """Privacy-loss distributions (PLDs): a round's distribution from a certified dominating pair, and their composition.
 
 A pair ``(P, Q)`` that dominates a shuffled round has a privacy-loss distribution, the law of
-``log P(o)/Q(o)`` for ``o ~ P`` (docs/math.md section 13); rounds compose by convolving their PLDs.
+``log P(o)/Q(o)`` for ``o ~ P`` (docs/math.md section 12); rounds compose by convolving their PLDs.
 This package holds those mechanics; which pair, which rounds and which bound to report is the
 accountant's policy (:mod:`jaxshuffle.accountant`, e.g. :func:`~jaxshuffle.accountant.composed_epsilon`).
 
@@ -13,7 +13,7 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.pld.two_count`: a two-count pair's round from its cells (pessimistic and optimistic)
   or, at large ``n``, its profile (:func:`round_pld`, :func:`shuffled_round`), and its RDP (:func:`rdp`);
 * :mod:`~jaxshuffle.pld.profile`: a round connected from a symmetric pair's certified privacy profile
-  (connecting the dots, docs/math.md 13.9; :func:`two_count_round`);
+  (connecting the dots, docs/math.md 12.8; :func:`two_count_round`);
 * :mod:`~jaxshuffle.pld.blanket`: k-ary RR's blanket pair and a sampled round's three-count pair as
   rounds (:func:`blanket_round`, :func:`three_count_round`);
 * :mod:`~jaxshuffle.pld.composition`: rounds composed by FFT, every error on the safe side

@@ -1,8 +1,8 @@
 """Privacy-loss distributions of shuffled k-ary RR's blanket pair and of a sampled round's three-count pair.
 
-Both pairs are symmetric and dominate their round (docs/math.md sections 7 and 13.11), so each round's
+Both pairs are symmetric and dominate their round (docs/math.md sections 10 and 12.10), so each round's
 PLD is connected from its certified privacy profile (:mod:`jaxshuffle.pld.profile`,
-docs/math.md section 13.9): the blanket engine's certified divergence for k-RR
+docs/math.md section 12.8): the blanket engine's certified divergence for k-RR
 (:func:`jaxshuffle.blanket.point_divergence`), the matrix engine's form divergence for the three-count
 pair. ``h = 0`` from ``eps0`` (k-RR) or ``log p`` (three-count) on.
 """
@@ -71,11 +71,11 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
         epsilon at ``TAIL_DELTA``), and ``points/8`` more up to ``min(eps0, TAIL_REACH eps_tail)``.
       sample_rate: the probability ``g`` in (0, 1] that a user takes part in the round (Poisson
         client sampling): the blanket pair is then k-RR's at the real ``k'`` of
-        :func:`~jaxshuffle.accountant.subsampling.subsampled_krr_k` (docs/math.md 13.11), a
+        :func:`~jaxshuffle.accountant.subsampling.subsampled_krr_k` (docs/math.md 12.10), a
         dominating pair of the subsampled round. ``n`` counts every user, taking part or not.
 
     Returns a symmetric :class:`RoundPLD` (pessimistic only: ``lower_*`` are None). Composing it
-    gives certified upper bounds (docs/math.md section 13.9); it never mixes with another pair's
+    gives certified upper bounds (docs/math.md section 12.8); it never mixes with another pair's
     profile (compose each pair and keep the smaller final bound).
     """
     from jaxshuffle.engine.two_count.pair import vr_pair, worst_case_beta
@@ -124,9 +124,9 @@ def three_count_round(p: float, r: float, g: float, n, *, discretization: float,
     """Certified round PLD of a round with clients sampled at rate ``g``, from its three-count pair.
 
     The three-count pair (:func:`~jaxshuffle.accountant.subsampling.three_count_forms`, docs/math.md
-    13.11) dominates the sampled round of every single-message randomizer with ratio ``p`` and clone
+    12.10) dominates the sampled round of every single-message randomizer with ratio ``p`` and clone
     constant ``r`` (``r`` already rounded down). It is symmetric, so its PLD is built from its certified
-    profile exactly as :func:`blanket_round` builds k-RR's (docs/math.md 13.9): upper profile values at
+    profile exactly as :func:`blanket_round` builds k-RR's (docs/math.md 12.8): upper profile values at
     points below ``j Delta`` from the matrix engine's certified form divergence, connected. ``h = 0`` from
     ``eps = log p`` on. Pessimistic only; composing it gives certified upper bounds.
     """

@@ -3,11 +3,11 @@
 The composition of rounds with PLDs ``p_1, ..., p_R`` (each repeated ``T_r`` times) has the PLD of
 the *sum* of independent losses: the convolution ``p_1^{*T_1} * ... * p_R^{*T_R}``, computed here as
 ``IFFT(prod_r FFT(p_r)^{T_r})`` on a circular grid of ``N`` (a power of two) bins, on device (jit).
-Then (docs/math.md section 13.4)::
+Then (docs/math.md section 12.4)::
 
     delta(eps) = 1 - prod_r (1 - inf_r)^{T_r} + sum_j p_j (1 - e^{eps - l_j})_+
 
-Errors, each bounded and added on the safe side (docs/math.md section 13.5):
+Errors, each bounded and added on the safe side (docs/math.md section 12.5):
 
 * **wrap-around**: the window ``[x_lo, x_hi]`` of the composed index holds all but ``tail`` of the
   mass on each side (Chernoff bounds ``P[J >= x] <= exp(sum_r T_r K_r(lam) - lam x)`` with the
@@ -134,7 +134,7 @@ def _delta_table(probs, lower_index, discretization, infinity_mass, tail, fft_er
     ``delta(eps_j) = r1 - e^{eps_j - l_f} r2`` with ``f`` the first bin of loss above ``eps_j``,
     ``r1 = sum_{i >= f} p_i`` and ``r2 = sum_{i >= f} p_i e^{-(i - f) Delta}``: every exponent is at most
     0, so composed losses far above 709 (where ``e^{eps}`` overflows and ``e^{-l}`` underflows) are
-    evaluated like small ones (docs/math.md 13.4)."""
+    evaluated like small ones (docs/math.md 12.4)."""
     size = probs.shape[0]
     ell = (lower_index + jnp.arange(size, dtype=jnp.float64)) * discretization
     eps = jnp.maximum(ell, 0.0)
@@ -292,7 +292,7 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
 class CompositionBound(NamedTuple):
     """Composed epsilon brackets of a sequence of shuffled rounds.
 
-    Composition by FFT and its safe-side errors: docs/math.md sections 13.4 and 13.5.
+    Composition by FFT and its safe-side errors: docs/math.md sections 12.4 and 12.5.
 
     Attributes:
       upper: certified epsilon at each delta (``inf`` where none can be claimed): every round's pair
@@ -362,7 +362,7 @@ def compose(rounds: Sequence[tuple[RoundPLD, int]], delta, *, tail: float = WRAP
       tail: composed mass allowed outside the FFT window, per side (added to delta), in (0, 1e-3).
 
     Both directions of the neighbouring relation are composed (``P||Q`` and ``Q||P`` round by
-    round) and the larger epsilon is reported (docs/math.md sections 13.4-13.5).
+    round) and the larger epsilon is reported (docs/math.md sections 12.4-12.5).
 
     Returns:
       The bracket, a :class:`CompositionBound` of ``delta``'s shape: ``upper`` is certified (an upper bound on
@@ -402,7 +402,7 @@ def compose_delta(rounds: Sequence[tuple[RoundPLD, int]], eps, *, tail: float = 
       An array of ``eps``'s shape: a certified upper bound (errs high) on the composed mechanism's delta at
         each ``eps`` (the larger of both directions of the relation), non-increasing in ``eps``. It agrees
         with :func:`compose` on the safe side: at ``eps = compose(rounds, delta).upper`` it is ``<= delta``
-        (docs/math.md section 13.4).
+        (docs/math.md section 12.4).
 
     Raises:
       ValueError: naming the parameter, for bad ``rounds`` (as :func:`compose`), a non-finite ``eps``
@@ -421,7 +421,7 @@ def epsilon_over_rounds(round_pld: RoundPLD, counts, delta, *, tail: float = WRA
     """Composed epsilon of ``T`` identical rounds for each ``T`` in ``counts`` and each ``delta``.
 
     Build ``round_pld`` for the largest count (``rounds=max(counts)``) so the grid suits it.
-    Composition by FFT: docs/math.md section 13.4.
+    Composition by FFT: docs/math.md section 12.4.
 
     Args:
       round_pld: one round's :class:`~jaxshuffle.pld.distribution.RoundPLD` (certified).

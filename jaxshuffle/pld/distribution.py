@@ -1,8 +1,8 @@
 """The privacy-loss distribution types every round and composition shares, and their default loss grid.
 
 :class:`DiscretePLD` is one direction's distribution of the privacy loss on a grid, discretised on
-one side (pessimistic or optimistic, docs/math.md section 13.3); :class:`RoundPLD` holds a round's
-distributions in both directions with the neighbouring relation they are about (section 13.10). They
+one side (pessimistic or optimistic, docs/math.md section 12.3); :class:`RoundPLD` holds a round's
+distributions in both directions with the neighbouring relation they are about (section 12.9). They
 live apart from the constructions (:mod:`jaxshuffle.pld.two_count` for a pair's cells,
 :mod:`jaxshuffle.pld.profile` for a certified privacy profile) so that every construction
 and :mod:`jaxshuffle.pld.composition` import them without importing each other.
@@ -33,7 +33,7 @@ MAX_DEFAULT_ROUNDS = 4000
 class DiscretePLD(NamedTuple):
     """A privacy-loss distribution on the grid ``loss = (lower_index + j) * discretization``.
 
-    Discretising on the safe side: docs/math.md section 13.3.
+    Discretising on the safe side: docs/math.md section 12.3.
 
     Attributes:
       probs: float64 masses (``probs[j]`` at loss ``(lower_index + j) * discretization``).
@@ -85,9 +85,9 @@ class RoundPLD(NamedTuple):
     pair, ``r0 == r1``). ``upper_*`` are pessimistic, ``lower_*`` optimistic. ``certified`` is True
     when the pair dominates the shuffled mechanism (an upper pair with ``w == 0``).
     ``neighboring_relation`` is what the guarantee is about: :data:`REPLACE_ONE` for every shuffled
-    round (a user's input replaced; docs/math.md section 13.10). Rounds compose only with rounds of
+    round (a user's input replaced; docs/math.md section 12.9). Rounds compose only with rounds of
     the same relation. Under replace-one a Gaussian sum of vectors clipped to norm ``C`` has
-    sensitivity ``2 C``, not the add/remove ``C``. A pair's PLD, row by row: docs/math.md section 13.2.
+    sensitivity ``2 C``, not the add/remove ``C``. A pair's PLD, row by row: docs/math.md section 12.2.
 
     Attributes:
       upper_forward: pessimistic :class:`DiscretePLD` of ``P || Q`` (composes to upper bounds).

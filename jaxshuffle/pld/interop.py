@@ -59,7 +59,7 @@ def to_dp_accounting(round_pld: RoundPLD, *, neighboring_relation=_REQUIRED):
 
     ``pmf_remove`` is ``PLD(P||Q)`` and ``pmf_add`` is ``PLD(Q||P)`` (the same for a symmetric pair).
     Only certified rounds are exported. Interop and the neighbouring relation: docs/math.md
-    sections 13.7 and 13.10.
+    sections 12.7 and 12.9.
 
     Args:
       round_pld: a certified :class:`~jaxshuffle.pld.distribution.RoundPLD` (e.g. from
@@ -121,7 +121,7 @@ def from_dp_accounting(pessimistic, discretization: float, *, neighboring_relati
     ``value_discretization_interval=discretization`` (the shuffled rounds' grid); it is trusted as an
     upper bound for its mechanism (``certified``). ``optimistic``: optionally the same mechanism with
     ``pessimistic_estimate=False``, for the lower side; without it the composition's ``lower`` is NaN.
-    Interop and the neighbouring relation: docs/math.md sections 13.7 and 13.10.
+    Interop and the neighbouring relation: docs/math.md sections 12.7 and 12.9.
 
     Args:
       pessimistic: a dp_accounting ``PrivacyLossDistribution`` built with ``pessimistic_estimate=True``

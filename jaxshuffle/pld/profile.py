@@ -3,7 +3,7 @@
 For a *symmetric* pair ``(P, Q)`` (``H_t(P||Q) = H_t(Q||P)``) that dominates a round, the profile
 ``h(t) = H_t(P || Q)``, ``t = e^eps``, is convex and non-increasing with ``h(0) = 1``; an engine
 certifies an upper value ``u_i >= h(t_i)`` at given ``eps_i >= 0``. The round's PLD is built by
-connecting those dots (docs/math.md section 13.9):
+connecting those dots (docs/math.md section 12.8):
 
 1. ``eps_i = j_i Delta`` on the composition grid (evaluated a few ulps lower, so that
    ``u_i >= h(e^{j_i Delta})``), up to the largest loss, where ``h = 0``; ``u`` capped at 1 and
@@ -50,7 +50,7 @@ MAX_INDEX = 1 << 21  # largest |loss| / discretization of a round (the dense arr
 @jax.jit
 def _lower_hull(x, y):
     """Mask of the lower convex hull's vertices of points with increasing ``x`` (monotone chain).
-    Float decisions only affect tightness: any vertex set gives a valid bound (section 13.9)."""
+    Float decisions only affect tightness: any vertex set gives a valid bound (section 12.8)."""
     m = x.shape[0]
 
     def push(carry, i):
@@ -75,7 +75,7 @@ def connect_the_dots(j, discretization, upper):
     ``j``: increasing grid indices with ``j[0] = 0``; ``upper``: certified upper values there (``inf``
     allowed). Returns ``(positive, negative, zero, infinity)``: P-masses at losses ``+j[i] Delta``
     and ``-j[i] Delta`` (entry 0 unused, 0), at loss 0 and at ``+inf``; each rounded up
-    (docs/math.md section 13.9). The pair must be symmetric (``H_t(P||Q) = H_t(Q||P)``).
+    (docs/math.md section 12.8). The pair must be symmetric (``H_t(P||Q) = H_t(Q||P)``).
     """
     eps = j * discretization
     u = jax.lax.cummin(jnp.where(jnp.isnan(upper), 1.0, jnp.minimum(upper, 1.0)))
@@ -169,12 +169,12 @@ def two_count_round(pair: TwoCountPair, n: float, discretization: float, *,
 
     The pair is symmetric (exchanging the two counts maps ``P`` to ``Q``), so its PLD is connected from
     the two-count engine's certified upper divergence (:func:`~jaxshuffle.engine.two_count.divergence.
-    point_divergence`, docs/math.md sections 2 and 8) at ``points`` evaluations spread evenly over
+    point_divergence`, docs/math.md sections 2 and 4) at ``points`` evaluations spread evenly over
     ``[0, eps_tail]`` (``eps_tail``: the pair's certified epsilon at :data:`TAIL_DELTA`) and ``points/8``
     more up to ``min(|log(u/v)|, TAIL_REACH eps_tail)``; ``h = 0`` from ``|log(u/v)|`` on (no loss exceeds
     it). Each evaluation is ``O(window)``, so the cost does not grow with the cells ``window x row`` that
     :func:`~jaxshuffle.pld.two_count.round_pld` enumerates. Pessimistic only (``lower_*`` None): composing it
-    gives certified upper bounds (docs/math.md section 13.9).
+    gives certified upper bounds (docs/math.md section 12.8).
 
     Args:
       pair: a scalar :class:`~jaxshuffle.pair.TwoCountPair` with ``w = 0``, ``u, v > 0`` and ``r0 = r1``

@@ -2,7 +2,7 @@
 
 A pair ``(P, Q)`` with ``w = 0`` (:mod:`jaxshuffle.pair`) *dominates* the shuffled mechanism: the
 mechanism's outputs on neighbouring datasets are one post-processing of ``P`` and ``Q``
-(docs/math.md section 13.1), so for every ``eps`` and every number of (adaptively chosen) rounds
+(docs/math.md section 12.1), so for every ``eps`` and every number of (adaptively chosen) rounds
 the composed mechanism's hockey-stick divergence is at most the composed pair's. Composition
 therefore runs on the pair's privacy-loss distribution: the law of ``L = log P(o)/Q(o)`` for
 ``o ~ P`` (plus the mass where ``Q(o) = 0``, at ``+inf``).
@@ -14,10 +14,10 @@ and ``a = k + 1`` if the victim sent ``(1,0)`` (prob ``u`` under P), ``a = k`` o
     P(c, a) = W_c [u B_c(a-1) + v B_c(a)],   Q(c, a) = W_c [v B_c(a-1) + u B_c(a)]
     L(c, a) = log(u rho + v) - log(v rho + u),   rho = B_c(a-1)/B_c(a) = a (1-q) / ((c+1-a) q)
 
-(``W_c = P[Bin(n-1, r0+r1) = c]``, ``B_c(k) = P[Bin(c, q) = k]``; docs/math.md section 13.2.)
+(``W_c = P[Bin(n-1, r0+r1) = c]``, ``B_c(k) = P[Bin(c, q) = k]``; docs/math.md section 12.2.)
 The loss is bounded by ``|log(u/v)|``: a pair with ``v > 0`` has no infinite loss.
 
-Two discretisations on the grid ``loss = j * discretization`` (docs/math.md section 13.3):
+Two discretisations on the grid ``loss = j * discretization`` (docs/math.md section 12.3):
 
 * **pessimistic** (an upper bound for every composition): each cell's loss rounded *up* (after
   adding its float error), each mass multiplied by ``1 + mass_rel`` (every relative error of the
@@ -31,7 +31,7 @@ is non-decreasing in every loss and every mass, also after summing independent r
 pessimistic PLD's composition bounds the pair's from above, and the optimistic one from below.
 
 Only pairs with ``w == 0`` are accepted: the paper's Theorem 4.7 pair with ``w > 0`` is not an
-upper bound even for one round (docs/math.md section 5), so it is never composed.
+upper bound even for one round (docs/math.md section 3), so it is never composed.
 """
 
 from __future__ import annotations
@@ -241,11 +241,11 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
 
     Two constructions, each certified (pessimistic side: composes to upper bounds):
 
-    * ``"cells"``: every cell ``(c, a)`` of the pair enumerated (docs/math.md sections 13.2-13.3),
+    * ``"cells"``: every cell ``(c, a)`` of the pair enumerated (docs/math.md sections 12.2-12.3),
       giving the pessimistic *and* the optimistic PLD. Costs ``window x row`` cells, growing as ``n``
       (6e7 at ``n = 1e6``, 5.7e9 at ``n = 1e8``).
     * ``"profile"``: the pessimistic PLD connected from the pair's certified privacy profile at
-      about 576 eps (:func:`~jaxshuffle.pld.profile.two_count_round`, docs/math.md 13.9), each
+      about 576 eps (:func:`~jaxshuffle.pld.profile.two_count_round`, docs/math.md 12.8), each
       ``O(window)``; symmetric pairs (``r0 == r1``, every worst-case pair) only; no optimistic side.
     * ``"auto"`` (default): cells up to :data:`MAX_CELLS` cells, the profile beyond (cells for an
       asymmetric pair).
@@ -276,7 +276,7 @@ def round_pld(pair: TwoCountPair, n, *, discretization: float | None = None, rou
     check_fields(*(np.float64(x) for x in (u, v, w, r0, r1)))
     if w != 0.0:
         raise ValueError(f"pair: w must be 0 for composition (a pair with w = {w:.3g} > 0 does not dominate the "
-                         "shuffled mechanism, docs/math.md section 5)")
+                         "shuffled mechanism, docs/math.md section 3)")
     check(np.float64(min(u, v)) > 0, "pair", "needs u > 0 and v > 0 (finite eps0)", value=np.float64(min(u, v)))
     check(np.float64(r0) > 0, "pair.r0", "must be > 0 (no blanket: no amplification to account)", value=np.float64(r0))
     check(np.float64(r1) > 0, "pair.r1", "must be > 0 (no blanket: no amplification to account)", value=np.float64(r1))
@@ -315,20 +315,20 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
     """The certified round PLD of ``n`` users running ``randomizer`` through a shuffler.
 
     A certified pair dominates the shuffled mechanism at every eps, over any number of rounds:
-    docs/math.md section 13.1.
+    docs/math.md section 12.1.
 
     Args:
       randomizer: a scalar :class:`~jaxshuffle.randomizers.VRParams` (e.g. ``R.grr(1.0, 10)``;
         its certified pair is the worst-case variation-ratio pair ``vr_pair(p, (p-1)/(p+1), q)``
         with ``n_blanket(n) + 1`` users, as in :func:`~jaxshuffle.amplify`; the clone constant proven
-        for it, docs/math.md 5.4), or a :class:`~jaxshuffle.pair.TwoCountPair` used as is.
+        for it, docs/math.md 3.1), or a :class:`~jaxshuffle.pair.TwoCountPair` used as is.
       n: number of users, a finite integer >= 1 (>= 2 for a ``TwoCountPair``, as :func:`round_pld`).
       discretization: grid spacing of the losses, as :func:`round_pld`.
       rounds: the number of compositions the default grid is chosen for, as :func:`round_pld`.
       tail: P-mass left outside the evaluated cells, as :func:`round_pld`.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part (Poisson client
         sampling; ``n`` counts every user). At ``g < 1`` no two-count pair is an upper bound
-        (docs/math.md 13.11): the round is k-ary RR's blanket pair at the real ``k'``
+        (docs/math.md 12.10): the round is k-ary RR's blanket pair at the real ``k'``
         (:func:`~jaxshuffle.pld.blanket.blanket_round` with ``sample_rate``), or for any other
         single-message randomizer its three-count pair
         (:func:`~jaxshuffle.pld.blanket.three_count_round`); ``tail`` does not apply;
@@ -354,7 +354,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
 
         if not isinstance(randomizer, VRParams) or sampled_route(randomizer) is None:
             raise ValueError(f"sample_rate: {SAMPLED_SCOPE} (no two-count pair is an upper bound for a sampled "
-                             "round, docs/math.md 13.11)")
+                             "round, docs/math.md 12.10)")
         from jaxshuffle.pld.blanket import blanket_round_where_built, round_grid
 
         return blanket_round_where_built(randomizer, n, round_grid(randomizer, n, int(rounds), discretization), None,
@@ -366,7 +366,7 @@ def shuffled_round(randomizer, n, *, discretization: float | None = None, rounds
                          f"got {type(randomizer).__name__}")
     n_np = np.float64(concrete(f64(n), "shuffled_round"))
     check(np.isfinite(n_np) & (n_np >= 1) & (n_np == np.floor(n_np)), "n", "must be a finite integer >= 1", value=n_np)
-    pair, _ = certified_worst_case_pair(randomizer)  # the clone constant proven for it (docs/math.md 5.4)
+    pair, _ = certified_worst_case_pair(randomizer)  # the clone constant proven for it (docs/math.md 3.1)
     if not has_finite_losses(pair):
         raise ValueError(f"randomizer: p = inf ({pair.source} pair, u = 1, v = 0): one of the victim's messages "
                          "is impossible under the other input, so the round's privacy loss is infinite with positive "
@@ -387,7 +387,7 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
 
     From the pessimistic PLDs: ``D_a <= log(sum_j p_j e^{(a-1) l_j} + p_out e^{(a-1) max_loss}) / (a-1)``;
     losses rounded up and masses inflated only increase the sum, and the mass left outside the
-    evaluated cells has a loss of at most ``max_loss = |log(u/v)|`` (docs/math.md section 13.6). A round
+    evaluated cells has a loss of at most ``max_loss = |log(u/v)|`` (docs/math.md section 12.6). A round
     connected from its profile (``round_pld(..., method="profile")``, the default above
     :data:`MAX_CELLS` cells) keeps its profile's last value at ``+inf``, so its bound is ``inf``: build the
     round with ``method="cells"`` for a finite one.

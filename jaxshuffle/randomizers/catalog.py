@@ -203,7 +203,7 @@ def build(name: str, **options) -> VRParams:
       **options: the row's options (``eps0=1.0, k=10``), numbers or arrays (they broadcast).
 
     Returns:
-      The row's :class:`VRParams` (upper-bound side, Theorem 4.7; docs/math.md section 10).
+      The row's :class:`VRParams` (upper-bound side, Theorem 4.7; docs/math.md section 8).
 
     Raises:
       ValueError: naming the option, for an unknown name, an unknown or missing option, or a value
@@ -221,7 +221,7 @@ def build_lower(name: str, **options) -> LowerParams | None:
 
     Returns:
       The row's :class:`LowerParams` (their pair's epsilon is a lower bound, errs low; docs/math.md section
-        10), or ``None`` where the row has none derived.
+        8), or ``None`` where the row has none derived.
 
     Raises:
       ValueError: naming the option, as :func:`build` (and for the lower parameters' own constraints).

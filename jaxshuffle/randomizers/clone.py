@@ -1,12 +1,12 @@
 """Which clone constant is proven for which randomizer: the certified worst-case pair.
 
-The clone pair with constant ``r`` (docs/math.md 5.4) is the two-count pair
+The clone pair with constant ``r`` (docs/math.md 3.1) is the two-count pair
 ``(u, v, w, r0, r1) = (p/(p+1), 1/(p+1), 0, r, r)``. It dominates the shuffled mechanism, for every
 dataset of the others, whenever the *pointwise clone condition* holds::
 
     R(x, y) >= r (R(x0, y) + R(x1, y))   for every input x, victim inputs x0 != x1 and output y.   (D_r)
 
-Proof in short (docs/math.md 5.4): write ``R(x0) = (p Q0 + Q1)/(p+1)`` and ``R(x1) = (Q0 + p Q1)/(p+1)``
+Proof in short (docs/math.md 3.1): write ``R(x0) = (p Q0 + Q1)/(p+1)`` and ``R(x1) = (Q0 + p Q1)/(p+1)``
 with ``Q0 = (p R(x0) - R(x1))/(p-1) >= 0`` and ``Q1`` likewise; then ``Q0 + Q1 = R(x0) + R(x1)``, and
 (D_r) writes every other user's ``R(x_i) = r Q0 + r Q1 + (1 - 2r) L_i`` with ``L_i`` a distribution.
 Counting who drew ``Q0`` and who drew ``Q1`` gives the pair; the rest is a post-processing the same
@@ -24,7 +24,7 @@ The stronger clone for *every* eps0-LDP randomizer was claimed by FMT 2023 and w
 erratum (the proof of its Lemma 3.5 fails when the victim's distinguishing weight is below
 ``1/(e^eps0+1)``); no proof is known, so jaxshuffle does not certify it for other randomizers
 (``jaxshuffle.stronger_clone_pair`` still computes it, and ``amplify`` reports it only where proven).
-Multi-message rows (``p = inf``) keep their own pair ``u = 1, v = 0, r = 1/q`` (docs/math.md 5).
+Multi-message rows (``p = inf``) keep their own pair ``u = 1, v = 0, r = 1/q`` (docs/math.md 3).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CloneProof(enum.IntEnum):
     STRONGER = 1  #: r = 1/(p+1): the pointwise clone condition of k-ary RR / binary RR on two options
     GENERAL = 2  #: r = r* from the mechanism's matrix (capped at 1/(p+1))
     MULTI_MESSAGE = 3  #: p = inf multi-message rows: u = 1, v = 0, r = 1/q
-    NONE = 4  #: no two-count pair is an upper bound: clients sampled per round (docs/math.md 13.11)
+    NONE = 4  #: no two-count pair is an upper bound: clients sampled per round (docs/math.md 12.10)
 
     @property
     def description(self) -> str:
@@ -82,7 +82,7 @@ def matrix_clone_constant(matrix) -> float:
 
 def certified_clone(randomizer, xp=None):
     """``(r, proof)``: the clone constant proven for ``randomizer`` (a :class:`VRParams`) and its
-    :class:`CloneProof` code, as arrays of the fields' broadcast shape (docs/math.md 5.4).
+    :class:`CloneProof` code, as arrays of the fields' broadcast shape (docs/math.md 3.1).
 
     The largest proven ``r`` wins; ``r <= 1/(p+1)`` always (larger would contradict ``p``). Rounding:
     ``1/(2q)`` and ``1/(p+1)`` are computed in float64 and lowered by a relative 4e-16 (a smaller ``r``
@@ -164,7 +164,7 @@ def scaled_pair_proven(randomizer, shape=()) -> np.ndarray:
     """Where the ``(u+v)``-scaled pair is proven for ``randomizer`` (bool, broadcast to ``shape``).
 
     The scaled pair bounds the victim pair whose total variation is ``beta`` itself; covering input
-    pairs of smaller total variation is tested, not proven (docs/math.md 5, item 3). It is proven when
+    pairs of smaller total variation is tested, not proven (docs/math.md 3, item 3). It is proven when
     every pair of inputs has total variation ``beta``: k-ary RR; binary RR and subset selection
     (:data:`SYMMETRIC_ROWS`); Hadamard response where its matrix is built (``B = 1``, ``s = K/2``: two
     distinct Hadamard rows differ in exactly ``K/2`` columns); a matrix whose rows' pairwise total

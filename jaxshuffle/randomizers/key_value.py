@@ -2,7 +2,7 @@
 
 PCKV-GRR (not in the seed tables) and PrivKV (Table 6). As in :mod:`jaxshuffle.randomizers.ldp`, each
 function states its mechanism's definition; values are checked against the explicit probability matrix in
-``tests/test_randomizers.py``. Definitions of ``p, beta, q``: docs/math.md section 10.
+``tests/test_randomizers.py``. Definitions of ``p, beta, q``: docs/math.md section 8.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def pckv_grr(eps1, eps2, d) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -114,7 +114,7 @@ def privkv(eps1, eps2, d, s) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under

@@ -3,7 +3,7 @@
 Each function states its mechanism's definition; values are derived from it and checked
 against the explicit probability matrix (or numerical integration) in
 ``tests/test_randomizers.py``. Where the paper's table differs, the docstring says so under
-"Discrepancy". Definitions of ``p, beta, q``: docs/math.md section 10.
+"Discrepancy". Definitions of ``p, beta, q``: docs/math.md section 8.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def general(eps0) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -73,7 +73,7 @@ def laplace(eps0) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -114,7 +114,7 @@ def privunit(eps0, c) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -147,7 +147,7 @@ def grr(eps0, k) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`KaryRR`): float64
         arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -172,7 +172,7 @@ def grr_lower(eps0, k) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:
@@ -204,7 +204,7 @@ def binary_rr(eps0, d) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
         arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -231,7 +231,7 @@ def rappor(eps0, d) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`binary_rr`): float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -253,7 +253,7 @@ def binary_rr_lower(eps0, d) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:
@@ -294,7 +294,7 @@ def subset_selection(eps0, d, k) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
         arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -323,7 +323,7 @@ def subset_selection_lower(eps0, d, k) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:
@@ -373,7 +373,7 @@ def local_hash(eps0, l, collision=0.0) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -403,7 +403,7 @@ def local_hash_lower(eps0, l, collision=0.0) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:
@@ -449,7 +449,7 @@ def hadamard_response(eps0, K, s, B=1) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
         arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -483,7 +483,7 @@ def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:
@@ -518,7 +518,7 @@ def duchi(eps0) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -544,7 +544,7 @@ def harmony(eps0) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 10).
+        mechanism's own value (docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -566,7 +566,7 @@ def laplace_lower(eps0) -> LowerParams:
 
     Returns:
       The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 10): the epsilon of their pair
+        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
         (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
 
     Raises:

@@ -2,7 +2,7 @@
 
 For :func:`jaxshuffle.randomizers.with_matrix`, which lets ``amplify`` fold in the general
 finite-mechanism blanket bound (:func:`jaxshuffle.blanket_matrix.matrix_bounds`, docs/math.md
-section 18). Each builder is exact up to float64 rounding; its variation-ratio parameters are its
+section 11). Each builder is exact up to float64 rounding; its variation-ratio parameters are its
 catalog row's (tests/test_randomizer_matrices.py, tests/test_blanket_matrix.py). Binary RR, subset
 selection and Hadamard response attach theirs point by point (:class:`~jaxshuffle.randomizers.params.RowMatrix`).
 """
@@ -27,7 +27,7 @@ def binary_rr_matrix(eps0: float, d: int) -> np.ndarray:
 
     Returns:
       The ``d x 2^d`` float64 matrix ``R[x, y] = P(R(x) = y)``, exact up to float64 rounding: the mechanism
-        itself, whose ``(p, beta, q)`` are :func:`binary_rr`'s (docs/math.md section 18.6).
+        itself, whose ``(p, beta, q)`` are :func:`binary_rr`'s (docs/math.md section 11.6).
     """
     a = math.exp(eps0 / 2) / (math.exp(eps0 / 2) + 1.0)
     bits = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1  # (2^d, d)
@@ -52,7 +52,7 @@ def subset_selection_matrix(eps0: float, d: int, k: int) -> np.ndarray:
 
     Returns:
       The ``d x C(d, k)`` float64 matrix ``R[x, y] = P(R(x) = y)``, exact up to float64 rounding: the
-        mechanism itself, whose ``(p, beta, q)`` are :func:`subset_selection`'s (docs/math.md section 18.6).
+        mechanism itself, whose ``(p, beta, q)`` are :func:`subset_selection`'s (docs/math.md section 11.6).
     """
     subsets = np.array(list(itertools.combinations(range(d), k)))
     inside = (subsets[None, :, :] == np.arange(d)[:, None, None]).any(axis=2)
@@ -105,7 +105,7 @@ def hadamard_response_matrix(eps0: float, K: int) -> np.ndarray:
       K: output domain size, a power of two in [4, 4096].
 
     Returns:
-      The ``(K - 1) x K`` float64 matrix above (docs/math.md section 18.7).
+      The ``(K - 1) x K`` float64 matrix above (docs/math.md section 11.7).
 
     Raises:
       ValueError: naming ``eps0`` or ``K``, for a value outside its range.
@@ -148,7 +148,7 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
     patterns is a function of the full histogram, and the full histogram is the pattern
     histogram refined by that input-free kernel: each is a post-processing of the other, so
     every hockey-stick divergence, for every dataset, is the same (a sufficient statistic;
-    docs/math.md 18.7; the same argument as ``jaxshuffle.exact.enumerate.lump_outputs``).
+    docs/math.md 11.7; the same argument as ``jaxshuffle.exact.enumerate.lump_outputs``).
     Checked against the unmerged ``l^(d+1)``-column matrix (explicit enumeration of the hash
     functions) in ``tests/test_randomizer_matrices.py::test_local_hash_merge_matches_unmerged``.
     The two constant patterns ``b = 0`` and ``b = 1`` are proportional to each other as well;
@@ -169,7 +169,7 @@ def local_hash_matrix(eps0: float, l: int, d: int) -> np.ndarray:  # noqa: E741 
 
     Returns:
       The ``d x 2^d`` float64 matrix above (pattern columns; all-zero columns dropped; docs/math.md section
-        18.7).
+        11.7).
 
     Raises:
       ValueError: naming ``eps0``, ``l`` or ``d``, for a value outside its range.
@@ -239,7 +239,7 @@ def row_matrix(builder: str, *options) -> np.ndarray | None:
       *options: the row's options at one point, in the row's order (``eps0`` first), scalars.
 
     Returns:
-      The point's float64 matrix ``R[x, y] = P(R(x) = y)`` (docs/math.md section 18.6), or ``None`` where the
+      The point's float64 matrix ``R[x, y] = P(R(x) = y)`` (docs/math.md section 11.6), or ``None`` where the
         builder does not cover the point.
 
     Raises:

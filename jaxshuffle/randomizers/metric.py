@@ -44,7 +44,7 @@ def metric_general(d01, dmax) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -73,7 +73,7 @@ def metric_laplace(d01, dmax) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -104,7 +104,7 @@ def metric_exponential(d01, d02, d12) -> VRParams:
     Not a row of the seed tables: the paper's Appendix I example, in the metric framework of Table 3.
 
     ``P(y | x) = exp(-D(x, y)/2) / Z_x`` (:func:`metric_exponential_log_matrix`), D-private: each
-    factor changes by at most ``e^{D(x, x')/2}``. Read off the matrix (docs/math.md section 16.7):
+    factor changes by at most ``e^{D(x, x')/2}``. Read off the matrix (docs/math.md section 19.7):
     ``p = max_y max(P(y|0)/P(y|1), P(y|1)/P(y|0))`` (at most ``e^{d01}``),
     ``beta = TV(P(.|0), P(.|1))`` and the blanket ratio
     ``q = max over v in {0, 1}, x, y of P(y|v)/P(y|x)`` (another user may hold any option).
@@ -197,7 +197,7 @@ def planar_laplace(d01, dmax) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under

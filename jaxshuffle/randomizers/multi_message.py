@@ -39,7 +39,7 @@ def balcer_cheu(coin, blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -64,7 +64,7 @@ def balcer_uniform(blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -92,7 +92,7 @@ def cheu_zhilyaev(f, blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -124,7 +124,7 @@ def balls_into_bins(d, s, blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -152,7 +152,7 @@ def pure_dump(d, blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -180,7 +180,7 @@ def mix_dump(f, d, blanket_per_user) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
         broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 10).
+        input-independent messages, docs/math.md section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -201,7 +201,7 @@ def mix_dump(f, d, blanket_per_user) -> VRParams:
 # calibration (Figure 4's caption). Both guarantees below are the ones the paper's experiment
 # uses, read from the authors' public experiment script (github.com/wangsw/PrivacyAmplification,
 # ``unifiedamplification.py``, ``computeUBParameters`` rows "cheu" and "balls2bins"): the
-# formulas are restated and derived here, not copied. docs/math.md section 16.
+# formulas are restated and derived here, not copied. docs/math.md section 19.
 
 #: Constant of the fake-users guarantee: ``f (1-f) N >= CZ_CONSTANT coth^2(eps'/2) log(4/delta)``.
 CZ_CONSTANT = 33.0 / 5.0
@@ -279,7 +279,7 @@ def extra_amplification_ratio(eps_prime, eps):
 # so the pair's epsilon is a lower bound. The other users (all holding x*) send their own
 # messages too: where those miss Y0 and Y1 they add nothing (balls-into-bins, pureDUMP), where
 # they are distributed on Y0, Y1 exactly like a blanket message they join the blanket (fake
-# users): :func:`lower_n_blanket`. docs/math.md section 16.4.
+# users): :func:`lower_n_blanket`. docs/math.md section 19.4.
 
 #: Rows whose other users' own messages join the lower pair's blanket (see :func:`lower_n_blanket`).
 LOWER_OTHERS_JOIN_BLANKET = {"cheu-zhilyaev": True, "balls-into-bins": False, "pure-dump": False}

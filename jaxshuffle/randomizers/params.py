@@ -4,7 +4,7 @@
 ``(p0, beta, q0, q1)`` (Theorem 5.1) are what every catalog function returns; :class:`Arg` is
 one option with its valid range, and :class:`Inputs` broadcasts and validates a row's options
 with the package convention (eager: ValueError naming the option, its value and its range;
-traced: NaN fields, engine status INVALID). Definitions: docs/math.md section 10.
+traced: NaN fields, engine status INVALID). Definitions: docs/math.md section 8.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class KaryRR:
     A :class:`VRParams` that carries one (``mechanism``) describes exactly this mechanism:
     ``R(x) = x`` with probability ``e^eps0/(e^eps0 + k - 1)``, each other option ``1/(e^eps0 + k - 1)``.
     :func:`jaxshuffle.amplify` then adds the tight blanket (three-count) bound and the exact
-    lower bounds of :func:`jaxshuffle.blanket.krr_bounds` (docs/math.md section 7).
+    lower bounds of :func:`jaxshuffle.blanket.krr_bounds` (docs/math.md section 10).
 
     Attributes:
       eps0: the local budget (float64 array, the parameters' shape).
@@ -64,7 +64,7 @@ class MatrixMechanism:
 
     A :class:`VRParams` that carries one (``mechanism``) describes exactly this mechanism;
     :func:`jaxshuffle.amplify` then adds the certified blanket bound and the exact datasets' lower
-    bound of :func:`jaxshuffle.blanket_matrix.matrix_bounds` (docs/math.md section 18).
+    bound of :func:`jaxshuffle.blanket_matrix.matrix_bounds` (docs/math.md section 11).
 
     Attributes:
       matrix: the ``K x K'`` row-stochastic matrix (float64), one point (checked by :func:`with_matrix`).
@@ -82,7 +82,7 @@ class RowMatrix:
     :func:`jaxshuffle.randomizers.matrices.row_matrix` ``(builder, *(option.ravel()[i] for option in
     options))`` (``None`` where the builder does not cover the point); :func:`jaxshuffle.amplify` then
     adds the certified blanket bound of that matrix (:func:`jaxshuffle.blanket_matrix.matrix_bounds`,
-    docs/math.md section 18), as for a :class:`MatrixMechanism`. ``options`` broadcast to the
+    docs/math.md section 11), as for a :class:`MatrixMechanism`. ``options`` broadcast to the
     :class:`VRParams` fields' shape (NaN where the point is invalid).
 
     Attributes:
@@ -164,7 +164,7 @@ def with_matrix(params: VRParams, matrix) -> VRParams:
     * for a single-message randomizer (``blanket_per_user`` None) the blanket ratio of the matrix,
       ``max R(x1, y) / R(x, y)`` over every pair of inputs, is ``p_matrix``: at most ``q (1 + 1e-12)``.
 
-    The definitions of ``p, beta, q`` (docs/math.md section 10) make each an upper bound on the
+    The definitions of ``p, beta, q`` (docs/math.md section 8) make each an upper bound on the
     matrix's own value, so a matrix above any of them is not the mechanism. Parameter points that are
     NaN (invalid options) or traced are not compared. The matrix engine takes every pair of rows as a
     possible pair of the victim's inputs, so the metric rows, whose ``p`` and ``beta`` describe only the
@@ -268,8 +268,8 @@ class LowerParams:
 
     For a multi-message protocol, ``blanket_per_user`` is its ``m`` and ``others_join_blanket``
     says whether the other users' own messages are distributed like blanket messages on the
-    marker sets (then they count in the lower pair's blanket; docs/math.md section 16.4).
-    Definitions: docs/math.md section 10 ("Theorem 5.1 lower parameters").
+    marker sets (then they count in the lower pair's blanket; docs/math.md section 19.4).
+    Definitions: docs/math.md section 8 ("Theorem 5.1 lower parameters").
 
     Attributes:
       p0: the expected ratio ``P1(Y1) / P0(Y1)`` on the differing outputs (>= 1).

@@ -3,7 +3,7 @@
 Sampling RAPPOR, the Wheel mechanism, k-subset exponential and the collision mechanism. As in
 :mod:`jaxshuffle.randomizers.ldp`, each function states its mechanism's definition; values are checked
 against the explicit probability matrix (or numerical integration) in ``tests/test_randomizers.py``.
-Definitions of ``p, beta, q``: docs/math.md section 10.
+Definitions of ``p, beta, q``: docs/math.md section 8.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def sampling_rappor(eps0, d, s) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -128,7 +128,7 @@ def wheel(eps0, d, s, arc) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -186,7 +186,7 @@ def k_subset_exponential(eps0, d, k, s) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -234,7 +234,7 @@ def collision(eps0, s, l) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 10).
+        section 8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under

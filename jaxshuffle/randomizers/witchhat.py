@@ -25,7 +25,7 @@ total variation between inputs at distance ``d`` (largest at ``d = 2b``), ``s = 
 Variation-ratio parameters (:meth:`WitchHat.vr_params`): ``p = e^{eps0}``, ``beta = TV(2b)``,
 ``q = e^{eps0}`` (the blanket ratio ``max_{x1, x, z} p(z|x1)/p(z|x)`` is ``e^{max D}``, the same
 number). :func:`jaxshuffle.amplify`'s certified ``upper`` is the standard clone at ``eps0``
-(``r = 1/(2q)``, proven for every randomizer with blanket ratio ``q``; docs/math.md 5.4): the
+(``r = 1/(2q)``, proven for every randomizer with blanket ratio ``q``; docs/math.md 3.1): the
 stronger clone's constant ``1/(p+1)`` is proven for k-ary RR, not for WitchHat. The paper's value at
 ``beta = TV(2b)`` has ``w > 0`` and stays labelled uncertified.
 
@@ -87,7 +87,7 @@ class WitchHat:
 
     Build it with :func:`witchhat` (validates). Invalid points built under ``jit`` hold NaN.
     Every method broadcasts its argument against the parameters. The mechanism, its estimator and
-    its privacy: docs/math.md section 14.
+    its privacy: docs/math.md section 17.
 
     Attributes:
       m: the cap, in (0, 700]: the metric ``min(m, 2|a - b'|/f)`` never exceeds ``m``.
@@ -279,7 +279,7 @@ def witchhat(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> WitchHat:
     """WitchHat with cap ``m`` in ``(0, 700]``, width ``f > 0``, input bound ``b > 0`` (broadcast).
 
     Eager: ValueError naming ``m``, ``f`` or ``b`` with its value and range. Traced: NaN fields.
-    The mechanism: docs/math.md section 14.
+    The mechanism: docs/math.md section 17.
 
     Args:
       m: the cap, in (0, 700].
@@ -300,7 +300,7 @@ def witchhat(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> WitchHat:
 
 def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
     """Catalog row ``witchhat`` (not in the seed tables: the metric-DP supplement, sections D and E):
-    ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring; docs/math.md section 14).
+    ``p = q = e^{min(m, 4b/f)}``, ``beta = TV(-b, +b)`` (module docstring; docs/math.md section 17).
 
     Args:
       m: the cap, in (0, 700].
@@ -310,7 +310,7 @@ def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
     Returns:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter the mechanism's own value (docs/math.md section
-        10).
+        8).
 
     Raises:
       ValueError: naming the option and its valid range, for an invalid option (eager calls; under
@@ -363,7 +363,7 @@ def witchhat_from_local_metric(points: ArrayLike, local: ArrayLike, b: ArrayLike
     on every edge and the WitchHat's diameter on ``[-b, b]`` is ``min(m, 4b/f) <= max local``
     when ``points`` include ``-b`` and ``b`` (otherwise compare ``eps0`` with ``max local``), so
     an amplified bound that increases in the distances and the diameter (Corollaries 1, 2)
-    stays below the candidate's (docs/math.md section 14, "From the local-metric solver to WitchHat").
+    stays below the candidate's (docs/math.md section 17, "From the local-metric solver to WitchHat").
 
     Returns:
       ``(m, f)``: float64 arrays of ``local``'s batch shape (``local.shape[:-2]``); NaN where a candidate has
@@ -391,7 +391,7 @@ def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, del
     (:func:`witchhat_from_local_metric`) and the ``(M, k, k)`` amplified distances of the
     WitchHat's own metric with diameter ``eps0`` (:func:`jaxshuffle.metric.amplified_distance`),
     which are ``<=`` the candidate's amplified distances, hence ``<=`` the target (docs/math.md
-    section 14, "From the local-metric solver to WitchHat").
+    section 17, "From the local-metric solver to WitchHat").
 
     Args:
       candidates: a :class:`jaxshuffle.metric.LocalMetricCandidates` (its ``local``, ``(M, k, k)``).
@@ -405,7 +405,7 @@ def witchhat_from_candidates(candidates, points: ArrayLike, b: ArrayLike, n, del
 
     Returns:
       ``(m, f, amplified)`` as above: the amplified distances are the corollary's closed form (docs/math.md
-        section 3; an upper bound by that corollary, not certified by the numerical engine).
+        section 7; an upper bound by that corollary, not certified by the numerical engine).
     """
     from jaxshuffle.metric import (
         amplified_distance,  # lazy: keeps the randomizers package light

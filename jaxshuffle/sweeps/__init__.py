@@ -128,7 +128,7 @@ user takes part in a round (Poisson client sampling; ``n`` counts every user) as
 ``n`` and ``delta``. Each point is then :func:`~jaxshuffle.accountant.amplify`'s report at
 ``sample_rate=g`` (:mod:`jaxshuffle.sweeps.sampled`: a few points per amplify call, bucketed so that
 ``g = 1`` and ``g < 1`` are never batched together): where ``g < 1`` the sampled round's certified
-bound (docs/math.md 13.11), ``worst_case`` inf and ``paper`` NaN, since no two-count pair bounds a
+bound (docs/math.md 12.10), ``worst_case`` inf and ``paper`` NaN, since no two-count pair bounds a
 sampled round. With a ``rounds`` axis too, each point is ``composed_epsilon(..., sample_rate=g)``'s.
 Multi-message randomizers take ``g = 1`` only; ``upper_from="worst-case"`` is refused where ``g < 1``.
 
@@ -142,7 +142,7 @@ Which upper bound
 ``upper_from`` (CLI ``--upper-from``) is :func:`jaxshuffle.amplify`'s: ``"best"`` (default) the
 smallest certified source per point, ``"worst-case"`` the two-count rules only, ``"blanket"`` the
 blanket pair only. Points whose randomizer carries its mechanism (k-ary RR; the subset-selection,
-Hadamard-response and binary-RR rows' matrices, docs/math.md 18.6) get one more search
+Hadamard-response and binary-RR rows' matrices, docs/math.md 11.6) get one more search
 per distinct point, through :func:`jaxshuffle.accountant.with_mechanism_bounds` (the blanket pair's
 certified upper bound, column ``blanket``, and the exact datasets' certified lower bound, folded
 into ``lower``); ``upper_source`` names the source of ``upper``. These searches are chunked like the

@@ -31,10 +31,10 @@ COLUMNS = {
     "certified": "upper is a sound (certified) upper bound",
     "status": "engine status of the search behind upper (" + ", ".join(STATUS_NAMES) + ")",
     "worst_case": "certified eps of the clone pair whose constant is proven for this randomizer (standard clone "
-                  "r = 1/(2q) by default, stronger clone 1/(p+1) for k-ary RR; docs/math.md 5.4)",
+                  "r = 1/(2q) by default, stronger clone 1/(p+1) for k-ary RR; docs/math.md 3.1)",
     "clone_proof": "the proof behind worst_case (" + ", ".join(CLONE_PROOF_NAMES) + "): standard: r = 1/(2q), any "
                    "randomizer; stronger: r = 1/(p+1), k-ary RR and binary RR on two options; general: r* of the "
-                   "mechanism's matrix; multi_message: r = 1/q (docs/math.md 5.4)",
+                   "mechanism's matrix; multi_message: r = 1/q (docs/math.md 3.1)",
     "blanket": "certified eps of the blanket (three-count) pair of the concrete mechanism (k-ary RR; inf where "
                "the randomizer carries none or upper_from is worst-case)",
     "upper_source": "which sound bound gave upper (" + ", ".join(SOURCE_NAMES) + "; with a rounds axis one of "
@@ -48,7 +48,7 @@ COLUMNS = {
     "q": "variation-ratio blanket ratio q",
     "sample_rate": "probability g that each user takes part in a round (sample_rate axis: the point is amplify's, "
                    "or with a rounds axis composed_epsilon's, at that rate; g < 1 has no two-count pair, worst_case "
-                   "inf, paper NaN; docs/math.md 13.11)",
+                   "inf, paper NaN; docs/math.md 12.10)",
     # a sweep with a rounds axis (jaxshuffle.accountant.rounds.composed_epsilon per point)
     "rounds": "number of rounds T on the same users (rounds axis: upper is then the certified eps of the T rounds "
               "at total delta)",

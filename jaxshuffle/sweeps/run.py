@@ -123,7 +123,7 @@ def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1
         ``None`` (default): no rounds axis, a single-round sweep.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson client
         sampling), a grid axis (``"0.01,0.1,1"``). Each point is then
-        ``amplify(..., sample_rate=g)``'s report (docs/math.md 13.11: the sampled round's certified
+        ``amplify(..., sample_rate=g)``'s report (docs/math.md 12.10: the sampled round's certified
         bounds where ``g < 1``, no two-count pair, ``worst_case`` inf, ``paper`` NaN), evaluated a few
         points per :func:`~jaxshuffle.accountant.amplify` call (:mod:`jaxshuffle.sweeps.sampled`);
         with ``rounds`` too, ``composed_epsilon(..., sample_rate=g)``'s. Single-message randomizers

@@ -3,7 +3,7 @@
 A point of such a sweep is ``(randomizer options, n, g, delta)`` with ``g`` the probability that each
 user takes part in the round (Poisson client sampling). Its values are exactly those of
 :func:`jaxshuffle.accountant.amplify` with ``sample_rate=g`` on the chunk the point is evaluated in:
-the sampled round's certified bounds where ``g < 1`` (docs/math.md 13.11), amplify's own rule at
+the sampled round's certified bounds where ``g < 1`` (docs/math.md 12.10), amplify's own rule at
 ``g = 1``. There are no deduplicated two-count searches here (a sampled round has no two-count pair),
 so identical points are one job and the jobs are evaluated a few at a time, bucketed by randomizer,
 by ``g = 1`` or not (amplify evaluates a mixed batch twice) and by the band ``ceil(log2 n)`` (the

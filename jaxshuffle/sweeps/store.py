@@ -436,14 +436,14 @@ METHODS = {
     "upper": "certified: eps(clone pair with the constant proven for the randomizer, jaxshuffle.randomizers.clone: "
              "1/(2q) by default, 1/(p+1) for k-ary RR, r* of a matrix) at delta; 0 where delta >= beta; "
              "with scaled_variant also min with eps(clone pair with the paper pair's r) at delta/(u+v) where w > 0 "
-             "(jaxshuffle.accountant.amplify; docs/math.md section 5); with upper_from best (default) also min with "
+             "(jaxshuffle.accountant.amplify; docs/math.md section 3); with upper_from best (default) also min with "
              "the blanket value below (upper_source says which), with blanket that value alone",
     "lower": "lower end of the certified bracket of the Theorem 5.1 pair(s) (catalog lower parameters and x* = x0); "
              "unless upper_from is worst-case, the larger with the exact all-z / all-x0 datasets' certified lower "
              "bound for k-ary RR and the rows that carry a matrix (jaxshuffle.accountant.with_mechanism_bounds)",
     "blanket": "certified: blanket (three-count) pair of the concrete mechanism, jaxshuffle.accountant."
-               "with_mechanism_bounds (k-ary RR: jaxshuffle.blanket.krr_bounds, docs/math.md section 7; subset "
-               "selection, Hadamard response, binary RR: jaxshuffle.blanket_matrix, section 18), one search per "
+               "with_mechanism_bounds (k-ary RR: jaxshuffle.blanket.krr_bounds, docs/math.md section 10; subset "
+               "selection, Hadamard response, binary RR: jaxshuffle.blanket_matrix, section 11), one search per "
                "distinct point",
     "paper": "upper end of the bracket of the paper's Theorem 4.7 pair vr_pair(p, beta, q): not a guarantee when w > 0",
     "engine": "jaxshuffle.search.epsilon_with_plan: safeguarded Newton bracketing on the certified hockey-stick "

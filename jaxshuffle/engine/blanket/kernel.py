@@ -1,6 +1,6 @@
 """Certified divergence of the blanket (three-count) sum form, for k-ary RR and its exact lower bounds.
 
-docs/math.md section 7 ("Tight sound bounds for a concrete randomizer: the blanket pair" and "The
+docs/math.md section 10 ("Tight sound bounds for a concrete randomizer: the blanket pair" and "The
 blanket engine", where the derivation is). Every quantity below is a
 *sum form* ("GPARV"): with counts ``(A, B, C, D) ~ Multinomial(n; pS pA, pS qA, qS pC, qS qC)``
 and coefficients affine in ``t = e^eps``,
@@ -339,7 +339,7 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
                    d0=jnp.where(swap0, f.c0, f.d0), d1=jnp.where(swap0, f.c1, f.d1))
     # Every discrete decision below (C/D swap, thresholds, stretch boundaries) is made once from one
     # stored copy of these numbers: under jit XLA would otherwise re-evaluate them in each fusion, where
-    # fused multiply-adds can round differently (jaxshuffle._numerics, docs/math.md 6.5).
+    # fused multiply-adds can round differently (jaxshuffle._numerics, docs/math.md 6.1).
     f, t = materialize((f, t))
     g, h0, hs, hc, _ = materialize(_geometry(f, n, t))
     cA, cB, cC, cD = materialize(coefficients(f, t))

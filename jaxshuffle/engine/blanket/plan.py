@@ -269,7 +269,7 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     A plan never affects soundness: a point it does not cover (a larger eps, n or k) gets
     a wider band (the c-mass outside the tracked lines is charged) or no claim (a line moving
     more than ``max_step``). Pass it to the ``*_with_plan`` functions inside ``jit``.
-    The plan's window, lines and steps: docs/math.md section 7 ("The blanket engine").
+    The plan's window, lines and steps: docs/math.md section 10 ("The blanket engine").
 
     Args:
       eps0: local budget of k-ary randomized response, finite, in [0, 50].

@@ -50,7 +50,7 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     from bands and tangents."""
     kmin = jnp.where(code == KINDS.index("all_z"), 3.0, 2.0)
     # every form is defined for a real k >= kmin: at a real k' it is the form of k-RR with clients
-    # sampled per round (docs/math.md 13.11), so the integer check of k stays with the eager callers
+    # sampled per round (docs/math.md 12.10), so the integer check of k stays with the eager callers
     valid = ((eps0 >= 0) & jnp.isfinite(eps0) & (k >= kmin) & (n >= 1)
              & (n == jnp.floor(n)) & (delta > 0) & (delta < 1))
     eps0 = jnp.where(valid, eps0, 1.0)
@@ -192,8 +192,8 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
     """Certified epsilon bracket of the k-RR sum form ``kind`` for ``n`` users at ``delta``.
 
     ``real_k=True`` accepts a real ``k`` (``>= 2``; ``>= 3`` for ``all_z``): every form at a real
-    ``k'`` is the same form of k-RR with clients sampled per round (docs/math.md 13.11,
-    :mod:`jaxshuffle.accountant.subsampling`). The blanket pair and its sum forms: docs/math.md section 7.
+    ``k'`` is the same form of k-RR with clients sampled per round (docs/math.md 12.10,
+    :mod:`jaxshuffle.accountant.subsampling`). The blanket pair and its sum forms: docs/math.md section 10.
 
     Args:
       eps0: local budget of k-ary randomized response, finite, in [0, 50].
@@ -311,7 +311,7 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     """Certified upper (blanket pair) and lower (exact datasets) bounds for shuffled k-ary RR.
 
     One compiled program evaluates the four sum forms of every point as lanes of one batch
-    (docs/math.md section 7). ``upper`` errs high and ``lower`` errs low, each by at most the
+    (docs/math.md section 10). ``upper`` errs high and ``lower`` errs low, each by at most the
     certified band of its search (``rtol``).
 
     Args:
@@ -325,7 +325,7 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
       max_iter: iteration cap of each search.
       k_forms: a real ``k' >= k`` at which every sum form is evaluated instead of ``k`` (clients
         sampled per round: :func:`jaxshuffle.accountant.subsampling.subsampled_krr_k`, docs/math.md
-        13.11), in ``[k, 1e12)``; the all-z dataset is still used only where the integer ``k >= 3``
+        12.10), in ``[k, 1e12)``; the all-z dataset is still used only where the integer ``k >= 3``
         (a third input exists). ``None`` (default): ``k``.
 
     Returns:
@@ -358,7 +358,7 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     """Certified *lower* bound on the shuffled k-RR's epsilon: the largest certified lower end of
     the exact all-z (k >= 3) and all-x0 (both directions) datasets' epsilons.
 
-    Lower bounds of the blanket engine: docs/math.md section 7.
+    Lower bounds of the blanket engine: docs/math.md section 10.
 
     Args:
       eps0: local budget of k-ary randomized response, finite, in [0, 50].

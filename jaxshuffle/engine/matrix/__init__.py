@@ -1,4 +1,4 @@
-"""The matrix engine: the blanket bound of any finite mechanism (docs/math.md section 18).
+"""The matrix engine: the blanket bound of any finite mechanism (docs/math.md section 11).
 
 ``forms`` (the sum forms of every ordered pair and their certified value at one ``t``), ``search``
 (each form's certified epsilon and the mechanism's bracket, :func:`matrix_bounds`), ``lattice`` (the

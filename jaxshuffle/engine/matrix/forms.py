@@ -1,17 +1,17 @@
 """The matrix engine's sum forms: the blanket bound of a general finite mechanism (a ``K x K'`` row-stochastic matrix).
 
-docs/math.md section 18. ``R[x, y]`` is the probability that input ``x`` emits message ``y``;
+docs/math.md section 11. ``R[x, y]`` is the probability that input ``x`` emits message ``y``;
 ``n`` users, the victim's input changes from ``x0`` to ``x1`` (replace-one), ``t = e^eps``.
 
 Sum form of an ordered pair against a *reference* law ``w`` on the messages::
 
-    delta_w(t) = (1/n) E[(G_1 + ... + G_n)_+] + sum_{y: w(y) = 0} (R(x0,y) - t R(x1,y))_+,       (18.1)
+    delta_w(t) = (1/n) E[(G_1 + ... + G_n)_+] + sum_{y: w(y) = 0} (R(x0,y) - t R(x1,y))_+,       (11.1)
     G = g_y = (R(x0,y) - t R(x1,y)) / w(y)  with probability w(y),  G = 0 with probability 1 - sum w.
 
-* ``w = omega``, ``omega(y) = min_x R(x, y)`` (the blanket): ``max`` over ordered pairs of (18.1) is a
+* ``w = omega``, ``omega(y) = min_x R(x, y)`` (the blanket): ``max`` over ordered pairs of (11.1) is a
   certified **upper** bound on the hockey-stick divergence of the shuffled mechanism, for every
   dataset of the other ``n - 1`` users (:func:`matrix_bounds`, ``upper``).
-* ``w = R(x*, .)`` (every other user holds ``x*``): (18.1) is the **exact** divergence of that
+* ``w = R(x*, .)`` (every other user holds ``x*``): (11.1) is the **exact** divergence of that
   dataset, so its epsilon is a **lower** bound on the mechanism's (``lower``).
 
 Columns with equal coefficients ``(R(x0,y)/w(y), R(x1,y)/w(y))`` merge into one category
@@ -26,9 +26,9 @@ Evaluation at each ``t`` (:func:`form_divergence`), every step on its side:
    the largest (A) and smallest (B) stay, the others are split into two runs of consecutive
    values, each run takes its largest value (upper) or smallest (lower). ``E[(sum)_+]`` is
    nondecreasing in every ``g``, so rounding up keeps an upper bound and rounding down a lower
-   bound (docs/math.md 18.3). The run split is the one with the least probability-weighted move.
+   bound (docs/math.md 11.3). The run split is the one with the least probability-weighted move.
    After the search, :func:`search_matrix` lowers the coarsened blanket forms' epsilons with a lattice
-   and an FFT (:mod:`jaxshuffle.blanket_lattice`, docs/math.md 18.8) at ``n <= LATTICE_AUTO_MAX_N``.
+   and an FFT (:mod:`jaxshuffle.blanket_lattice`, docs/math.md 11.8) at ``n <= LATTICE_AUTO_MAX_N``.
 3. ``max_j c_j <= 0`` gives 0 and ``min_j c_j >= 0`` gives the mean ``sum_j w_j c_j``, exactly.
 4. The victim-only term is added with its rounding bound.
 
@@ -60,7 +60,7 @@ MAX_OUTPUTS = 1 << 20
 
 
 class PairForms(NamedTuple):
-    """Sum forms (18.1), one row per form (numpy, eager), categories padded with zero probability.
+    """Sum forms (11.1), one row per form (numpy, eager), categories padded with zero probability.
 
     w, a0, a1: (F, C) category probabilities (the null one included) and coefficients
       ``c = a0 + a1 t`` (``a0 >= 0 >= a1``); v0, v1: (F, V) victim-only masses
@@ -109,7 +109,7 @@ def _snap(v: np.ndarray, upper: bool) -> np.ndarray:
     ulps (binary RR: ``e^eps0`` as 2.7182818284590455 and 2.718281828459046), which would keep equal
     categories apart (8 instead of 5) and force coarsening. Raising coefficients ``a0``, ``a1`` raises
     ``c = a0 + a1 t`` for every ``t > 0``, and ``E[(sum)_+]`` is nondecreasing in every ``g``
-    (docs/math.md 18.3): an upper bound stays one; lowering them keeps a lower bound.
+    (docs/math.md 11.3): an upper bound stays one; lowering them keeps a lower bound.
     """
     if v.size < 2:
         return v
@@ -123,7 +123,7 @@ def _snap(v: np.ndarray, upper: bool) -> np.ndarray:
 
 
 def _one_form(R, x0: int, x1: int, ref: np.ndarray, upper: bool):
-    """Categories and victim-only masses of (18.1) for ``(x0, x1)`` against reference ``ref`` (numpy);
+    """Categories and victim-only masses of (11.1) for ``(x0, x1)`` against reference ``ref`` (numpy);
     coefficients that differ by float noise merged on the side of the bound (``upper``: the blanket
     reference; else a dataset's, :func:`_snap`)."""
     live = ref > 0
@@ -147,12 +147,12 @@ def _one_form(R, x0: int, x1: int, ref: np.ndarray, upper: bool):
 
 
 def pair_forms(matrix, reference: str = "blanket") -> PairForms:
-    """The distinct sum forms (18.1) of every ordered pair of inputs (eager numpy).
+    """The distinct sum forms (11.1) of every ordered pair of inputs (eager numpy).
 
     ``reference="blanket"``: ``w = omega`` (column minima), one form per ordered pair; the
-    largest epsilon among them is a certified upper bound (docs/math.md 18.1).
+    largest epsilon among them is a certified upper bound (docs/math.md 11.1).
     ``reference="datasets"``: ``w = R(x*, .)`` for every ``x*`` (the others all hold ``x*``), one form
-    per ordered pair and ``x*``: each is the exact divergence of that dataset (lower bounds, 18.4).
+    per ordered pair and ``x*``: each is the exact divergence of that dataset (lower bounds, 11.4).
     Identical forms (after sorting categories) appear once.
     """
     R = validate_matrix(matrix)
@@ -271,7 +271,7 @@ def victim_term(v0, v1, t, upper):
 
 
 def form_divergence(w, a0, a1, v0, v1, n, eps, plan: bl.BlanketPlan, upper):
-    """Certified value of (18.1) for one form at ``eps`` (jnp scalars/1-D rows; jittable).
+    """Certified value of (11.1) for one form at ``eps`` (jnp scalars/1-D rows; jittable).
 
     ``upper`` True (bool, may be traced: one program serves both sides): a value ``>=`` the form's
     divergence (coefficients rounded up, coarsened up, the kernel's band upper end); False: ``<=`` it.
@@ -294,7 +294,7 @@ def form_divergence(w, a0, a1, v0, v1, n, eps, plan: bl.BlanketPlan, upper):
 
 
 def lattice_divergence(w, a0, a1, v0, v1, n, eps, *, bins: int | None = None) -> float:
-    """Certified upper bound on a blanket form's divergence (18.1) at ``eps`` (numpy rows of a
+    """Certified upper bound on a blanket form's divergence (11.1) at ``eps`` (numpy rows of a
     :class:`PairForms`), for any number of categories: ``t = e^eps`` rounded down (the divergence is
     nonincreasing in ``t``), coefficients rounded up (:func:`coefficient_values`),
     :func:`jaxshuffle.blanket_lattice.lattice_value`, and the victim-only term rounded up."""

@@ -1,8 +1,8 @@
 """Certified upper bound on a blanket sum form with many categories: a lattice and an FFT.
 
-docs/math.md 18.8. The matrix engine (:mod:`jaxshuffle.blanket_matrix`) evaluates a sum form (18.1)
+docs/math.md 11.8. The matrix engine (:mod:`jaxshuffle.blanket_matrix`) evaluates a sum form (11.1)
 with the grouped exact kernel, which takes four categories; a form with more is *coarsened* up to
-four (18.3), which is sound but loose (about 10 % of epsilon for 2-subsets of 5 at n = 1e4). Here
+four (11.3), which is sound but loose (about 10 % of epsilon for 2-subsets of 5 at n = 1e4). Here
 ``(1/n) E[(G_1 + ... + G_n)_+]``, ``P(G = c_j) = w_j``, is bounded from above for any number of
 categories, every step on the upper side:
 
@@ -18,14 +18,14 @@ categories, every step on the upper side:
    at most ``(U + 1/theta) exp(n K(theta) - theta U)`` for every ``theta > 0`` (``K`` the lattice
    log-MGF; ``x <= (U + 1/theta) e^{theta (x - U)}`` for ``x >= U >= 0``).
 3. **FFT error.** ``|sum_i g_i (q^_i - q_i)| <= fft_error * ||g||_2`` with ``g_i = (L + i)_+``
-   (:func:`jaxshuffle._fft.fft_error`, docs/math.md 13.5).
+   (:func:`jaxshuffle._fft.fft_error`, docs/math.md 12.5).
 4. **Rounding.** The sum of ``N`` non-negative terms is off by at most ``N u`` relative; ``h / n``
    is one rounding; the Chernoff exponent is rounded up.
 
 The lattice moves ``S`` up by less than ``n h``, which is what limits it: ``h`` is about
 ``2 sds sd(S) / N``, so the slack relative to ``sd(S)`` is about ``2 sds n / N``. It pays where
 ``N`` is large against ``n`` (with ``N = 2^22``: 8-13 % below the coarsened epsilon at ``n = 1e3``
-to ``1e5``, nothing at ``1e6``; docs/math.md 18.8 has the measured values). :func:`tighten_upper`
+to ``1e5``, nothing at ``1e6``; docs/math.md 11.8 has the measured values). :func:`tighten_upper`
 lowers a certified epsilon with such values; :func:`jaxshuffle.blanket_matrix.refine_upper` applies
 both to a matrix's blanket forms.
 """
@@ -50,7 +50,7 @@ LATTICE_BINS = 1 << 22
 #: standard deviations of ``S``: 1.6 % with 1024 bins per user)
 MIN_BINS = 1 << 12
 #: the range of ``bins`` :func:`lattice_value` accepts: powers of two (the FFT error bound is the radix-2
-#: one, docs/math.md 13.5) from 16 to :data:`jaxshuffle._fft.MAX_FFT` (2^26: 1 GB of complex128 per array)
+#: one, docs/math.md 12.5) from 16 to :data:`jaxshuffle._fft.MAX_FFT` (2^26: 1 GB of complex128 per array)
 SMALLEST_BINS = 16
 LARGEST_BINS = MAX_FFT
 BINS_PER_USER = 1024

@@ -1,4 +1,4 @@
-"""The matrix engine's certified search: each sum form's epsilon, the mechanism's bracket (docs/math.md section 18).
+"""The matrix engine's certified search: each sum form's epsilon, the mechanism's bracket (docs/math.md section 11).
 
 :func:`matrix_bounds` (certified ``[lower, upper]`` on the shuffled mechanism's epsilon) is
 :func:`plan_matrix` (forms and their shared static plan, whose cost a caller reads first) then
@@ -56,7 +56,7 @@ __all__ = [  # this module's own public names, then the forms' (re-exported) and
 #: The exact datasets' forms run beside the blanket forms only where both together fit it.
 MATRIX_AUTO_MAX_CELLS = 1 << 20
 #: Largest ``n`` at which :func:`search_matrix` refines coarsened forms with the lattice by default
-#: (docs/math.md 18.8; ``benchmarks/blanket.py --lattice-ns``): 2-subsets of 5 gain 9 % at n = 1e4 and
+#: (docs/math.md 11.8; ``benchmarks/blanket.py --lattice-ns``): 2-subsets of 5 gain 9 % at n = 1e4 and
 #: at 1e5, nothing at 1e6, where the lattice's slack (``2 SDS n / LATTICE_BINS`` standard deviations of
 #: the sum) outgrows what coarsening costs; 0.5-5 s per point (benchmarks/results/blanket_lattice_cpu.txt)
 LATTICE_AUTO_MAX_N = 1e5
@@ -84,7 +84,7 @@ def _gaussian_eps(forms: PairForms, n, delta, hi) -> np.ndarray:
 
 def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk: int = 8):
     """One :class:`jaxshuffle.blanket.BlanketPlan` covering every form up to the eps the search visits,
-    and the per-form top of that range ``eps_top`` (numpy). Never affects soundness (docs/math.md 18.5)."""
+    and the per-form top of that range ``eps_top`` (numpy). Never affects soundness (docs/math.md 11.5)."""
     from jaxshuffle.engine.two_count.plan import plan_windows
     n = float(n)
     b = bl.power_of_two(min(block, max(8, bl.power_of_two(n + 1) // 4)))
@@ -177,7 +177,7 @@ def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan,
     steps (:func:`jaxshuffle._bisect.itp_step`: regula falsi on ``log(v / delta)`` with bisection's
     worst case) until ``hi - lo <= rtol * hi`` or ``max_iter`` probes. One loop holds the only copy of
     the kernel (three copies compiled three times as long). Returns ``(lo, hi, probes)`` per lane
-    (docs/math.md 18.5).
+    (docs/math.md 11.5).
     """
 
     def lane(w, a0, a1, v0, v1, emax, etop, upper):
@@ -223,7 +223,7 @@ class MatrixBounds(NamedTuple):
     exact_kernel: True when every blanket form had at most four categories (no coarsening).
     worst_pair: ``(x0, x1)`` of the form giving ``upper``.
     lattice: True when the coarsened forms went through the lattice and FFT refinement (docs/math.md
-      18.8), which keeps a form's coarsened epsilon wherever it certifies no smaller one.
+      11.8), which keeps a form's coarsened epsilon wherever it certifies no smaller one.
     status: :class:`~jaxshuffle.search.Status` of the search behind ``upper``: ``CONVERGED`` where the
       form's bracket met its relative width, ``MAX_ITER`` where the iteration cap stopped it (still
       certified, only wider), ``ERROR_LIMITED`` where the lattice refinement gave ``upper`` (its step
@@ -256,7 +256,7 @@ def _lanes(up_forms: PairForms, low_forms: PairForms) -> PairForms:
 class MatrixPlan(NamedTuple):
     """One point's planned search of a matrix (:func:`plan_matrix`): its forms and the plan they share.
 
-    up_forms / low_forms: the blanket forms (18.1) and the exact datasets' forms (18.4; none when
+    up_forms / low_forms: the blanket forms (11.1) and the exact datasets' forms (11.4; none when
       planned with ``lower=False``), run as lanes of one program.
     n, delta: the point (validated).
     plan, eps_top: :func:`plan_forms` of all those lanes.
@@ -371,7 +371,7 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
     """The second half of :func:`matrix_bounds`: run a :func:`plan_matrix` search (same sides, same values).
 
     ``lattice``: lower the coarsened blanket forms' epsilons with the lattice and FFT evaluation
-    (:func:`refine_upper`, docs/math.md 18.8); None (default) does so where
+    (:func:`refine_upper`, docs/math.md 11.8); None (default) does so where
     some form was coarsened and ``n <= LATTICE_AUTO_MAX_N``.
     """
     ups, lows, up_status, low_status = _form_search(planned, plan)
@@ -390,7 +390,7 @@ def search_matrix(planned: MatrixPlan, *, plan: bl.BlanketPlan | None = None,
 
 
 def search_forms(forms: PairForms, n, delta) -> MatrixBounds:
-    """Certified upper epsilon of the largest of the given blanket forms (18.1) at ``(n, delta)``, each a
+    """Certified upper epsilon of the largest of the given blanket forms (11.1) at ``(n, delta)``, each a
     dominating bound built elsewhere (the three-count pair of a round with clients sampled,
     :func:`jaxshuffle.accountant.subsampling.three_count_forms`): planned and searched as
     :func:`search_matrix` does a matrix's blanket forms; no lower bound (``lower = 0``)."""
@@ -400,9 +400,9 @@ def search_forms(forms: PairForms, n, delta) -> MatrixBounds:
 
 
 def matrix_bounds(matrix, n, delta, *, plan: bl.BlanketPlan | None = None, lower: bool = True) -> MatrixBounds:
-    """Certified ``[lower, upper]`` on the epsilon of the shuffled mechanism ``matrix`` (docs/math.md 18).
+    """Certified ``[lower, upper]`` on the epsilon of the shuffled mechanism ``matrix`` (docs/math.md 11).
 
-    ``upper`` errs high: every ordered pair's blanket form (18.1) evaluated with coefficients rounded
+    ``upper`` errs high: every ordered pair's blanket form (11.1) evaluated with coefficients rounded
     up, coarsened up when a form has more than four categories, and the kernel's certified band
     (upper end); the bisection keeps only probes whose certified value is ``<= delta``. ``lower``
     errs low: the exact datasets (every other user holding ``x*``), rounded down, the band's lower

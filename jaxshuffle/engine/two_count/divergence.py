@@ -258,7 +258,7 @@ def _anchor_sf_jvp(primals, tangents):
 #: a boundary cell is counted unless its computed S is below -CELL_MARGIN times its scale: S's rounding
 #: (t = e^eps, the products, coefficients such as u - t v that cancel at t = p) is a few ulps of that scale,
 #: so no cell of positive exact value is left out; a counted cell of negative exact value costs at most
-#: CELL_MARGIN of its P + tQ (the band charges it: docs/math.md 6.5)
+#: CELL_MARGIN of its P + tQ (the band charges it: docs/math.md 6.1)
 CELL_MARGIN = 32.0 * _ULP
 
 
@@ -275,7 +275,7 @@ def _thresholds(u, v, w, r0, r1, n, t, cprime, inv_s):
     def scale(a):  # S(a)'s magnitudes (times the cell's factor: exactly P + tQ); its float error is a few ulps of it
         return (u + t * v) * a * r1 + (v + t * u) * (cprime - a) * r0 + g_scale
 
-    def counted(a):  # keep every cell whose exact sign may be positive (docs/math.md 6.5)
+    def counted(a):  # keep every cell whose exact sign may be positive (docs/math.md 6.1)
         return S(a) > -CELL_MARGIN * scale(a)
 
     s0 = S(jnp.zeros_like(cprime))
@@ -364,7 +364,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     chain_abs = jnp.sum(W * ((u + v) * err_U + w * err_T * unmarked_on))  # enters value (times t-1) and Q
     chain_err = (t - 1.0) * chain_abs
     # Flushed (subnormal) pmfs: at most M + 2 per count, each entering at most B + 1 sums.
-    # Rounded coefficients (docs/math.md 6.5): each cell's P - tQ is computed from a rounded t = e^eps with
+    # Rounded coefficients (docs/math.md 6.1): each cell's P - tQ is computed from a rounded t = e^eps with
     # coefficients that may cancel (u - t v at t = p for a clone pair): within 24u of its P + tQ. The region
     # counts every cell whose exact value may be positive (CELL_MARGIN), so the exact divergence is at most
     # the region's exact sum plus the counted cells' negative parts (each within CELL_MARGIN of its P + tQ),
@@ -521,7 +521,7 @@ def hockey_stick_bounds(pair: TwoCountPair, n, eps, *, trunc_tol: float = 1e-30)
     """Certified ``max(D_{e^eps}(P||Q), D_{e^eps}(Q||P))`` broadcast over pair, ``n``, ``eps``.
 
     Works under ``grad``/``jvp``; inside ``jit`` use :func:`divergence_with_plan`. The divergence:
-    docs/math.md section 2; its certified band: section 8.
+    docs/math.md section 2; its certified band: section 4.
 
     Args:
       pair: the :class:`~jaxshuffle.pair.TwoCountPair` (any batch shape).

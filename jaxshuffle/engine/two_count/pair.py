@@ -14,7 +14,7 @@ variation-ratio paper (Wang et al., VLDB 2024) and of the clone reductions.
 
 Soundness: only pairs with ``w == 0`` give certified *upper* bounds. The paper's
 Theorem 4.7 pair with ``beta`` below the worst case ``(p-1)/(p+1)`` has ``w > 0``
-and is **not** a valid upper bound (docs/math.md section 5: n = 2, 3-ary RR,
+and is **not** a valid upper bound (docs/math.md section 3: n = 2, 3-ary RR,
 eps0 = 1, delta = 0.01 has exact eps 0.969408 > 0.914553). Such pairs are
 computed, labelled ``certified = False``, never reported as a guarantee.
 """
@@ -79,7 +79,7 @@ class TwoCountPair:
     def certified(self) -> jax.Array:
         """Boolean array: True where the pair's epsilon is a *sound* upper bound.
 
-        That needs an upper-bound pair with ``w == 0`` (docs/math.md section 5).
+        That needs an upper-bound pair with ``w == 0`` (docs/math.md section 3).
         """
         if self.bound != "upper":
             return jnp.zeros(self.shape, dtype=bool)
@@ -218,7 +218,7 @@ def vr_pair(p, beta, q=None, *, q0=None, q1=None) -> TwoCountPair:
         u = p alpha, v = alpha, w = 1 - (p+1) alpha, r0 = r1 = alpha p / q.
 
     Only sound (``certified``) when ``beta = (p-1)/(p+1)`` (then ``w = 0``); for
-    smaller beta it is the paper's bound, reported but not certified (docs/math.md section 5).
+    smaller beta it is the paper's bound, reported but not certified (docs/math.md section 3).
 
     With ``q0=..., q1=...`` (and ``p`` read as the Theorem 5.1 ratio ``p0``): the
     lower-bound pair of Theorem 5.1, ``r0 = alpha p/q0``, ``r1 = alpha p/q1``; its
@@ -302,7 +302,7 @@ def stronger_clone_pair(eps0) -> TwoCountPair:
 
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = 1/(p+1)`` with ``p = e^eps0``; equal
     to ``vr_pair(p, (p-1)/(p+1), p)``. An upper bound for randomizers that satisfy the pointwise
-    clone condition with ``r = 1/(p+1)`` (k-ary RR, binary RR on two options; docs/math.md 5.4); its
+    clone condition with ``r = 1/(p+1)`` (k-ary RR, binary RR on two options; docs/math.md 3.1); its
     general proof for every eps0-LDP randomizer was withdrawn by its authors, so for other
     randomizers use :func:`standard_clone_pair` (``amplify`` picks the proven one).
 
@@ -323,7 +323,7 @@ def standard_clone_pair(eps0) -> TwoCountPair:
     """Standard clone (Feldman, McMillan, Talwar 2021) for an eps0-LDP randomizer.
 
     ``u = p/(p+1), v = 1/(p+1), w = 0, r0 = r1 = e^-eps0 / 2``. Sound upper bound,
-    looser than the stronger clone (docs/math.md 5.4).
+    looser than the stronger clone (docs/math.md 3.1).
 
     Args:
       eps0: local budget, in [0, 700] (any shape).

@@ -13,7 +13,7 @@ A plan never affects soundness, only tightness and speed: the kernel recomputes 
 binomial mass outside the window from the actual point (``c_lo`` and the window length) and adds
 it to the band, and a threshold step larger than ``max_step`` makes the point claim nothing
 (band ``[0, inf]``). So a plan made for one set of points may be reused inside ``jit`` for nearby
-points (:func:`plan_for`), as a tuning loop does (docs/math.md section 8).
+points (:func:`plan_for`), as a tuning loop does (docs/math.md section 4).
 
 Memory: :func:`run_buckets` evaluates each plan's points in chunks whose size comes from a
 memory budget (:data:`DEFAULT_MEMORY_BYTES`, or the ``memory`` argument), so peak memory does

@@ -293,7 +293,7 @@ def epsilon(pair: TwoCountPair, n, delta, *, plan: Plan | None = None, rtol: flo
     Certified: ``hockey_stick(lower) > delta >= hockey_stick(upper)``
     after every float error and truncation is accounted for, so ``lower <= eps <= upper``
     where ``eps = min{e >= 0 : max(D_{e^e}(P||Q), D_{e^e}(Q||P)) <= delta}`` (the search and its
-    certificates: docs/math.md section 9). Typically ``upper - lower <= rtol * upper``.
+    certificates: docs/math.md section 5). Typically ``upper - lower <= rtol * upper``.
 
     ``upper`` is differentiable (``jax.grad``/``jvp``) in the pair's continuous
     parameters and ``delta``.
