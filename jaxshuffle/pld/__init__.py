@@ -21,6 +21,20 @@ Modules (one concept each):
 * :mod:`~jaxshuffle.pld.interop`: a round to and from dp_accounting (:func:`to_dp_accounting`,
   :func:`from_dp_accounting`; the optional ``interop`` extra).
 
+Which type answers what, and on which side (one contract for the composed answers, none of a round's own):
+
+* every construction returns a :class:`RoundPLD` (the cells, a connected profile, the blanket and
+  three-count pairs, an import from dp_accounting); it has no ``delta`` or ``epsilon`` of its own;
+* :class:`DiscretePLD` is one direction on one side; its ``delta(eps)`` has no float-error terms (not
+  certified);
+* the certified answers come from composition, each error term added on the side of ``pessimistic``:
+  :class:`ComposedPLD` (``compose_discrete``) has ``delta(eps)`` (errs high when pessimistic, low when
+  optimistic) and ``epsilon(delta)`` (the same side); :func:`compose` and :func:`epsilon_over_rounds`
+  return a :class:`CompositionBound` (``upper`` certified over both directions, ``lower`` the optimistic
+  side, a numerical check), :func:`compose_delta` the upper delta as an array. The T-round rule's
+  :class:`~jaxshuffle.accountant.ComposedEpsilon` is another type: the smallest of several certified
+  bounds (this package's composition among them), with each bound's column.
+
 The package stands below the accountant: it imports the engines and the randomizers, and the
 accountant imports it (importing it loads no accountant module). The modules' earlier paths under
 ``jaxshuffle.accountant`` (``loss_distribution``, ``pld``, ``profile_pld``, ``blanket_pld``, ``compose``,

@@ -53,7 +53,12 @@ class DiscretePLD(NamedTuple):
         return (self.lower_index + np.arange(len(self.probs))) * self.discretization
 
     def delta(self, eps: float) -> float:
-        """``sum_j p_j (1 - e^{eps - l_j})_+ + infinity_mass`` (one round, no float-error terms)."""
+        """``sum_j p_j (1 - e^{eps - l_j})_+ + infinity_mass`` (one direction, no float-error terms).
+
+        On the side ``pessimistic`` names only up to the rounding of this sum, so it is not a certified value:
+        a round's certified delta and epsilon come from :func:`~jaxshuffle.pld.composition.compose`
+        (count 1), which adds every error term on the safe side.
+        """
         ell = self.losses()
         keep = ell > eps
         return float(np.sum(self.probs[keep] * -np.expm1(eps - ell[keep])) + self.infinity_mass)
