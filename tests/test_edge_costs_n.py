@@ -73,3 +73,37 @@ def test_ten_rounds_answer_with_few_blanket_pld_builds(monkeypatch):
     assert 6000 < n < 7000  # 6651 (6642 with composed_epsilon's default 576 profile points)
     assert 1 <= len(builds) <= 6 and max(builds) < 2 * n
     assert max(rule_counts) < 1e6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rounds", [1, 10])
+def test_a_target_below_the_mechanisms_lower_bound_at_the_limit_is_refused_without_the_rule(monkeypatch, rounds):
+    """grr(5, 10), target 1e-4, delta = 1e-10: the two-count bound misses at the search limit (n = 1.6e10),
+    and so does a certified *lower* bound on the mechanism's epsilon there (Theorem 5.1's pair, 6.0e-4):
+    no count up to the limit meets the target under any certified rule (the mechanism's epsilon falls with
+    n; over ten rounds it is at least one round's). Refused with two two-count searches, where the rule's
+    probe at the limit (the blanket pair at 1.6e10 users) took 126-217 s; the refusal is checked against an
+    independent amplify call."""
+    expensive = []
+    real_amplify = cal_module.amplify
+
+    def spy_amplify(params, n, *a, **kw):
+        if kw.get("upper_from", "best") != "worst-case":
+            expensive.append(("amplify best", np.max(np.asarray(n))))
+        return real_amplify(params, n, *a, **kw)
+
+    monkeypatch.setattr(cal_module, "amplify", spy_amplify)
+    monkeypatch.setattr(cal_module, "blanket_upper", lambda *a, **kw: expensive.append("blanket"))
+    monkeypatch.setattr(cal_module, "composed_upper", lambda *a, **kw: expensive.append("T-round rule"))
+    c = calibrate_n("grr", 1e-4, 1e-10, eps0=5.0, k=10, rounds=rounds)
+    assert int(c.status) == CalibrationStatus.UNATTAINABLE and np.isinf(float(c.value))
+    assert expensive == [] and c.probes == 2  # the cheapest tier and the lower bound, both at the limit
+    limit = float(c.over)
+    assert limit == 1e12 / 64  # n_max lowered by factors of 8 to the window cap
+    low = amplify(R.grr(5.0, 10), limit, 1e-10, lower_params=R.grr_lower(5.0, 10), with_paper=False,
+                  upper_from="worst-case").lower
+    assert float(low) > 1e-4  # certified: the mechanism's epsilon at the limit is above the target
+    assert 1e-4 < float(c.upper) < np.inf  # the cheapest tier's certified bound at the limit
+    if rounds == 1:
+        assert float(c.upper) == float(amplify(R.grr(5.0, 10), limit, 1e-10, with_paper=False,
+                                               upper_from="worst-case").upper)

@@ -65,7 +65,10 @@ class Calibration(NamedTuple):
         ``over - value <= rtol * over`` (:func:`calibrate_eps0`), or ``value - 1``
         (:func:`calibrate_n`).
       upper: the certified amplified epsilon at ``value`` (``<= target``); where the target is
-        ``UNATTAINABLE``, the best value reachable (the certified bound at ``n_max``).
+        ``UNATTAINABLE``, the best value reachable (the certified bound at ``n_max``); where
+        :func:`calibrate_n` refused because a certified *lower* bound on the mechanism's epsilon at
+        ``n_max`` is already above the target, its cheapest tier's certified bound there (the rule is
+        not run).
       status: :class:`CalibrationStatus` (int8).
       probes: number of batched :func:`amplify` evaluations used (an int).
       clone_proof: :class:`~jaxshuffle.randomizers.clone.CloneProof` code (int8) of the clone pair
@@ -431,7 +434,12 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     (unset: :data:`CALIBRATION_BLANKET_POINTS`, stated in the result). ``upper`` is then that rule's
     value at ``value``.
 
-    Search: one probe at the limit with the cheapest certified bound, then tiers of certified bounds,
+    Search: one probe at the limit with the cheapest certified bound; where it misses the target,
+    k-ary RR (clients not sampled) first asks a certified lower bound on the mechanism's epsilon
+    there (amplify's ``lower`` with :func:`~jaxshuffle.randomizers.grr_lower`, as cheap as that probe):
+    above the target, no count up to the limit meets it under any certified rule (the mechanism's
+    epsilon is nonincreasing in ``n``; over ``T`` rounds at least one round's), and the point is
+    ``UNATTAINABLE`` without the rule's probe there. Then tiers of certified bounds,
     each at least the next, cheapest first, each from the last one's answer: the two-count rules
     (amplify's ``"worst-case"``; over T rounds their basic and advanced composition, then the
     worst-case pair's PLD composition), then the rule (k-RR: with the blanket pair under one plan for
@@ -515,7 +523,11 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         tiers, rule, verify = round_tiers(lanes, rounds, discretization, blanket_points, g, engine_rtol)
     else:
         tiers, rule, verify = one_round_tiers(lanes, upper_from, g, engine_rtol, scaled_variant)
-    found = search_n(tiers, rule, lanes, limit, max_probes, verify=verify, rounds=rounds)
+    from jaxshuffle.accountant.count_search import krr_floor
+
+    # a certified lower bound above the target at the limit refuses without the rule's probe there
+    floor = krr_floor(lanes, engine_rtol) if g == 1.0 else None
+    found = search_n(tiers, rule, lanes, limit, max_probes, verify=verify, rounds=rounds, floor=floor)
     status = np.where(found.unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(found.done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     value, over, upper = (jnp.asarray(x.reshape(shape)) for x in (found.value, found.over, found.upper))

@@ -142,6 +142,38 @@ def _krr_n_upper(lanes: NLanes, n_hi: np.ndarray, *, rtol: float, scaled_variant
     return upper_at
 
 
+def krr_floor(lanes: NLanes, rtol: float):
+    """Where the lanes are k-ary RR (clients not sampled): ``(n, active) -> a certified lower bound``
+    on the shuffled mechanism's epsilon at ``n`` users (numpy, per lane): the lower end of the
+    certified epsilon bracket of the Theorem 5.1 pair of :func:`~jaxshuffle.randomizers.grr_lower`
+    (one two-count search, one program: as cheap as a probe of the cheapest tier); 0 (no claim)
+    where those parameters are not defined. Else None.
+
+    The mechanism's epsilon is nonincreasing in ``n`` (a user whose input is the same in both
+    datasets adds a message that is a post-processing), every certified upper bound is at least it,
+    and over ``T`` rounds on the same users the composition's epsilon is at least one round's (a
+    round is a post-processing of all of them). So a value above the target at the search's limit
+    proves that no count up to the limit meets it, under any certified rule: :func:`search_n`
+    refuses there without the rule's probe (minutes at the limit where the blanket pair runs)."""
+    from jaxshuffle.engine.two_count.search import epsilon
+    from jaxshuffle.randomizers import grr_lower
+
+    mech = lanes.params.krr()
+    if mech is None:
+        return None
+
+    def at(x, active):
+        x = np.where(active, np.asarray(x, np.float64), 1.0)
+        try:
+            lp = grr_lower(mech.eps0, mech.k)
+        except ValueError:  # no Theorem 5.1 parameters (a k the catalog's k-RR does not take): no claim
+            return np.zeros(np.shape(x))
+        n_engine = np.asarray(lp.n_blanket(x), np.float64) + 1.0  # as amplify searches a lower pair
+        return np.asarray(epsilon(lp.pair(), n_engine, lanes.delta, rtol=rtol).lower, np.float64)
+
+    return at
+
+
 def effective_points(params: VRParams, n, blanket_points: int | None, g: float) -> np.ndarray:
     """The blanket-pair PLD's profile points of :func:`calibrate_n`'s T-round rule at counts ``n``:
     the caller's ``blanket_points``; unset, :data:`CALIBRATION_BLANKET_POINTS` where
@@ -210,13 +242,17 @@ class _FoundN(NamedTuple):
 
 
 def search_n(tiers: list[_Tier], rule, lanes: NLanes, limit: float, max_probes: int, *,
-              verify=None, rounds: int = 1) -> _FoundN:
+              verify=None, rounds: int = 1, floor=None) -> _FoundN:
     """The smallest count ``n <= limit`` whose certified bound meets each lane's target.
 
     One probe at ``limit`` with the cheapest tier first: feasible there, the search runs from it;
-    else the rule itself decides there (no tier above it: one probe), and a target missed there is
-    unattainable (``upper``: the rule's value at the limit). Then each tier in turn from the last
-    tier's answer (feasible under every tighter tier); looser tiers stop within :data:`TIER_RTOL`.
+    else, where ``floor`` (``(n, active) -> certified lower bound`` on the mechanism's epsilon,
+    :func:`krr_floor`) is above the target at the limit, the target is unattainable at once (no
+    count up to the limit meets it under any certified rule; ``upper``: the cheapest tier's value
+    there, the rule is not run); else the rule itself decides there (no tier above it: one probe),
+    and a target missed there is unattainable (``upper``: the rule's value at the limit). Then each
+    tier in turn from the last tier's answer (feasible under every tighter tier); looser tiers stop
+    within :data:`TIER_RTOL`.
     The last tier's feasible end is the answer: the rule's own probe (T rounds, amplify alone), or,
     with ``verify`` (k-RR's one round), re-certified by amplify from scratch, with ``over``, by
     :func:`_finish_n`."""
@@ -231,13 +267,18 @@ def search_n(tiers: list[_Tier], rule, lanes: NLanes, limit: float, max_probes: 
     start = np.zeros(P, np.int64)
     up_hi = np.where(reach, up0, np.nan)
     reported = up0
-    if len(tiers) > 1 and not reach.all():
-        up_rule = np.asarray(rule(at_limit, ~reach), np.float64)
+    ask = ~reach if len(tiers) > 1 else np.zeros(P, bool)
+    if floor is not None and ask.any():
+        low = np.asarray(floor(at_limit, ask), np.float64)
         probes += 1
-        now = ~reach & (up_rule <= target)
+        ask &= ~(low > target)  # the mechanism's epsilon is above the target at every count up to the limit
+    if ask.any():
+        up_rule = np.asarray(rule(at_limit, ask), np.float64)
+        probes += 1
+        now = ask & (up_rule <= target)
         start[now] = len(tiers) - 1
         up_hi = np.where(now, up_rule, up_hi)
-        reported = np.where(reach, up0, up_rule)
+        reported = np.where(ask, up_rule, up0)
         reach |= now
     unattainable = ~reach
     lo, hi = np.zeros(P), np.where(reach, at_limit, 1.0)  # (unattainable lanes: 1, a valid count never read)

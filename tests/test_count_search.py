@@ -1,0 +1,70 @@
+"""calibrate_n's integer search (jaxshuffle.accountant.count_search.search_n) on made-up tiers: which
+probes it asks for at the search limit, counted, with no engine run (fast)."""
+from __future__ import annotations
+
+import numpy as np
+
+from jaxshuffle import randomizers as R
+from jaxshuffle.accountant.count_search import NLanes, search_n
+
+
+def _lanes(targets):
+    t = np.asarray(targets, np.float64)
+    params = R.grr(np.ones(t.size), 10)
+    return NLanes(params, np.full(t.size, 1e-6), t)
+
+
+def _tiers(calls):
+    """Two tiers of ``eps(n) = c / sqrt(n)``: the cheap one 10 % above the rule (a looser upper bound)."""
+
+    def tier(c, name):
+        def at(x, active):
+            calls.append((name, np.asarray(x, np.float64).copy(), np.asarray(active).copy()))
+            return c / np.sqrt(np.asarray(x, np.float64))
+        return at
+
+    rule = tier(1.0, "rule")
+    return [lambda hi: tier(1.1, "cheap"), lambda hi: rule], rule
+
+
+def test_a_lower_bound_above_the_target_at_the_limit_refuses_without_the_rule():
+    """Lane 0: the floor (a certified lower bound, here 0.95 of the rule) exceeds the target at the limit:
+    unattainable with no rule probe, ``upper`` the cheap tier's bound there. Lane 1: the floor is below the
+    target but the cheap tier misses: the rule decides there (unattainable with the rule's value). Lane 2:
+    feasible at the limit, answered by the rule's own probes."""
+    limit = 1e4
+    calls: list = []
+    floors: list = []
+
+    def floor(x, active):
+        floors.append(np.asarray(active).copy())
+        return 0.95 / np.sqrt(np.asarray(x, np.float64))
+
+    tiers, rule = _tiers(calls)
+    # at the limit: floor 0.0095, rule 0.01, cheap tier 0.011
+    lanes = _lanes([0.009, 0.0099, 0.02])
+    found = search_n(tiers, rule, lanes, limit, 100, floor=floor)
+    assert found.unattainable.tolist() == [True, True, False]
+    assert len(floors) == 1 and floors[0].tolist() == [True, True, False]  # asked only where the cheap tier missed
+    at_limit = [c for c in calls if c[0] == "rule" and np.all(c[1][c[2]] == limit)]
+    assert len(at_limit) == 1 and at_limit[0][2].tolist() == [False, True, False]  # not lane 0
+    assert found.upper[0] == 1.1 / np.sqrt(limit) and found.upper[1] == 1.0 / np.sqrt(limit)
+    assert found.value[2] == np.ceil((1.0 / 0.02) ** 2) and found.done[2]  # the rule's smallest count: 2500
+    assert found.probes == len(calls) + 1  # every tier probe and the floor, each counted once
+
+
+def test_without_a_floor_the_rule_decides_at_the_limit():
+    calls: list = []
+    tiers, rule = _tiers(calls)
+    found = search_n(tiers, rule, _lanes([0.009]), 1e4, 100)
+    assert found.unattainable.tolist() == [True] and found.upper[0] == 1.0 / np.sqrt(1e4)
+    assert [c[0] for c in calls] == ["cheap", "rule"] and found.probes == 2
+
+
+def test_a_floor_equal_to_the_target_does_not_refuse():
+    """Only a lower bound strictly above the target proves the rule misses it (feasible is ``<= target``)."""
+    calls: list = []
+    tiers, rule = _tiers(calls)
+    found = search_n(tiers, rule, _lanes([0.01]), 1e4, 100, floor=lambda x, active: np.full(np.shape(x), 0.01))
+    assert not found.unattainable[0] and found.value[0] == 1e4  # the rule meets it exactly at the limit
+    assert [c[0] for c in calls][:2] == ["cheap", "rule"]
