@@ -16,15 +16,16 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import numpy as np
 
 from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan
 from jaxshuffle.sweeps.progress import _Progress
 from jaxshuffle.sweeps.schedule import Runner
-from jaxshuffle.sweeps.stops import SweepInterrupted, run_interruptible
+from jaxshuffle.sweeps.stops import SweepInterrupted, _DeferSignals, run_interruptible
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
@@ -39,6 +40,10 @@ from jaxshuffle.sweeps.store import (
     utc_now,
     write_results,
 )
+
+if TYPE_CHECKING:
+    from jaxshuffle.sweeps.distributed import ChunkPool, Task
+    from jaxshuffle.sweeps.jobs import Bucket, ChunkPlan, Grid
 
 
 def _ranges(points: np.ndarray) -> str:
@@ -68,13 +73,13 @@ class RunSettings(NamedTuple):
     merge_buckets: bool
     shard_i: int
     shard_n: int
-    devices: object
+    devices: Any  # as sweep's ``devices`` (None: every local device)
     chunk_size: int | None
     memory: float | None
     quiet: bool
     overwrite: bool
     wait: bool
-    executor: object
+    executor: Any  # None, a dask.distributed.Client or a concurrent.futures.Executor (checked by sweep)
     rounds_settings: dict | None
 
 
@@ -87,8 +92,8 @@ class RunPlan(NamedTuple):
     platform: str  # the platform the buckets and the chunk layout are planned for
     settings: dict  # the settings in the fingerprint
     fingerprint: str
-    grid: object
-    buckets: list  # [(plan, job ids, c_lo)]
+    grid: Grid
+    buckets: list[Bucket]  # [(plan, job ids, c_lo)]
     layout_settings: dict  # what the chunk layout of a new sweep comes from
     t_plan: float  # when planning started (perf_counter)
 
@@ -116,7 +121,7 @@ class SweepRun:
     progress on, :meth:`stopped` says what a signal leaves saved.
     """
 
-    def __init__(self, spec, s: RunSettings, plan: RunPlan, store: OpenStore, guard):
+    def __init__(self, spec: dict, s: RunSettings, plan: RunPlan, store: OpenStore, guard: _DeferSignals):
         self.spec, self.s, self.plan, self.store, self.guard = spec, s, plan, store, guard
         self.grid = grid = plan.grid
         J = grid.n_jobs
@@ -133,9 +138,10 @@ class SweepRun:
         self.pending = grid.pending(self.job_done)
         self.csv_cols = ["index", *grid.table.keys(), *grid.result_order]
         self.csv_path: Path | None = None
-        self.csv_file = None
+        self.csv_file: TextIO | None = None
         self.progress: _Progress | None = None
-        self.is_compiled = None  # (plan, chunk size) -> whether its program is compiled already
+        # (plan, chunk size) -> whether its program is compiled already (start_workers sets it)
+        self.is_compiled: Callable[[ChunkPlan, int], bool] | None = None
         self.work_left = 0.0
         self.kind_left: dict = {}  # kind of plan -> work still to run (the ETA prices each kind on its own)
         self.remaining: dict = {}  # (plan, chunk size) -> chunks still to run
@@ -158,7 +164,13 @@ class SweepRun:
         ch = self.store.chunks[ci]
         return self.plan.buckets[ch["bucket"]][1][ch["start"]:ch["stop"]]
 
-    def chunk_jobs(self, ci: int) -> tuple:
+    def _compiled(self, plan: ChunkPlan, size: int) -> bool:
+        """Whether the program of ``(plan, size)`` is compiled already (:attr:`is_compiled`, set by start_workers)."""
+        if self.is_compiled is None:
+            raise RuntimeError("internal: the workers are not started yet (start_workers sets is_compiled)")
+        return self.is_compiled(plan, size)
+
+    def chunk_jobs(self, ci: int) -> tuple[ChunkPlan, np.ndarray, np.ndarray, int]:
         """Chunk ``ci``'s plan, job ids, ``c_lo`` and (padded) size."""
         ch = self.store.chunks[ci]
         plan, ids_all, clo_all = self.plan.buckets[ch["bucket"]]
@@ -211,9 +223,10 @@ class SweepRun:
             ch = self.store.chunks[ci]
             kk = (self.plan.buckets[ch["bucket"]][0], ch["size"])
             self.remaining[kk] = self.remaining.get(kk, 0) + 1
-        return sum(1 for kk in self.remaining if not self.is_compiled(*kk))
+        return sum(1 for kk in self.remaining if not self._compiled(*kk))
 
-    def record(self, ci, ids, lo, up, st, it, extra=None) -> np.ndarray:
+    def record(self, ci: int, ids: np.ndarray, lo: np.ndarray, up: np.ndarray, st: np.ndarray, it: np.ndarray,
+               extra: np.ndarray | None = None) -> np.ndarray:
         """Store one finished chunk (arrays, chunk file, CSV rows); returns the points it finished.
 
         ``extra``: a rounds chunk's composed-epsilon columns (stored in its chunk file too)."""
@@ -222,6 +235,8 @@ class SweepRun:
             self.lower[ids], self.upper[ids], self.status[ids], self.iterations[ids] = lo, up, st, it
             more = {}
             if extra is not None:
+                if self.extra is None:
+                    raise ValueError("internal: a chunk with extra columns for a grid without them")
                 self.extra[ids] = extra
                 more["extra"] = np.asarray(extra, dtype=np.float64)
             fresh = ids[~self.job_done[ids]]
@@ -238,16 +253,16 @@ class SweepRun:
             touched = np.unique(touched)
             fin = touched[self.pending[touched] == 0]
             if self.csv_file is not None and fin.size:
-                self._append_csv(fin)
+                self._append_csv(self.csv_file, fin)
             self.chunks_done += 1
         return fin
 
-    def _append_csv(self, points: np.ndarray) -> None:
-        """Append the rows of ``points`` to ``results.csv``, on disk before this returns."""
+    def _append_csv(self, csv_file: TextIO, points: np.ndarray) -> None:
+        """Append the rows of ``points`` to ``results.csv`` (open as ``csv_file``), on disk before this returns."""
         try:
-            self.csv_file.write(csv_text(self.columns(points), self.csv_cols, False))
-            self.csv_file.flush()
-            os.fsync(self.csv_file.fileno())
+            csv_file.write(csv_text(self.columns(points), self.csv_cols, False))
+            csv_file.flush()
+            os.fsync(csv_file.fileno())
         except OSError as exc:  # name the file (a torn row is repaired on resume)
             if not exc.filename:
                 exc.filename = str(self.csv_path)
@@ -256,7 +271,9 @@ class SweepRun:
     def advance(self, ci: int, fin_points: int, dt: float, compiled: bool) -> None:
         """Move the progress on by chunk ``ci``, which finished ``fin_points`` points in ``dt`` seconds."""
         self.chunk_done(ci)
-        programs_left = sum(1 for kk, cnt in self.remaining.items() if cnt > 0 and not self.is_compiled(*kk))
+        programs_left = sum(1 for kk, cnt in self.remaining.items() if cnt > 0 and not self._compiled(*kk))
+        if self.progress is None:
+            raise RuntimeError("internal: the progress starts with the chunks (run_chunks)")
         self.progress.update(int(fin_points), self.work(ci), dt, compiled, dict(self.kind_left), programs_left,
                              kind=self.kind(ci))
 
@@ -275,7 +292,7 @@ class SweepRun:
         partial = int(((self.pending > 0) & (self.pending < self.jobs_per_point)).sum())
         chunks = (f"{self.chunks_done} of {len(self.mine)} chunks ({jobs_kept} of {mine.size} searches"
                   + (f", part of {partial} more points" if partial else "") + ")")
-        if self.csv_path is not None:
+        if self.csv_path is not None and out_dir is not None:
             saved = f"{int((self.pending == 0).sum())} of {self.grid.size} points saved in {self.csv_path}"
             if partial:  # chunk files whose points are not all finished: say what they hold
                 saved += f"; {chunks} kept in {out_dir / 'chunks'}"
@@ -306,7 +323,7 @@ class Workers(NamedTuple):
 
     env: dict  # the environment record of the metadata
     runner: Runner | None
-    pool: object  # a ChunkPool with an executor, else None
+    pool: ChunkPool | None  # a ChunkPool with an executor, else None
     programs: int  # programs this run compiles
 
 
@@ -316,11 +333,11 @@ def start_workers(run: SweepRun) -> Workers:
     env = environment(plan.devs)
     runner = Runner(s.rtol, plan.devs) if not plan.remote else None
     pool = None
-    if plan.remote:
+    if runner is None:
         from jaxshuffle.sweeps.distributed import ChunkPool
 
-        pool = ChunkPool(s.executor, s.rtol)
-        run.is_compiled = lambda plan, size: bool(pool.plan_workers.get((plan, size)))
+        chunk_pool = pool = ChunkPool(s.executor, s.rtol)
+        run.is_compiled = lambda plan, size: bool(chunk_pool.plan_workers.get((plan, size)))
     else:
         run.is_compiled = runner.is_compiled
     programs = run.count_work()
@@ -363,9 +380,9 @@ def run_chunks(run: SweepRun, workers: Workers) -> tuple[float, list[dict]]:
         if run.csv_path is not None:
             run.csv_file = open(run.csv_path, "a", newline="")
         run.progress = _Progress(run.s.quiet, run.grid.size, int((run.pending == 0).sum()), workers.programs)
-        if not run.plan.remote:
+        if workers.runner is not None:  # not plan.remote
             _local_chunks(run, workers.runner, sleep)
-        else:
+        elif workers.pool is not None:
             _remote_chunks(run, workers.pool, sleep, failed)
     except KeyboardInterrupt as exc:
         raise run.stopped(exc) from None
@@ -378,12 +395,15 @@ def _local_chunks(run: SweepRun, runner: Runner, sleep: float) -> None:
     """Run the chunks here, one after the other (each computed in a worker thread, this one waiting:
     a signal acts at once; every file is written here, in the main thread)."""
     check = getattr(run.guard, "check", None)
+    progress = run.progress
+    if progress is None:
+        raise RuntimeError("internal: the progress starts with the chunks (run_chunks)")
     for ci in run.todo:
         if check is not None:
             check()  # a stop that a callback swallowed since the last chunk
         plan, ids, clo, size = run.chunk_jobs(ci)
         compiled = not runner.is_compiled(plan, size)
-        run.progress.start_chunk(compiled)
+        progress.start_chunk(compiled)
         t = time.perf_counter()
         arrays = run_interruptible(runner.run, plan, run.grid.job_rows(plan, ids), clo, size, guard=run.guard)
         dt = time.perf_counter() - t
@@ -393,11 +413,11 @@ def _local_chunks(run: SweepRun, runner: Runner, sleep: float) -> None:
             time.sleep(sleep)
 
 
-def _remote_chunks(run: SweepRun, pool, sleep: float, failed: list[dict]) -> None:
+def _remote_chunks(run: SweepRun, pool: ChunkPool, sleep: float, failed: list[dict]) -> None:
     """Run the chunks on the executor's workers; a chunk that failed twice is warned about and added to ``failed``."""
     from jaxshuffle.sweeps.distributed import Task
 
-    def tasks():  # made as the window of futures in flight advances (memory bounded)
+    def tasks() -> Iterator[Task]:  # made as the window of futures in flight advances (memory bounded)
         for ci in run.todo:
             plan, ids, clo, size = run.chunk_jobs(ci)
             yield Task(ci, plan, run.grid.job_rows(plan, ids), clo, size)
@@ -435,7 +455,7 @@ def finish(run: SweepRun, workers: Workers, elapsed: float, failed: list[dict]) 
         all_done = bool(run.job_done.all())
         meta = _meta(run, workers, elapsed, failed, all_done)
         if out_dir is not None and s.shard_n > 1 and not read_only:
-            _write_shard(run)
+            _write_shard(run, out_dir)
         if all_done or s.shard_n == 1:
             points = np.arange(run.grid.size) if all_done else run.points_done()
             cols = run.columns(points)
@@ -453,8 +473,15 @@ def finish(run: SweepRun, workers: Workers, elapsed: float, failed: list[dict]) 
 def _meta(run: SweepRun, workers: Workers, elapsed: float, failed: list[dict], all_done: bool) -> dict:
     """The result's metadata (``sweep.json``'s run record): environment, settings, buckets, timing, executor."""
     from jaxshuffle.engine.two_count.plan import TRUNC_FRACTION
+    from jaxshuffle.sweeps.sampled import SampledPlan
 
     s, plan, grid, runner, pool = run.s, run.plan, run.grid, workers.runner, workers.pool
+    if runner is not None:
+        programs_compiled = len(runner.compiled)
+    elif pool is not None:
+        programs_compiled = sum(pool.programs.values())
+    else:
+        raise RuntimeError("internal: the chunks ran neither here nor on an executor")
     meta = {**workers.env, "methods": METHODS, "columns": COLUMNS, "fingerprint": plan.fingerprint, "grid": run.spec,
             "settings": plan.settings,
             "tolerances": {"rtol": float(s.rtol), "max_iter": MAX_ITER,
@@ -462,20 +489,19 @@ def _meta(run: SweepRun, workers: Workers, elapsed: float, failed: list[dict], a
                                                 "added to the certified divergence band)"},
             "buckets": [({"mechanism": pl.randomizer} if isinstance(pl, MechanismPlan) else
                          {"rounds": pl.randomizer} if isinstance(pl, RoundsPlan) else
-                         {"sampled": pl.randomizer} if not hasattr(pl, "max_step") else
+                         {"sampled": pl.randomizer} if isinstance(pl, SampledPlan) else
                          {"window": pl.window, "max_step": pl.max_step, "symmetric": pl.symmetric})
                         | {"searches": int(len(ids))} for pl, ids, _ in plan.buckets],
             "points": grid.size, "searches": grid.n_jobs, "chunks": len(run.store.chunks),
             "shard": [s.shard_i, s.shard_n], "complete": all_done,
             "timing": {"plan_s": run.store.plan_s, "run_s": elapsed, "chunks_run": len(run.todo),
-                       "programs_compiled": (len(runner.compiled) if runner is not None
-                                             else sum(pool.programs.values()))},
+                       "programs_compiled": programs_compiled},
             "written": utc_now()}
-    if plan.remote and not s.quiet and pool.programs:
+    if pool is not None and not s.quiet and pool.programs:  # plan.remote
         per = ", ".join(f"{w}: {pool.programs[w]} ({pool.chunks_per_worker.get(w, 0)} chunks)"
                         for w in sorted(pool.programs))
         print(f"[sweep] programs compiled per worker: {per}", file=sys.stderr, flush=True)
-    if plan.remote:
+    if pool is not None:  # plan.remote
         from jaxshuffle.sweeps.distributed import describe
 
         meta["executor"] = {"kind": describe(s.executor)[0],
@@ -487,9 +513,9 @@ def _meta(run: SweepRun, workers: Workers, elapsed: float, failed: list[dict], a
     return meta
 
 
-def _write_shard(run: SweepRun) -> None:
-    """Write this shard's jobs (and the manifest) to ``shard-i-of-N.npz`` for ``sweep merge``."""
-    s, out_dir = run.s, run.store.out_dir
+def _write_shard(run: SweepRun, out_dir: Path) -> None:
+    """Write this shard's jobs (and the manifest) to ``out_dir/shard-i-of-N.npz`` for ``sweep merge``."""
+    s = run.s
     mine_ids = np.concatenate([run.chunk_ids(ci) for ci in run.mine]) if run.mine else np.zeros(0, np.int64)
     more = {"extra": run.extra[mine_ids]} if run.extra is not None else {}
     path = out_dir / f"shard-{s.shard_i}-of-{s.shard_n}.npz"

@@ -185,14 +185,14 @@ def to_xarray(result, *, missing: str = "raise", dims=None):
         if k in coords:
             continue
         col = np.asarray(col)
-        arr = col[order].reshape(shape) if not absent else _fill(col[order], shape, flat)
+        arr = col[order].reshape(shape) if flat is None else _fill(col[order], shape, flat)  # flat: where absent
         attrs = {"description": COLUMNS[k]} if k in COLUMNS else {}
         data[k] = (dims, arr, attrs)
-    attrs = {"complete": int(result.complete)}
+    ds_attrs: dict[str, int | str] = {"complete": int(result.complete)}
     if isinstance(result.meta.get("fingerprint"), str):
-        attrs["fingerprint"] = result.meta["fingerprint"]
+        ds_attrs["fingerprint"] = result.meta["fingerprint"]
     coord_vars = {d: (d, coords[d], {"description": COLUMNS[d]} if d in COLUMNS else {}) for d in dims}
-    return xr.Dataset(data, coords=coord_vars, attrs=attrs)
+    return xr.Dataset(data, coords=coord_vars, attrs=ds_attrs)
 
 
 def _json_default(x):

@@ -21,9 +21,21 @@ import itertools
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from jaxshuffle.randomizers.catalog import Entry
+
+    #: A delta axis as given: grid text with rules in ``n``, a number, a callable ``f(n) -> delta``, or a
+    #: sequence of those.
+    DeltaAxis: TypeAlias = (str | float | Callable[[np.ndarray], ArrayLike] | np.ndarray
+                            | Sequence[str | float | Callable[[np.ndarray], ArrayLike]])
 
 # ----------------------------------------------------------------------------------------
 # Grid syntax
@@ -77,7 +89,7 @@ def _count(text: str, piece: str, max_values: int) -> int:
     return int(k)
 
 
-def parse_grid(text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+def parse_grid(text: str | ArrayLike, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     """Values of a grid: ``"1,2,5"``, ``"0.5:4:8"`` (linspace), ``"1e3..1e6:7"`` (geomspace), or a mix.
 
     Numbers and sequences are accepted as they are. ``integer=True`` rounds to integers.
@@ -91,11 +103,11 @@ def parse_grid(text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES
             if not piece:
                 raise ValueError(f"invalid grid {text!r}: empty item")
             if ".." in piece:
-                head, _, k = piece.rpartition(":")
+                head, _, k_text = piece.rpartition(":")
                 if not head or ".." not in head:
                     raise ValueError(f"invalid grid {piece!r}: a log grid is A..B:K (e.g. 1e3..1e6:7)")
-                a, b = head.split("..", 1)
-                a, b, k = _number(a), _number(b), _count(k, piece, max_values)
+                a_text, b_text = head.split("..", 1)
+                a, b, k = _number(a_text), _number(b_text), _count(k_text, piece, max_values)
                 if not (a > 0 and b > 0):
                     raise ValueError(f"invalid grid {piece!r}: a log grid needs positive ends")
                 values.extend(np.geomspace(a, b, k).tolist() if k > 1 else [a])
@@ -151,7 +163,7 @@ def _guarded(name: str):
 _FUNCS = {name: _guarded(name) for name in _ARITY}
 
 
-def check_rule(node: ast.AST, text: str, names=("n",), what: str = "delta") -> None:
+def check_rule(node: ast.AST, text: str, names: Sequence[str] = ("n",), what: str = "delta") -> None:
     """Refuse a rule that is not whitelisted arithmetic, before it is evaluated.
 
     Allowed: numbers, the ``names`` (grid axes), ``+ - * / **``, unary ``+ -`` and calls of the
@@ -202,7 +214,7 @@ def check_rule(node: ast.AST, text: str, names=("n",), what: str = "delta") -> N
 class _FloatConstants(ast.NodeTransformer):
     """Numeric literals become float64 names, so a rule never does Python big-integer arithmetic."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.values: dict[str, np.float64] = {}
 
     def visit_Constant(self, node):
@@ -254,13 +266,15 @@ def eval_rule(text: str, n: np.ndarray | None = None, *, env: dict | None = None
     return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
 
 
-def is_rule(text) -> bool:
+def is_rule(text: object) -> bool:
     return isinstance(text, str) and any(not (c.isdigit() or c in "eE.+-:, ") for c in text)
 
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside parentheses (``min(1e-6, 1/n),1e-8`` has two items)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for c in text:
         if c == "," and depth == 0:
             parts.append("".join(cur))
@@ -272,7 +286,7 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def parse_delta(text) -> list:
+def parse_delta(text: DeltaAxis) -> list[float | str | Callable[[np.ndarray], ArrayLike]]:
     """Items of a delta axis: floats and rule strings in ``n`` (``"1e-6,0.01/n"``), or as given.
 
     Accepts a string (grid syntax plus rules), a number, a callable ``f(n) -> delta``, or a
@@ -281,7 +295,7 @@ def parse_delta(text) -> list:
     if callable(text):
         return [text]
     if isinstance(text, str):
-        items: list = []
+        items: list[float | str | Callable[[np.ndarray], ArrayLike]] = []
         for piece in _split_top(text):
             piece = piece.strip()
             if is_rule(piece):
@@ -294,14 +308,14 @@ def parse_delta(text) -> list:
                     raise ValueError(f"delta: {exc}") from None
         return items
     if isinstance(text, (list, tuple)):
-        out: list = []
+        out: list[float | str | Callable[[np.ndarray], ArrayLike]] = []
         for t in text:
             out.extend(parse_delta(t) if isinstance(t, str) or callable(t) else [float(t)])
         return out
     return [float(x) for x in np.atleast_1d(np.asarray(text, dtype=np.float64)).ravel()]
 
 
-def parse_n(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+def parse_n(text: str | ArrayLike, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     """Values of an ``n`` axis (numbers of users): grid syntax, rounded to integers, duplicates dropped.
 
     The one rule for ``n`` in a sweep and in every CLI command: ``"1e3..1e4:3"`` gives 1000, 3162,
@@ -312,7 +326,7 @@ def parse_n(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     return _parse_counts(text, what, max_values)
 
 
-def _parse_counts(text, what: str, max_values: int) -> np.ndarray:
+def _parse_counts(text: str | ArrayLike, what: str, max_values: int) -> np.ndarray:
     """An integer axis whose values must be >= 1 (``n``, ``rounds``): rounded, duplicates dropped;
     ValueError ``what`` plus the value given for bad syntax, no value, or a value below 1 or not finite."""
     if isinstance(text, str) and not text.strip():
@@ -330,7 +344,8 @@ def _parse_counts(text, what: str, max_values: int) -> np.ndarray:
     return values
 
 
-def parse_option(name: str, text, *, integer: bool = False, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+def parse_option(name: str, text: str | ArrayLike, *, integer: bool = False,
+                 max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     """Values of the grid axis of option ``name`` (rounded to integers when ``integer``); a ValueError
     names the option, so a sweep and every CLI command refuse a bad grid with the same message."""
     try:
@@ -343,7 +358,7 @@ def parse_option(name: str, text, *, integer: bool = False, max_values: int = MA
 MAX_ROUNDS = 2 ** 53
 
 
-def parse_rounds(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+def parse_rounds(text: str | ArrayLike, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     """Values of a ``rounds`` axis (numbers of rounds ``T``): grid syntax, rounded to integers, duplicates dropped.
 
     ``"1..1000:20"`` gives 20 log-spaced values rounded to integers (fewer where two round to the
@@ -358,7 +373,7 @@ def parse_rounds(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def parse_sample_rate(text, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
+def parse_sample_rate(text: str | ArrayLike, *, max_values: int = MAX_AXIS_VALUES) -> np.ndarray:
     """Values of a ``sample_rate`` axis (the probability ``g`` that each user takes part in a round):
     grid syntax, duplicates dropped. Raises ValueError naming ``sample_rate`` and its range (0, 1] for
     bad syntax, no value, or a value outside it."""
@@ -392,7 +407,7 @@ def default_grid() -> dict:
     return dict(randomizer="general", eps0="0.2..8:16", n="1e2..1e5:13", delta="1e-6")
 
 
-def catalog_rows():
+def catalog_rows() -> dict[str, Entry]:
     from jaxshuffle.randomizers import CATALOG
 
     return CATALOG
@@ -414,7 +429,8 @@ def _delta_label(rule) -> str:
     return repr(float(rule))
 
 
-def build_spec(randomizer, n, delta, axes: Mapping, rounds=None, sample_rate=None) -> dict:
+def build_spec(randomizer: str | Sequence[str], n: str | ArrayLike | None, delta: DeltaAxis | None, axes: Mapping,
+               rounds: str | ArrayLike | None = None, sample_rate: str | ArrayLike | None = None) -> dict:
     """A JSON-serializable description of the grid (what the fingerprint covers).
 
     ``rounds`` (None: no rounds axis, and no ``"rounds"`` key in the spec, so a sweep without one
@@ -453,7 +469,7 @@ def build_spec(randomizer, n, delta, axes: Mapping, rounds=None, sample_rate=Non
     if delta is None:
         raise ValueError("delta: required (e.g. delta=1e-6, '0.01/n' or --delta 1e-8,0.01/n)")
     n_vals = parse_n(n)
-    rules = []
+    rules: list[float | str | dict[str, Any]] = []
     for item in parse_delta(delta):
         if callable(item):
             vals = np.asarray(item(n_vals.copy()), dtype=np.float64)

@@ -14,7 +14,7 @@ over all its ``T`` and ``delta`` (one round PLD built per bucket, composed for e
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,6 +26,19 @@ from jaxshuffle.sweeps.columns import (
     label_columns,
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from jaxshuffle.engine.two_count.plan import Plan
+    from jaxshuffle.sweeps.sampled import SampledGrid, SampledPlan
+
+    #: A chunk's plan: a two-count window plan, or one of the plans of the searches each grid runs itself.
+    ChunkPlan: TypeAlias = "Plan | MechanismPlan | RoundsPlan | SampledPlan"
+    #: A bucket of jobs: its plan, the job ids and the window starts ``c_lo``.
+    Bucket: TypeAlias = tuple[ChunkPlan, np.ndarray, np.ndarray]
+    #: The grids of a sweep (one interface): one round, a rounds axis, a sample_rate axis.
+    Grid: TypeAlias = "SweepGrid | RoundsGrid | SampledGrid"
 
 
 def point_table(table: dict[str, np.ndarray], size: int, points) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -66,6 +79,18 @@ def one_job_per_point(point_job: np.ndarray, n_jobs: int):
     order = np.argsort(point_job, kind="stable")
     return (np.ones(len(point_job), dtype=np.int64), order,
             np.searchsorted(point_job[order], np.arange(n_jobs + 1)))
+
+
+class _JobIndex(Protocol):
+    """What :meth:`SweepGrid.points_of_jobs` and :meth:`SweepGrid.pending` read of a grid (every grid class
+    shares the two methods)."""
+
+    size: int
+    pending0: np.ndarray
+    _job_points: np.ndarray
+    _job_ptr: np.ndarray
+
+    def points_of_jobs(self, jobs: np.ndarray) -> np.ndarray: ...
 
 
 class MechanismPlan(NamedTuple):
@@ -163,7 +188,10 @@ def _point_jobs(entry, opts: dict[str, np.ndarray], n: np.ndarray, delta: np.nda
         rows = np.stack([col(x) for x in (*job.pair.arrays(), info.n_engine if job.n_engine is None
                                          else job.n_engine, job.delta)], axis=1)
         out[job.role] = (rows, np.broadcast_to(np.asarray(job.needed), shape))
-    return PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)), out, carries_mechanism(params)
+    # PointInfo declares jax.Array fields; the sweep keeps numpy arrays there, which combine_amplification reads
+    # with xp=numpy (the declaration in accountant/amplify.py is narrower than its use)
+    return (PointInfo(*(np.broadcast_to(np.asarray(x), shape) for x in info)),  # type: ignore[arg-type]
+            out, carries_mechanism(params))
 
 
 def _builds_every_matrix(entry, options: dict[str, np.ndarray]) -> bool:
@@ -279,7 +307,7 @@ class SweepGrid:
             return np.concatenate([rows[:, :len(plan.options)], rows[:, -2:]], axis=1)
         return self.jobs[ids]
 
-    def points_of_jobs(self, jobs: np.ndarray) -> np.ndarray:
+    def points_of_jobs(self: _JobIndex, jobs: np.ndarray) -> np.ndarray:
         """Points waiting on each of ``jobs`` (one entry per distinct (point, job) pair)."""
         jobs = np.asarray(jobs, dtype=np.int64)
         starts, stops = self._job_ptr[jobs], self._job_ptr[jobs + 1]
@@ -289,7 +317,7 @@ class SweepGrid:
         offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
         return self._job_points[np.arange(lens.sum()) + offs]
 
-    def pending(self, job_done: np.ndarray) -> np.ndarray:
+    def pending(self: _JobIndex, job_done: np.ndarray) -> np.ndarray:
         """Number of unfinished distinct jobs per point."""
         return self.pending0 - np.bincount(self.points_of_jobs(np.nonzero(job_done)[0]), minlength=self.size)
 

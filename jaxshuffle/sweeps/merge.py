@@ -70,7 +70,7 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
         raise ValueError(f"out: {out} is a sweep directory (it has sweep.json); merge never writes into a sweep's "
                          "directory: give another --out")
     _check_out_is_ours(Path(out))
-    manifest = None
+    manifest: dict | None = None
     parts: list[dict] = []
     for inp in inputs:
         p = Path(inp)
@@ -99,6 +99,8 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
         elif m["fingerprint"] != manifest["fingerprint"]:
             raise ValueError(f"inputs: {p} belongs to a different sweep (fingerprint {m['fingerprint']} "
                              f"!= {manifest['fingerprint']})")
+    if manifest is None:  # not reached: inputs is not empty
+        raise ValueError("inputs: give at least one shard file or sweep directory")
     spec, settings = manifest["spec"], manifest["settings"]
     if manifest.get("schema", 1) not in RESUMABLE_SCHEMAS:
         raise ValueError(f"inputs: written in sweep store schema {manifest.get('schema', 1)}, this jaxshuffle reads "
@@ -115,7 +117,7 @@ def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = F
     seen = np.zeros(J, dtype=bool)
     for data in parts:
         ids = data["jobs"]
-        if extra_j is not None and np.shape(data.get("extra")) != (len(ids), grid.extra_width):
+        if extra_j is not None and np.asarray(data.get("extra")).shape != (len(ids), grid.extra_width):
             raise ValueError("inputs: a chunk or shard of this rounds sweep has no composed-epsilon columns "
                              "(damaged, or written by another jaxshuffle): rerun that shard")
         again = seen[ids]

@@ -95,8 +95,8 @@ class _Progress:
             eta += work * per_work
         if self.steady_work > 0:  # the compiling chunks' time is not in the per-work costs: one per program
             eta += programs_left * (float(np.mean(self.first_s)) if self.first_s else 0.0)
-        eta = eta if math.isfinite(eta) else None
-        return (rate if not guess else self._rate_guess(eta)), eta
+        finite = eta if math.isfinite(eta) else None
+        return (rate if not guess else self._rate_guess(finite)), finite
 
     def _only_kind(self):
         """The kind a plain number of work left refers to: the one kind run so far (None before any)."""
