@@ -35,6 +35,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -104,7 +105,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter)
+    common: dict[str, Any] = dict(formatter_class=argparse.RawDescriptionHelpFormatter)
     pe = sub.add_parser("epsilon", help="amplified epsilon of a shuffled randomizer (certified upper, lower, paper)",
                         description="Amplified (eps, delta) of n users' shuffled messages. Options of the chosen "
                                     "randomizer appear in --help once --randomizer is given.", **common)
@@ -232,10 +233,11 @@ def _cmd_epsilon(args) -> int:
     names, cols = _cartesian(grid)
     opts = {k: cols[k] for k in names if k not in ("n", "delta")}
     params = entry.fn(**opts)
-    rep = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
-                  rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from, sample_rate=args.sample_rate)
+    report = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
+                     rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from,
+                     sample_rate=args.sample_rate)
     sampled = args.sample_rate < 1.0
-    rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
+    rep = {k: np.asarray(v) for k, v in report._asdict().items()}
     p, beta, q = (np.broadcast_to(np.asarray(x), cols["n"].shape) for x in (params.p, params.beta, params.q))
     rows = []
     for i in range(cols["n"].size):
@@ -312,7 +314,9 @@ def _cmd_calibrate(args) -> int:
         grid.update(target=args.target, delta=args.delta)
     names, cols = _cartesian(grid)
     fixed = ("target", "n", "delta")
-    opts = {k: cols[k] for k in names if k not in fixed}
+    # the randomizer's option arrays, passed on as keywords (Any: mypy would match them against every keyword
+    # parameter of calibrate_eps0 and calibrate_n, and none of them is an option name)
+    opts: dict[str, Any] = {k: cols[k] for k in names if k not in fixed}
     if solve_eps0:
         cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol,
                              upper_from=args.upper_from, sample_rate=args.sample_rate, **opts)
@@ -326,12 +330,12 @@ def _cmd_calibrate(args) -> int:
         n = np.asarray(cal.value)
     status = np.asarray(cal.status)
     ok = np.isfinite(n)
-    rep = None
+    rep: dict[str, np.ndarray] = {}  # the reports of the points calibrated (ok), in order
     if ok.any():
         sel = {k: v[ok] for k, v in full.items()}
-        rep = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel),
-                      upper_from=args.upper_from, sample_rate=args.sample_rate)
-        rep = {k: np.asarray(v) for k, v in rep._asdict().items()}
+        report = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel),
+                         upper_from=args.upper_from, sample_rate=args.sample_rate)
+        rep = {k: np.asarray(v) for k, v in report._asdict().items()}
     rows, j = [], 0
     for i in range(cols["target"].size):
         row = {"randomizer": args.randomizer, "options": {k: float(full[k][i]) for k in full},
@@ -567,8 +571,9 @@ def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -
 
     status = int(getattr(exc, "exit_status", 130))
     line = f"jaxshuffle: interrupted ({getattr(exc, 'signal_name', 'SIGINT')})"
-    if getattr(exc, "saved", ""):
-        line += f": {exc.saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
+    saved = getattr(exc, "saved", "")
+    if saved:
+        line += f": {saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
     elif argv and argv[0] in ("compose", "tune"):  # they write their output only once computed
         written = getattr(exc, "written", None)
         line += (f": wrote {', '.join(written)} before the stop, nothing else saved" if written else

@@ -14,17 +14,22 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, SupportsFloat, overload
 
 from jaxshuffle.sweeps.grid import parse_n, parse_option
 from jaxshuffle.sweeps.stops import SweepInterrupted, waiting
+
+if TYPE_CHECKING:
+    from jaxshuffle.randomizers.catalog import Entry
 
 
 class UsageError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-def grid_type(name: str, *, integer: bool = False):
+def grid_type(name: str, *, integer: bool = False) -> Callable[[str], list[float]]:
     """The argparse ``type`` of the grid-valued option ``--name``: its values as a list, read by the rules a
     sweep applies to the same axis (:func:`jaxshuffle.sweeps.grid.parse_n` for ``n``, rounded to integers;
     :func:`~jaxshuffle.sweeps.grid.parse_option` otherwise, rounded where ``integer``), so a grid text gives
@@ -43,7 +48,11 @@ def grid_type(name: str, *, integer: bool = False):
     return values
 
 
-def catalog_entry(name: str | None):
+@overload
+def catalog_entry(name: str) -> Entry: ...
+@overload
+def catalog_entry(name: None) -> None: ...
+def catalog_entry(name: str | None) -> Entry | None:
     """The catalog entry named ``name`` (None for None); UsageError for an unknown name."""
     from jaxshuffle.randomizers import CATALOG
 
@@ -55,7 +64,7 @@ def catalog_entry(name: str | None):
     return CATALOG[name]
 
 
-def add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] = ()) -> None:
+def add_entry_options(p: argparse.ArgumentParser, entry: Entry | None, skip: tuple[str, ...] = ()) -> None:
     """One grid-valued flag per option of the catalog ``entry`` (none for None), stored as ``opt_<name>``."""
     if entry is None:
         return
@@ -69,7 +78,7 @@ def add_entry_options(p: argparse.ArgumentParser, entry, skip: tuple[str, ...] =
                        help=f"{a.help}; {a.range_text()}" + ("" if a.default is None else f" (default {a.default:g})"))
 
 
-def entry_options(args, entry, skip=()) -> dict[str, list[float]]:
+def entry_options(args: argparse.Namespace, entry: Entry, skip: tuple[str, ...] = ()) -> dict[str, list[float]]:
     """The values given for each option of ``entry`` (name -> grid); UsageError names a missing one."""
     out = {}
     for a in entry.args:
@@ -83,7 +92,7 @@ def entry_options(args, entry, skip=()) -> dict[str, list[float]]:
     return out
 
 
-def assumptions(entry, name: str) -> str:
+def assumptions(entry: Entry, name: str) -> str:
     """The privacy statement's first line: the model and the randomizer the bounds hold for."""
     if entry.multi_message:
         msg = ("each user sends one input-dependent message plus blanket_per_user input-independent "
@@ -101,7 +110,7 @@ def add_sample_rate(p: argparse.ArgumentParser, scope: str) -> None:
                         f"--n counts every user). Below 1: {scope}")
 
 
-def num(x) -> float | None:
+def num(x: SupportsFloat) -> float | None:
     """``x`` as a float, None where it is not finite (JSON has no inf or NaN)."""
     x = float(x)
     return x if math.isfinite(x) else None
@@ -145,7 +154,7 @@ def check_output_path(param: str, path: str, example: str = "compose.png", *, ma
 
 
 @contextlib.contextmanager
-def sigterm_raises():
+def sigterm_raises() -> Iterator[None]:
     """SIGTERM raises :class:`SweepInterrupted` (like Ctrl-C's KeyboardInterrupt): files are closed, exit 143."""
     if threading.current_thread() is not threading.main_thread():
         yield

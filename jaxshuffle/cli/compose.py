@@ -18,6 +18,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -34,6 +35,11 @@ from jaxshuffle.cli._common import (
     num,
 )
 from jaxshuffle.sweeps.stops import run_interruptible
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from jaxshuffle.randomizers.catalog import Entry
 
 #: Columns of the CSV that ``--curve`` writes; its first line is exactly these, comma-separated: a file that
 #: starts with that line is one ``--curve`` wrote, and only such a file is replaced.
@@ -55,7 +61,7 @@ def _curve_points(text: str) -> int:
     return int(v)
 
 
-def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
+def add_compose_parser(subparsers: argparse._SubParsersAction[Any], entry: Entry | None) -> argparse.ArgumentParser:
     """Add ``compose`` to an argparse subparsers object (handler stored as ``func``); ``entry`` is the
     catalog entry named by ``--randomizer`` (its options become flags), or None."""
     p = subparsers.add_parser(
@@ -94,7 +100,7 @@ def add_compose_parser(subparsers, entry) -> argparse.ArgumentParser:
     return p
 
 
-def run_compose(args) -> int:
+def run_compose(args: argparse.Namespace) -> int:
     from jaxshuffle.accountant.rounds import composed_epsilon
     from jaxshuffle.pld.distribution import MAX_DEFAULT_ROUNDS
 
@@ -244,9 +250,10 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path, writ
         return f"wrote {table} (pair: {pair.source}; no figure: {exc})"
     import matplotlib.pyplot as plt
 
+    fig = cast("Figure", ax.figure)  # privacy_curve drew on a new pyplot Figure of its own
     png = io.BytesIO()
-    ax.figure.savefig(png, format="png", dpi=150, metadata={"Software": CURVE_FIGURE_MARK})
-    plt.close(ax.figure)
+    fig.savefig(png, format="png", dpi=150, metadata={"Software": CURVE_FIGURE_MARK})
+    plt.close(fig)
     try:
         atomic_write(figure, png.getvalue())
     except OSError as exc:

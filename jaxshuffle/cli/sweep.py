@@ -8,6 +8,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from jaxshuffle.cli._common import check_output_path, sigterm_raises
 from jaxshuffle.sweeps.grid import (
@@ -70,7 +71,7 @@ class _MergeSubcommand(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
+def add_sweep_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``sweep`` (with its ``merge`` subcommand) to an argparse subparsers object.
 
     The handler is stored as ``func`` (``args.func(args)`` returns the exit status).
@@ -292,7 +293,7 @@ def _cmd_merge(args) -> int:
     return 0
 
 
-def add_plot_parser(subparsers) -> argparse.ArgumentParser:
+def add_plot_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``plot`` (``jaxshuffle plot RESULTS.csv -o out.png``) to an argparse subparsers object."""
     p = subparsers.add_parser(
         "plot", help="plot sweep results (amplification ratio, privacy-utility surface)",

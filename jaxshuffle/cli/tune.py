@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import Any
 
 from jaxshuffle.cli._common import add_sample_rate, num
 from jaxshuffle.sweeps.stops import run_interruptible
@@ -44,7 +45,7 @@ def _parse_query(text: str):
     return family, opts
 
 
-def add_tune_parser(subparsers) -> argparse.ArgumentParser:
+def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``tune`` to an argparse subparsers object (handler stored as ``func``)."""
     p = subparsers.add_parser(
         "tune", help="per-query eps0 minimising total error under one certified composed budget",
@@ -70,7 +71,7 @@ def _bracket(lower: float, upper: float) -> str:
     return f"[{lower:.4f}, {upper:.4f}]" if math.isfinite(lower) else f"<= {upper:.4f}"
 
 
-def run_tune(args) -> int:
+def run_tune(args: argparse.Namespace) -> int:
     from jaxshuffle.accountant.subsampling import check_sample_rate
     from jaxshuffle.accountant.tune import query, tune
 
