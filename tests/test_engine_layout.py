@@ -6,7 +6,9 @@ import pathlib
 import re
 import subprocess
 import sys
+from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import given
@@ -85,3 +87,56 @@ def test_status_is_one_enum_for_every_engine():
     from jaxshuffle.engine.matrix import search as matrix_search
     assert blanket_search.Status is matrix_search.Status is Status
     assert Status.MAX_ITER.label == "max-iter"
+
+
+def test_one_search_loop_and_one_implicit_gradient_wrapper():
+    """Every engine searches through engine._search.certified_search and differentiates through
+    engine._search.implicit_upper: the package holds one bracketing while_loop and one custom_root."""
+    def count(pattern):
+        return {str(p.relative_to(PACKAGE)): len(re.findall(pattern, p.read_text()))
+                for p in (PACKAGE / "engine").rglob("*.py") if re.search(pattern, p.read_text())}
+    assert count(r"lax\.while_loop\(") == {"engine/_search.py": 1}
+    assert count(r"lax\.custom_root\(") == {"engine/_search.py": 1}
+    for engine in ("two_count", "blanket", "matrix"):
+        assert "certified_search(" in (PACKAGE / "engine" / engine / "search.py").read_text(), engine
+
+
+class _Band(NamedTuple):
+    lower: jax.Array
+    upper: jax.Array
+
+
+@given(st.floats(0.05, 5.0), st.floats(1e-6, 0.2), st.floats(0.0, 0.05), st.integers(0, 2**31 - 1),
+       st.booleans())
+def test_the_loop_certifies_whatever_the_strategy(root, delta, band_rel, seed, wild_moves):
+    """certified_search's bracket holds the root of a decreasing D with a band of relative width band_rel,
+    whatever probes the strategy picks (random ones here); an engine proposing looser ends than the
+    evaluations certified does not loosen the bracket (the loop keeps max/min)."""
+    from jaxshuffle.engine._search import Move, SearchState, certified_search
+    rng = np.random.default_rng(seed)
+    probes = jnp.asarray(rng.uniform(0.0, 2.0 * root + 1.0, 40))
+
+    def divergence(x):  # decreasing in eps, crossing delta exactly at eps = root
+        return delta * jnp.exp(root - x)
+
+    def evaluate(x):
+        d = divergence(x)
+        return _Band(d * (1.0 - band_rel), d * (1.0 + band_rel))
+
+    def advance(s: SearchState, band, lo, hi) -> Move:
+        if wild_moves:  # looser than what the evaluations certified: the loop must keep its own ends
+            lo, hi = lo - 1.0, hi + 1.0
+        nxt = probes[(s.it + 1) % probes.shape[0]]  # the start evaluated probes[0]
+        return Move(lo, hi, nxt, jnp.int8(Status.MAX_ITER), jnp.asarray(False), s.extra)
+
+    start = SearchState(jnp.int32(0), jnp.float64(0.0), jnp.float64(jnp.inf), probes[0], jnp.int8(Status.MAX_ITER),
+                        jnp.asarray(False), ())
+    out = certified_search(evaluate, advance, start, delta, max_iter=30)
+    lo, hi = float(out.lo), float(out.hi)
+    assert lo <= root * (1 + 1e-12) and root <= hi * (1 + 1e-12)
+    # the ends are exactly the nearest probes certified on each side (none lost to a loose proposal)
+    d = delta * np.exp(root - np.asarray(probes[:30]))
+    above = np.asarray(probes[:30])[d * (1.0 + band_rel) <= delta]
+    below = np.asarray(probes[:30])[d * (1.0 - band_rel) > delta]
+    assert hi == (above.min() if above.size else np.inf) and lo == (below.max() if below.size else 0.0)
+    assert int(out.it) == 30

@@ -20,7 +20,18 @@ from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, check, remember
 from jaxshuffle._numerics import newton_margin
-from jaxshuffle.engine._search import EpsilonBracket, Status, band_probe, lane_constant, linear_newton, tangent_lower
+from jaxshuffle.engine._search import (
+    EpsilonBracket,
+    Move,
+    SearchState,
+    Status,
+    band_probe,
+    certified_search,
+    implicit_upper,
+    lane_constant,
+    linear_newton,
+    tangent_lower,
+)
 from jaxshuffle.engine.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
@@ -32,17 +43,6 @@ from jaxshuffle.engine.blanket.plan import (
     plan_groups,
     power_of_two,
 )
-
-
-class _Search(NamedTuple):
-    it: jax.Array
-    lo: jax.Array
-    hi: jax.Array
-    x: jax.Array
-    status: jax.Array
-    done: jax.Array
-    n_amb: jax.Array
-    tried_zero: jax.Array
 
 
 def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int):
@@ -65,17 +65,11 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     _, hi_g = bisect_jax(meets, jnp.zeros(()), eps0s, steps=50)
     x0 = jnp.clip(hi_g, 1e-9, eps0s)
     st0 = jnp.where(valid & ~trivial, Status.MAX_ITER, jnp.where(trivial & valid, Status.ZERO, Status.INVALID))
-    # Per-lane starting values, not constants: under vmap a constant carry makes the loop's batching rule
-    # trace the body (the whole kernel) a second time (search.lane_constant).
-    state = _Search(lane_constant(valid, 0), lane_constant(valid, 0.0, jnp.float64), eps0s, x0, st0.astype(jnp.int8),
-                    ~valid | trivial, lane_constant(valid, 0), lane_constant(valid, False, bool))
 
-    def body(st: _Search) -> _Search:
-        d = div(st.x)
-        x, lo, hi = st.x, st.lo, st.hi
+    def advance(st: SearchState, d, lo, hi) -> Move:
+        x = st.x
+        n_amb, tried_zero = st.extra
         is_hi, is_lo = d.upper <= delta, d.lower > delta
-        lo = jnp.where(is_lo, jnp.maximum(lo, x), lo)
-        hi = jnp.where(is_hi, jnp.minimum(hi, x), hi)
         # Convexity in t: the certified tangent is above delta up to its crossing.
         lo_tan, use = tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
         lo = jnp.where(use, lo_tan, lo)
@@ -87,22 +81,23 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
         ok = (d.q_mass > 0) & jnp.isfinite(newton) & (newton > lo) & (newton < hi)
         nxt = jnp.where(ok, jnp.clip(newton, lo + margin, hi - margin), 0.5 * (lo + hi))
         amb = ~is_hi & ~is_lo & (x > 0)
-        n_amb = st.n_amb + amb.astype(jnp.int32)
+        n_amb = n_amb + amb.astype(jnp.int32)
         nxt = jnp.where(amb, band_probe(x, lo, hi, margin, d.upper, d.lower, t, d.q_mass), nxt)
-        to_zero = (lo == 0) & ~st.tried_zero & (newton <= 0.25 * x) & ~amb
+        to_zero = (lo == 0) & ~tried_zero & (newton <= 0.25 * x) & ~amb
         nxt = jnp.where(to_zero, 0.0, nxt)
         zero = (x == 0) & is_hi
         conv = hi - lo <= rtol * hi
         limited = n_amb >= 4
-        new_status = jnp.where(zero, Status.ZERO, jnp.where(conv, Status.CONVERGED, jnp.where(
+        status = jnp.where(zero, Status.ZERO, jnp.where(conv, Status.CONVERGED, jnp.where(
             limited, Status.ERROR_LIMITED, Status.MAX_ITER))).astype(jnp.int8)
-        stop = zero | conv | limited
-        keep = st.done
-        return _Search(st.it + 1, jnp.where(keep, st.lo, lo), jnp.where(keep, st.hi, hi),
-                       jnp.where(keep, st.x, nxt), jnp.where(keep, st.status, new_status), keep | stop,
-                       n_amb, st.tried_zero | (x == 0))
+        return Move(lo, hi, nxt, status, zero | conv | limited, (n_amb, tried_zero | (x == 0)))
 
-    st = jax.lax.while_loop(lambda s: (s.it < max_iter) & ~s.done, body, state)
+    # Per-lane starting values, not constants: under vmap a constant carry makes the loop's batching rule
+    # trace the body (the whole kernel) a second time (lane_constant).
+    start = SearchState(lane_constant(valid, 0), lane_constant(valid, 0.0, jnp.float64), eps0s, x0,
+                        st0.astype(jnp.int8), ~valid | trivial,
+                        (lane_constant(valid, 0), lane_constant(valid, False, bool)))
+    st = certified_search(div, advance, start, delta, max_iter=max_iter)
     zero = st.status == jnp.int8(Status.ZERO)
     lower = jnp.where(valid, jnp.where(zero, 0.0, st.lo), 0.0)
     upper = jnp.where(valid, jnp.where(zero, 0.0, st.hi), jnp.inf)
@@ -127,8 +122,6 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
                                            batch_size=lanes_per_batch(plan))
     if not gradients:
         return EpsilonBracket(lower, upper, status, it)
-    diff = ((status == jnp.int8(Status.CONVERGED)) | (status == jnp.int8(Status.MAX_ITER))
-            | (status == jnp.int8(Status.ERROR_LIMITED)))
 
     def root_eq(eps):
         def one(e, a, kk, nn, dd, cc):
@@ -136,11 +129,9 @@ def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, 
             f = coded_sum_form(a, kk, cc)
             d = point_divergence(f, nn, e, window_start(sg(nn), sg(f.pS), plan.window), plan)
             return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(dd)
-        return jnp.where(diff, jax.vmap(one)(eps, eps0, k, n, delta, code), 0.0)
+        return jax.vmap(one)(eps, eps0, k, n, delta, code)
 
-    root = jax.lax.custom_root(root_eq, jnp.where(diff, upper, 1.0), solve=lambda _, x: x,
-                               tangent_solve=lambda g, y: y / jnp.where(diff, g(jnp.ones_like(y)), 1.0))
-    upper = jnp.where(diff, root, upper)
+    upper = implicit_upper(root_eq, upper, status)
     return EpsilonBracket(lower, upper, status, it)
 
 

@@ -21,7 +21,7 @@ from jaxshuffle._bisect import KAPPA1, bisect_fixed, itp_step
 from jaxshuffle._config import check
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.engine import blanket as bl
-from jaxshuffle.engine._search import Status, lane_constant
+from jaxshuffle.engine._search import Move, SearchState, Status, certified_search, lane_constant
 from jaxshuffle.engine.matrix import lattice as la
 from jaxshuffle.engine.matrix.forms import (  # re-exported: one import path for the matrix engine
     KERNEL_CATEGORIES,
@@ -152,10 +152,15 @@ SEARCH_RTOL = 1e-9
 SEARCH_MAX_ITER = 64
 
 
-class _Search(NamedTuple):
-    it: jax.Array
-    lo: jax.Array
-    hi: jax.Array
+class _Band(NamedTuple):
+    """A one-sided form's certified value as the band :func:`certified_search` compares: ``lower = upper = v``,
+    of which only the lane's side is certified (the other end of the lane's bracket only steers)."""
+
+    lower: jax.Array
+    upper: jax.Array
+
+
+class _Itp(NamedTuple):
     g_lo: jax.Array  # log(v / delta) at lo and hi (NaN: not probed): ITP's interpolation, steers probes only
     g_hi: jax.Array
     tol: jax.Array  # ITP's tolerance, budget and truncation constant, set from the bracket of the first probe
@@ -175,39 +180,43 @@ def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan,
     affects soundness, only the number of steps: the first probe at ``eps_top`` (the plan's range)
     gives ``[0, eps_top]`` or ``[eps_top, eps_max]``; the second is ``0`` in the first case; then ITP
     steps (:func:`jaxshuffle._bisect.itp_step`: regula falsi on ``log(v / delta)`` with bisection's
-    worst case) until ``hi - lo <= rtol * hi`` or ``max_iter`` probes. One loop holds the only copy of
-    the kernel (three copies compiled three times as long). Returns ``(lo, hi, probes)`` per lane
+    worst case) until ``hi - lo <= rtol * hi`` or ``max_iter`` probes, in the engines' one loop
+    (:func:`jaxshuffle.engine._search.certified_search`), which holds the only copy of the kernel (three
+    copies compiled three times as long). Returns ``(lo, hi, probes)`` per lane
     (docs/math.md 11.5).
     """
 
     def lane(w, a0, a1, v0, v1, emax, etop, upper):
-        def body(st: _Search) -> _Search:
-            first = st.it == 0
-            x = itp_step(st.lo, st.hi, st.g_lo, st.g_hi, st.tol, st.n_max - st.it, st.kappa)
-            x = jnp.where(first, etop, jnp.where((st.it == 1) & (st.lo == 0), 0.0, x))
+        def evaluate(x):
             v = form_divergence(w, a0, a1, v0, v1, n, x, plan, upper)
+            return _Band(v, v)
+
+        def advance(st: SearchState, band: _Band, lo, hi) -> Move:
+            v, itp = band.upper, st.extra
+            first = st.it == 0
             good = jnp.where(upper, v <= delta, ~(v > delta))  # lower lanes: False only where v > delta is certified
             g = jnp.log(jnp.clip(v, 1e-300, 1e300)) - jnp.log(delta)
-            lo, hi = jnp.where(good, st.lo, x), jnp.where(good, x, st.hi)
-            g_lo, g_hi = jnp.where(good, st.g_lo, g), jnp.where(good, g, st.g_hi)
-            # the first probe: [0, eps_top] (0 not probed yet) or [eps_top, eps_max] (eps_max never probed)
-            lo, hi = jnp.where(first, jnp.where(good, 0.0, etop), lo), jnp.where(first, jnp.where(good, etop, emax), hi)
-            g_lo, g_hi = jnp.where(first & good, jnp.nan, g_lo), jnp.where(first & ~good, jnp.nan, g_hi)
-            # ITP's budget from that bracket: tolerance rtol/2 of a scale below the root, n0 = 1, counted
-            # from the first ITP step (probe 2 after a probe at 0, else probe 1)
+            g_lo, g_hi = jnp.where(good, itp.g_lo, g), jnp.where(good, g, itp.g_hi)
+            # ITP's budget from the first probe's bracket ([0, eps_top] or [eps_top, eps_max]): tolerance
+            # rtol/2 of a scale below the root, n0 = 1, counted from the first ITP step (probe 2 after a probe
+            # at 0, else probe 1)
             span0 = hi - lo
-            tol = jnp.where(first, 0.5 * rtol * jnp.maximum(lo, 0.5 * hi), st.tol)
+            tol = jnp.where(first, 0.5 * rtol * jnp.maximum(lo, 0.5 * hi), itp.tol)
             itp_budget = jnp.ceil(jnp.log2(jnp.maximum(span0 / (2.0 * tol), 1.0))) + 1.0
-            n_max = jnp.where(first, itp_budget + jnp.where(good, 2.0, 1.0), st.n_max)
-            kappa = jnp.where(first, KAPPA1 / jnp.where(span0 > 0, span0, 1.0), st.kappa)
-            return _Search(st.it + 1, lo, hi, g_lo, g_hi, tol, n_max, kappa)
+            n_max = jnp.where(first, itp_budget + jnp.where(good, 2.0, 1.0), itp.n_max)
+            kappa = jnp.where(first, KAPPA1 / jnp.where(span0 > 0, span0, 1.0), itp.kappa)
+            nxt = itp_step(lo, hi, g_lo, g_hi, tol, n_max - (st.it + 1), kappa)
+            nxt = jnp.where(first & (lo == 0), 0.0, nxt)  # the second probe at 0 where the first gave [0, eps_top]
+            stop = ~(hi - lo > rtol * hi)
+            status = jnp.where(stop, Status.CONVERGED, Status.MAX_ITER).astype(jnp.int8)
+            return Move(lo, hi, nxt, status, stop, _Itp(g_lo, g_hi, tol, n_max, kappa))
 
-        def running(st: _Search):
-            return (st.it == 0) | ((st.it < max_iter) & (st.hi - st.lo > rtol * st.hi))
-
-        zero = lane_constant(emax > 0, 0.0, jnp.float64)  # per-lane starting carries (search.lane_constant)
-        st = jax.lax.while_loop(running, body, _Search(lane_constant(emax > 0, 0), zero, emax, zero, zero,
-                                                       zero, zero, zero))
+        zero = lane_constant(emax > 0, 0.0, jnp.float64)  # per-lane starting carries (lane_constant)
+        nan = lane_constant(emax > 0, jnp.nan, jnp.float64)
+        running = lane_constant(emax > 0, Status.MAX_ITER, jnp.int8)
+        start = SearchState(lane_constant(emax > 0, 0), zero, emax, etop, running, lane_constant(emax > 0, False, bool),
+                            _Itp(nan, nan, zero, zero, zero))
+        st = certified_search(evaluate, advance, start, delta, max_iter=max_iter)
         return st.lo, st.hi, st.it
 
     return jax.vmap(lane)(w, a0, a1, v0, v1, eps_max, eps_top, upper)

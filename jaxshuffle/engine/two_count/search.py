@@ -39,8 +39,12 @@ from jaxshuffle._bisect import bisect_jax
 from jaxshuffle.engine._search import (  # Status, EpsilonBracket, lane_constant: re-exported
     CROSSING_NUDGE,
     EpsilonBracket,
+    Move,
+    SearchState,
     Status,
     band_probe,
+    certified_search,
+    implicit_upper,
     lane_constant,
     linear_newton,
     tangent_lower,
@@ -160,14 +164,12 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
     status0 = jnp.where(valid, status0, jnp.int8(Status.INVALID))
     done0 = status0 != Status.MAX_ITER
 
-    def body(state):
-        it, lo, hi, x, status, done, n_amb, width1, width2, tried_zero, x_prev, log_d_prev, x_b, up_b, x_a, up_a = state
-        d = div(x)  # the first iteration evaluates the Gaussian guess; eps = 0 only when heading there
+    def advance(st: SearchState, d, lo, hi) -> Move:
+        x, done = st.x, st.done
+        n_amb, width1, width2, tried_zero, x_prev, log_d_prev, x_b, up_b, x_a, up_a = st.extra
         is_hi = d.upper <= delta
         is_lo = d.lower > delta
         ambiguous = ~is_hi & ~is_lo
-        lo = jnp.where(done | ~is_lo, lo, x)
-        hi = jnp.where(done | ~is_hi, hi, jnp.minimum(hi, x))
         # The evaluated points nearest the root from above and below, with their upper values, for chords.
         b_new = ~done & is_hi & (x < x_b)
         x_b, up_b = jnp.where(b_new, x, x_b), jnp.where(b_new, d.upper, up_b)
@@ -218,25 +220,19 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         converged = finite_hi & (width <= rtol * hi)
         gave_up = ~finite_hi & (x >= EPS_CAP)
         ambiguous = ambiguous & (n_amb >= 4)  # the band, not rtol, limits the bracket
-        new_status = jnp.where(zero, Status.ZERO, jnp.where(converged, Status.CONVERGED,
-                               jnp.where(ambiguous, Status.ERROR_LIMITED,
-                                         jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
-        stop = zero | converged | ambiguous | gave_up
-        status = jnp.where(done, status, new_status)
-        return (it + 1, lo, hi, jnp.where(done, x, nxt), status, done | stop, n_amb, width, width1, tried_zero,
-                x, log_d, x_b, up_b, x_a, up_a)
-
-    def cond(state):
-        it, _, _, _, _, done, *_ = state
-        return (it < max_iter) & ~jnp.all(done)
+        status = jnp.where(zero, Status.ZERO, jnp.where(converged, Status.CONVERGED,
+                           jnp.where(ambiguous, Status.ERROR_LIMITED,
+                                     jnp.where(gave_up, Status.UNBOUNDED, Status.MAX_ITER)))).astype(jnp.int8)
+        return Move(lo, hi, nxt, status, zero | converged | ambiguous | gave_up,
+                    (n_amb, width, width1, tried_zero, x, log_d, x_b, up_b, x_a, up_a))
 
     lane = functools.partial(lane_constant, valid)  # every carry starts per lane (lane_constant)
-    it, lo, hi, _, status, *_ = jax.lax.while_loop(
-        cond, body, (lane(0, jnp.int32), lane(lo0, jnp.float64), hi0, x_guess, status0, done0, lane(0, jnp.int32),
-                     lane(jnp.inf, jnp.float64), lane(jnp.inf, jnp.float64), lane(False, bool),
-                     lane(jnp.nan, jnp.float64), lane(jnp.nan, jnp.float64), hi0, jnp.where(finite_max, 0.0, jnp.inf),
-                     lane(-1.0, jnp.float64), lane(jnp.inf, jnp.float64))
-    )
+    extra0 = (lane(0, jnp.int32), lane(jnp.inf, jnp.float64), lane(jnp.inf, jnp.float64), lane(False, bool),
+              lane(jnp.nan, jnp.float64), lane(jnp.nan, jnp.float64), hi0, jnp.where(finite_max, 0.0, jnp.inf),
+              lane(-1.0, jnp.float64), lane(jnp.inf, jnp.float64))
+    start = SearchState(lane(0, jnp.int32), lane(lo0, jnp.float64), hi0, x_guess, status0, done0, extra0)
+    final = certified_search(div, advance, start, delta, max_iter=max_iter)
+    it, lo, hi, status = final.it, final.lo, final.hi, final.status
     zero = status == Status.ZERO
     lower = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, lo))
     upper = jnp.where(zero, 0.0, jnp.where(infinite, jnp.inf, hi))
@@ -270,19 +266,11 @@ def epsilon_with_plan(pair_arrays, n, delta, c_lo, plan: Plan, rtol: float = 1e-
     lower, upper, status, it = _brackets(sg(u), sg(v), sg(w), sg(r0), sg(r1), sg(n), sg(delta), c_lo,
                                          plan=plan, rtol=rtol, max_iter=max_iter)
 
-    def f(eps):
+    def root_eq(eps):
         g = functools.partial(_log_divergence_root_eq, plan=plan)
         return jax.vmap(g)(eps, u, v, w, r0, r1, n, delta, c_lo)
 
-    differentiable = (status == Status.CONVERGED) | (status == Status.MAX_ITER) | (status == Status.ERROR_LIMITED)
-    x0 = jnp.where(differentiable, upper, 1.0)
-    root = jax.lax.custom_root(
-        lambda e: jnp.where(differentiable, f(e), 0.0),
-        x0,
-        solve=lambda _, x: x,  # the search already found it
-        tangent_solve=lambda g, y: y / jnp.where(differentiable, g(jnp.ones_like(y)), 1.0),
-    )
-    upper = jnp.where(differentiable, root, upper)
+    upper = implicit_upper(root_eq, upper, status)
     return EpsilonBracket(lower, upper, status, it)
 
 
