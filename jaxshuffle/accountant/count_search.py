@@ -162,8 +162,8 @@ def krr_floor(lanes: NLanes, rtol: float):
     if mech is None:
         return None
 
-    def at(x, active):
-        x = np.where(active, np.asarray(x, np.float64), 1.0)
+    def at(x, active):  # every lane (one batched search: at the limit all share one window)
+        x = np.asarray(x, np.float64)
         try:
             lp = grr_lower(mech.eps0, mech.k)
         except ValueError:  # no Theorem 5.1 parameters (a k the catalog's k-RR does not take): no claim
