@@ -436,7 +436,8 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
 
     Search: one probe at the limit with the cheapest certified bound; where it misses the target,
     k-ary RR (clients not sampled) first asks a certified lower bound on the mechanism's epsilon
-    there (amplify's ``lower`` with :func:`~jaxshuffle.randomizers.grr_lower`, as cheap as that probe):
+    there (the certified bracket's lower end of the Theorem 5.1 pair of
+    :func:`~jaxshuffle.randomizers.grr_lower`, one two-count search, as cheap as that probe):
     above the target, no count up to the limit meets it under any certified rule (the mechanism's
     epsilon is nonincreasing in ``n``; over ``T`` rounds at least one round's), and the point is
     ``UNATTAINABLE`` without the rule's probe there. Then tiers of certified bounds,
