@@ -23,10 +23,6 @@ OLD = "|".join(old.rsplit(".", 1)[1] for old in ALIASES)
 # dotted path names the composition module.
 OLD_IMPORT = re.compile(rf"^\s*(from|import) jaxshuffle\.accountant(\.({OLD})\b| import .*\b"
                         rf"(loss_distribution|pld|profile_pld|blanket_pld|interop)\b)")
-# Files that still import the old paths because they were being edited elsewhere when the modules moved
-# (accountant/calibrate.py too, in docstrings only). The old paths work, so this is no fault; switch each
-# file to jaxshuffle.pld and remove it here, until the list is empty.
-NOT_YET_SWITCHED = {"accountant/tune.py", "accountant/count_search.py"}
 
 
 def test_old_import_paths_are_the_pld_modules():
@@ -96,10 +92,7 @@ def test_the_package_imports_the_pld_modules_by_their_new_paths():
         lines = [i for i, line in enumerate(path.read_text().splitlines(), 1) if OLD_IMPORT.match(line)]
         if lines:
             offenders[path.relative_to(PACKAGE).as_posix()] = lines
-    unexpected = {p: lines for p, lines in offenders.items() if p not in NOT_YET_SWITCHED}
-    assert not unexpected, unexpected
-    switched = NOT_YET_SWITCHED - set(offenders)
-    assert not switched, f"these import the new paths now: remove them from NOT_YET_SWITCHED: {sorted(switched)}"
+    assert not offenders, offenders
 
 
 def test_every_public_name_of_the_package_is_exported():

@@ -134,7 +134,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s ``upper``: the smallest of the
     worst-case pair's PLD composition, basic and advanced composition and, for k-ary RR, the
     blanket pair's PLD composition (docs/math.md 13; grid ``discretization``, default
-    :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds; ``blanket_points``
+    :func:`~jaxshuffle.pld.distribution.default_discretization` for ``T`` rounds; ``blanket_points``
     as there). So ``composed_epsilon`` at ``value`` is ``<= target_eps``, and at ``over`` it is
     not. ``upper_from`` and ``scaled_variant`` do not apply. Points are probed one by one (numpy +
     FFT), so keep the batch small; a k-ary RR probe above the worst-case pair's answer builds the
@@ -174,7 +174,7 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         sample_rate=g)``'s (k-ary RR). ``clone_proof`` is then ``CloneProof.NONE``.
       rounds: number of rounds ``T`` on the same users, an integer >= 1 (above; default 1).
       discretization: with ``rounds > 1``, the PLD loss grid spacing (default
-        :func:`~jaxshuffle.accountant.pld.default_discretization` for ``T`` rounds).
+        :func:`~jaxshuffle.pld.distribution.default_discretization` for ``T`` rounds).
       blanket_points: with ``rounds > 1``, profile points of the k-RR blanket pair's PLD, as in
         :func:`~jaxshuffle.accountant.rounds.composed_epsilon` (0 skips it).
       **options: the catalog randomizer's other options (e.g. ``k=10``); not with a callable.

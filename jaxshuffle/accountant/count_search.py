@@ -21,6 +21,7 @@ from jaxshuffle.accountant.amplify import amplification_jobs, amplify
 from jaxshuffle.accountant.mechanism import expects_blanket
 from jaxshuffle.accountant.rounds import composed_upper
 from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
+from jaxshuffle.pld.blanket import default_blanket_points
 from jaxshuffle.randomizers import VRParams
 
 
@@ -179,8 +180,6 @@ def effective_points(params: VRParams, n, blanket_points: int | None, g: float) 
     the caller's ``blanket_points``; unset, :data:`CALIBRATION_BLANKET_POINTS` where
     ``composed_epsilon``'s default builds that PLD (k-ary RR up to its n cap; a round with clients
     sampled at every n), else 0; 0 where there is no such pair (no k-RR, clients not sampled)."""
-    from jaxshuffle.accountant.blanket_pld import default_blanket_points
-
     n = np.asarray(n, np.float64)
     if params.krr() is None and g == 1.0:
         return np.zeros(n.shape, np.int64)
