@@ -43,7 +43,7 @@ from jaxshuffle.sweeps.store import (
 
 if TYPE_CHECKING:
     from jaxshuffle.sweeps.distributed import ChunkPool, Task
-    from jaxshuffle.sweeps.jobs import Bucket, ChunkPlan, Grid
+    from jaxshuffle.sweeps.grids import Bucket, ChunkPlan, Grid
 
 
 def _ranges(points: np.ndarray) -> str:

@@ -14,7 +14,7 @@ over all its ``T`` and ``delta`` (one round PLD built per bucket, composed for e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,19 +26,6 @@ from jaxshuffle.sweeps.columns import (
     label_columns,
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
-
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from jaxshuffle.engine.two_count.plan import Plan
-    from jaxshuffle.sweeps.sampled import SampledGrid, SampledPlan
-
-    #: A chunk's plan: a two-count window plan, or one of the plans of the searches each grid runs itself.
-    ChunkPlan: TypeAlias = "Plan | MechanismPlan | RoundsPlan | SampledPlan"
-    #: A bucket of jobs: its plan, the job ids and the window starts ``c_lo``.
-    Bucket: TypeAlias = tuple[ChunkPlan, np.ndarray, np.ndarray]
-    #: The grids of a sweep (one interface): one round, a rounds axis, a sample_rate axis.
-    Grid: TypeAlias = "SweepGrid | RoundsGrid | SampledGrid"
 
 
 def point_table(table: dict[str, np.ndarray], size: int, points) -> tuple[np.ndarray, dict[str, np.ndarray]]:
