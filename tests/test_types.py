@@ -1,6 +1,6 @@
-"""The package type-checks: ``python -m mypy`` with pyproject.toml's ``[tool.mypy]`` reports no error (the engines,
-the accountant, the randomizers and the top level; the command line, sweeps, plots and exact enumeration are
-listed there as not yet clean)."""
+"""The package type-checks: ``python -m mypy`` with pyproject.toml's ``[tool.mypy]`` reports no error over the whole
+package (the engines, the accountant, the randomizers, the command line, sweeps, plots, exact enumeration and the
+top level), with no module exempted."""
 import os
 import subprocess
 import sys

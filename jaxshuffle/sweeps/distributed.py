@@ -21,9 +21,19 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
+
+    from distributed import Client
+    from distributed import Future as DaskFuture
+
+    from jaxshuffle.sweeps.grids import ChunkPlan
 
 _RUNNERS: dict = {}  # rtol -> Runner over this worker process's local devices (its programs stay compiled)
 # Driver side: (scheduler address, plan, size, rtol) -> Dask workers known to hold that program
@@ -58,7 +68,8 @@ def _undo_small_trim_threshold() -> None:
         pass
 
 
-def run_chunk(plan, jobs: np.ndarray, c_lo: np.ndarray, size: int, rtol: float):
+def run_chunk(plan: ChunkPlan, jobs: np.ndarray, c_lo: np.ndarray, size: int,
+              rtol: float) -> tuple[np.ndarray | dict[str, Any], ...]:
     """Worker side: evaluate one chunk; returns ``(lower, upper, status, iterations, info)`` (a rounds chunk:
     ``(lower, upper, status, iterations, extra, info)``).
 
@@ -98,12 +109,12 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def is_dask_client(executor) -> bool:
+def is_dask_client(executor: object) -> TypeGuard[Client]:
     """True for a ``dask.distributed.Client`` (not its ``get_executor()`` wrapper)."""
     return type(executor).__name__ == "Client" and type(executor).__module__.startswith("distributed")
 
 
-def check_executor(executor) -> None:
+def check_executor(executor: object) -> None:
     """Raise ValueError naming ``executor`` unless it is a Dask Client or a concurrent.futures.Executor."""
     import concurrent.futures as cf
 
@@ -112,7 +123,7 @@ def check_executor(executor) -> None:
                          f"(e.g. ProcessPoolExecutor), got {type(executor).__name__}")
 
 
-def describe(executor) -> tuple[str, str | None]:
+def describe(executor: Executor | Client) -> tuple[str, str | None]:
     """A one-line description of the executor and its dashboard link (None when it has none)."""
     if is_dask_client(executor):
         info = _scheduler_info(executor)
@@ -142,12 +153,17 @@ def _scheduler_info(client) -> dict:
 class Task:
     """One chunk to run: its index, plan, jobs, window starts and padded size."""
     ci: int
-    plan: object
+    plan: ChunkPlan
     jobs: np.ndarray
     c_lo: np.ndarray
     size: int
     attempts: int = 0
     errors: list = field(default_factory=list)
+
+
+#: What :meth:`ChunkPool.results` yields: ``(task, arrays, info)`` for a chunk that succeeded, ``(task, None,
+#: error_text)`` for one that failed twice.
+ChunkOutcome: TypeAlias = "tuple[Task, tuple[np.ndarray, ...], dict[str, Any]] | tuple[Task, None, str]"
 
 
 class ChunkPool:
@@ -162,7 +178,7 @@ class ChunkPool:
 
     ATTEMPTS = 2
 
-    def __init__(self, executor, rtol: float, window: int | None = None):
+    def __init__(self, executor: Executor | Client, rtol: float, window: int | None = None):
         self.executor, self.rtol = executor, rtol
         self.dask = is_dask_client(executor)
         self.in_flight: dict = {}  # future -> (task, worker address or None)
@@ -218,16 +234,17 @@ class ChunkPool:
 
     def _submit_one(self, task: Task) -> None:
         task.attempts += 1
-        args = (run_chunk, task.plan, task.jobs, task.c_lo, task.size, self.rtol)
+        args = (task.plan, task.jobs, task.c_lo, task.size, self.rtol)
         addr = None
         if self.dask:
+            client = cast("Client", self.executor)  # self.dask: the executor is a Dask Client
             addr = self._pick((task.plan, task.size))
-            kw = {"workers": [addr], "allow_other_workers": True} if addr else {}
-            fut = self.executor.submit(*args, pure=False, **kw)
+            kw: dict[str, Any] = {"workers": [addr], "allow_other_workers": True} if addr else {}
+            fut: Future | DaskFuture = client.submit(run_chunk, *args, pure=False, **kw)
             if addr:
                 self.load[addr] = self.load.get(addr, 0) + 1
         else:
-            fut = self.executor.submit(*args)
+            fut = self.executor.submit(run_chunk, *args)
         self.in_flight[fut] = (task, addr)
 
     def _wait(self) -> list:
@@ -242,8 +259,9 @@ class ChunkPool:
         if self.dask:
             from distributed import wait
 
+            client = cast("Client", self.executor)  # self.dask: the executor is a Dask Client
             try:
-                with self.executor.as_current():  # wait() uses the current client: this one, even if not the default
+                with client.as_current():  # wait() uses the current client: this one, even if not the default
                     wait(futs, timeout=0.5, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 pass
@@ -253,7 +271,7 @@ class ChunkPool:
         done, _ = cf.wait(futs, timeout=0.5, return_when=cf.FIRST_COMPLETED)
         return list(done)
 
-    def results(self, tasks):
+    def results(self, tasks: Iterable[Task]) -> Iterator[ChunkOutcome]:
         """Yield ``(task, arrays, info)`` / ``(task, None, errors)`` as chunks complete (``tasks`` is read lazily)."""
         tasks = iter(tasks)
         retry: list[Task] = []
@@ -297,7 +315,7 @@ class ChunkPool:
         self.in_flight.clear()
         if self.dask and futs:
             try:
-                self.executor.cancel(futs)
+                cast("Client", self.executor).cancel(futs)
             except Exception:  # pragma: no cover - the client may already be closing
                 pass
         else:

@@ -405,7 +405,9 @@ def _local_chunks(run: SweepRun, runner: Runner, sleep: float) -> None:
         compiled = not runner.is_compiled(plan, size)
         progress.start_chunk(compiled)
         t = time.perf_counter()
-        arrays = run_interruptible(runner.run, plan, run.grid.job_rows(plan, ids), clo, size, guard=run.guard)
+        # a grid's chunks carry only its own buckets' plans, which the union of the grids' job_rows cannot say
+        rows = run.grid.job_rows(plan, ids)  # type: ignore[arg-type]
+        arrays = run_interruptible(runner.run, plan, rows, clo, size, guard=run.guard)
         dt = time.perf_counter() - t
         fin = run.record(ci, ids, *arrays)
         run.advance(ci, fin.size, dt, compiled)
@@ -420,21 +422,23 @@ def _remote_chunks(run: SweepRun, pool: ChunkPool, sleep: float, failed: list[di
     def tasks() -> Iterator[Task]:  # made as the window of futures in flight advances (memory bounded)
         for ci in run.todo:
             plan, ids, clo, size = run.chunk_jobs(ci)
-            yield Task(ci, plan, run.grid.job_rows(plan, ids), clo, size)
+            yield Task(ci, plan, run.grid.job_rows(plan, ids), clo, size)  # type: ignore[arg-type]  # as in _local_chunks
 
     slots = max(1, pool.window // pool.cap)
     try:
-        for task, arrays, info in pool.results(tasks()):
-            _, ids, _, _ = run.chunk_jobs(task.ci)
-            if arrays is None:  # failed twice: reported, its points stay missing
+        for done in pool.results(tasks()):
+            _, ids, _, _ = run.chunk_jobs(done[0].ci)
+            if done[1] is None:  # failed twice: reported, its points stay missing
+                task, _, error = done
                 pts = np.unique(run.grid.points_of_jobs(ids))
-                failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": info})
+                failed.append({"chunk": int(task.ci), "points": pts.tolist(), "error": error})
                 # stacklevel: the warning names the caller of sweep() (above it: run_chunks, _run_locked, _run, sweep)
-                warnings.warn(f"sweep: chunk {task.ci} failed twice ({info}); its {pts.size} grid points "
+                warnings.warn(f"sweep: chunk {task.ci} failed twice ({error}); its {pts.size} grid points "
                               f"(index {_ranges(pts)}) are missing from the results; run the same sweep "
                               "again to compute them", RuntimeWarning, stacklevel=6)
                 run.chunk_done(task.ci)
                 continue
+            task, arrays, info = done
             fin = run.record(task.ci, ids, *arrays)
             # progress rates: a worker's evaluation time shared by the workers running at once
             run.advance(task.ci, fin.size, info["seconds"] / slots, bool(info["compiled"]))

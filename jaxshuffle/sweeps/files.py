@@ -27,7 +27,7 @@ class SweepStoreError(ValueError):
     the same sweep again resumes (the CLI then prints the command).
     """
 
-    def __init__(self, message: str, path=None, resumable: bool = False):
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None, resumable: bool = False):
         super().__init__(message)
         self.path = path
         self.resumable = resumable

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -25,8 +27,25 @@ from jaxshuffle.sweeps.columns import COLUMNS, RESULT_ORDER, ROUNDS_RESULT_ORDER
 from jaxshuffle.sweeps.files import fsync_dir
 from jaxshuffle.sweeps.grid import MAX_GRID_POINTS
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
+
 _INSTALL = 'pip install "jaxshuffle[frames]"'
 _MISSING = ("raise", "fill")
+
+
+class _Result(Protocol):
+    """What these functions read of a :class:`~jaxshuffle.sweeps.SweepResult` (whose methods call them, so this
+    module does not import its class)."""
+
+    columns: dict[str, np.ndarray]
+    meta: dict
+
+    @property
+    def complete(self) -> bool: ...
+
+    def __len__(self) -> int: ...
 
 
 def _require(module: str, what: str):
@@ -39,7 +58,7 @@ def _require(module: str, what: str):
         raise ImportError(f"{what} needs {module}, which is not installed: {_INSTALL}") from None
 
 
-def to_pandas(result):
+def to_pandas(result: _Result) -> pd.DataFrame:
     """The results as a DataFrame: one row per grid point, every column, in the result's order.
 
     Args:
@@ -59,7 +78,7 @@ def to_pandas(result):
     return pd.DataFrame({k: np.asarray(v) for k, v in result.columns.items()}, copy=True)
 
 
-def axes(result) -> list[str]:
+def axes(result: _Result) -> list[str]:
     """Names of the grid axes of a result, in the grid's order (the dimensions of :func:`to_xarray`).
 
     Args:
@@ -111,7 +130,7 @@ def _fill(column: np.ndarray, shape: tuple[int, ...], flat: np.ndarray) -> np.nd
     return out
 
 
-def to_xarray(result, *, missing: str = "raise", dims=None):
+def to_xarray(result: _Result, *, missing: str = "raise", dims: Sequence[str] | None = None) -> xr.Dataset:
     """The results as a Dataset over the grid axes.
 
     Every grid axis (:func:`axes`) is a dimension whose coordinate holds its values in the order
@@ -203,7 +222,7 @@ def _json_default(x):
     return str(x)
 
 
-def to_parquet(result, path, *, overwrite: bool = False) -> Path:
+def to_parquet(result: _Result, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
     """Write the results (:func:`to_pandas`'s table) to one Parquet file, atomically.
 
     The table is written to a temporary file in the same directory and renamed onto ``path``, so

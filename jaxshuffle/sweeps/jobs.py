@@ -14,7 +14,7 @@ over all its ``T`` and ``delta`` (one round PLD built per bucket, composed for e
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
@@ -27,8 +27,14 @@ from jaxshuffle.sweeps.columns import (
 )
 from jaxshuffle.sweeps.grid import catalog_rows, expand
 
+if TYPE_CHECKING:
+    from jaxshuffle.engine.two_count.plan import Plan
+    from jaxshuffle.randomizers.catalog import Entry
+    from jaxshuffle.randomizers.params import LowerParams, VRParams
 
-def point_table(table: dict[str, np.ndarray], size: int, points) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+
+def point_table(table: dict[str, np.ndarray], size: int,
+                points: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``points`` as sorted int64 (all ``size`` points when None) and a result's first columns there:
     ``index`` and the grid's parameter columns."""
     points = np.arange(size) if points is None else np.sort(np.asarray(points, dtype=np.int64))
@@ -60,7 +66,7 @@ def option_block(distinct: np.ndarray, n_options: int, width: int, n_tail: int) 
     return block
 
 
-def one_job_per_point(point_job: np.ndarray, n_jobs: int):
+def one_job_per_point(point_job: np.ndarray, n_jobs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(pending0, job_points, job_ptr)`` of a grid whose every point waits for one job ``point_job[i]``
     (the index :meth:`SweepGrid.points_of_jobs` reads)."""
     order = np.argsort(point_job, kind="stable")
@@ -92,12 +98,13 @@ class MechanismPlan(NamedTuple):
     window: int = MECHANISM_COST
 
 
-def carries_mechanism(params) -> bool:
+def carries_mechanism(params: VRParams) -> bool:
     """True when :func:`~jaxshuffle.accountant.with_mechanism_bounds` has a mechanism to evaluate."""
     return params.mechanism is not None and params.blanket_per_user is None
 
 
-def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: float):
+def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int,
+                        rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One chunk of mechanism searches through :func:`jaxshuffle.accountant.with_mechanism_bounds`.
 
     ``rows`` (shape ``(m, len(plan.options) + 2)``: options, ``n``, ``delta``) are padded to
@@ -134,7 +141,7 @@ def evaluate_mechanisms(plan: MechanismPlan, rows: np.ndarray, size: int, rtol: 
             aux.astype(np.int32)[:m])
 
 
-def catalog_lower_params(entry, params, opts: dict, with_lower: bool):
+def catalog_lower_params(entry: Entry, params: VRParams, opts: dict, with_lower: bool) -> LowerParams | None:
     """The catalog's Theorem 5.1 parameters at ``opts`` as the CLI passes them (None where the row has none,
     ``with_lower`` is False, the row is multi-message, or the construction needs more inputs)."""
     import jax.numpy as jnp
@@ -286,7 +293,7 @@ class SweepGrid:
             self._job_points = pts[order]
             self._job_ptr = np.searchsorted(jbs[order], np.arange(self.n_jobs + 1))
 
-    def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
+    def job_rows(self, plan: Plan | MechanismPlan, ids: np.ndarray) -> np.ndarray:
         """The rows a chunk's runner needs: two-count pairs, or (for a :class:`MechanismPlan`) the
         mechanism rows (its options, then ``n``, ``delta``)."""
         if isinstance(plan, MechanismPlan):
@@ -375,7 +382,8 @@ class RoundsPlan(NamedTuple):
     sampled: bool = False  #: the rows carry a sample_rate column after ``n``
 
 
-def evaluate_rounds(plan: RoundsPlan, rows: np.ndarray, size: int):
+def evaluate_rounds(plan: RoundsPlan, rows: np.ndarray,
+                    size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One rounds bucket through ONE :func:`~jaxshuffle.accountant.rounds.composed_epsilon` call.
 
     ``rows`` (shape ``(m, len(plan.options) + 3)``: options, ``n``, ``rounds``, ``delta``; with
@@ -465,7 +473,7 @@ class RoundsGrid:
         self.n_jobs = next_id
         self.pending0, self._job_points, self._job_ptr = one_job_per_point(self.point_job, self.n_jobs)
 
-    def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
+    def job_rows(self, plan: RoundsPlan, ids: np.ndarray) -> np.ndarray:
         """The rows of a rounds chunk: its randomizer's options, then ``n``, (``sample_rate``,) ``rounds``,
         ``delta``."""
         rows = self.rounds_rows[np.asarray(ids)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,7 +48,8 @@ def _check_out_is_ours(out: Path) -> None:
                          "empty or earlier merge's directory: give another --out")
 
 
-def merge(inputs: Sequence, out, *, allow_partial: bool = False, quiet: bool = False) -> SweepResult:
+def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *, allow_partial: bool = False,
+          quiet: bool = False) -> SweepResult:
     """Join shard files / sweep directories of ONE sweep into ``out/results.{csv,npz,json}``.
 
     Each input is a sweep directory (its finished chunks are used, each verified against its

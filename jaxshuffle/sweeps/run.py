@@ -20,7 +20,9 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jaxshuffle._config import VERSION, require_x64
 from jaxshuffle.sweeps.execution import (
@@ -55,6 +57,15 @@ from jaxshuffle.sweeps.store import (
     write_error,
 )
 
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    import jax
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from jaxshuffle.sweeps.grid import DeltaAxis
+
 #: How a sweep's manifest says its chunk files carry checksum sidecars (see :mod:`jaxshuffle.sweeps.store`).
 CHUNK_CHECKSUM = "sha256"
 
@@ -76,7 +87,7 @@ def _devices(devices):
     return list(devices)
 
 
-def parse_shard(shard) -> tuple[int, int]:
+def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
     if shard is None:
         return 0, 1
     if isinstance(shard, str):
@@ -96,11 +107,14 @@ def _fingerprint(spec: dict, settings: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def sweep(randomizer="general", *, n=None, delta=None, out=None, rtol: float = 1e-6, lower: bool = True,
-          scaled_variant: bool = False, upper_from: str = "best", merge_buckets: bool = True, shard=None, devices=None,
+def sweep(randomizer: str | Sequence[str] = "general", *, n: str | ArrayLike | None = None,
+          delta: DeltaAxis | None = None, out: str | os.PathLike[str] | None = None, rtol: float = 1e-6,
+          lower: bool = True, scaled_variant: bool = False, upper_from: str = "best", merge_buckets: bool = True,
+          shard: str | tuple[int, int] | None = None, devices: int | Sequence[jax.Device] | None = None,
           chunk_size: int | None = None, memory: float | None = None, quiet: bool = False, overwrite: bool = False,
-          wait: bool = False, executor=None, rounds=None, blanket_points: int | None = None,
-          discretization: float | None = None, sample_rate=None, **options) -> SweepResult:
+          wait: bool = False, executor: Executor | Client | None = None, rounds: str | ArrayLike | None = None,
+          blanket_points: int | None = None, discretization: float | None = None,
+          sample_rate: str | ArrayLike | None = None, **options: str | ArrayLike | None) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
     It has this many keywords because they are the user's options, each documented here; they are

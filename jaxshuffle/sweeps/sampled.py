@@ -53,7 +53,8 @@ class SampledPlan(NamedTuple):
     window: int = MECHANISM_COST
 
 
-def evaluate_sampled(plan: SampledPlan, rows: np.ndarray, size: int, rtol: float):
+def evaluate_sampled(plan: SampledPlan, rows: np.ndarray, size: int,
+                     rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One chunk of sampled points through ONE :func:`~jaxshuffle.accountant.amplify` call.
 
     ``rows`` (shape ``(m, len(plan.options) + 3)``: options, ``n``, ``g``, ``delta``) are padded to
@@ -138,7 +139,7 @@ class SampledGrid:
         self.n_jobs = next_id
         self.pending0, self._job_points, self._job_ptr = one_job_per_point(self.point_job, self.n_jobs)
 
-    def job_rows(self, plan, ids: np.ndarray) -> np.ndarray:
+    def job_rows(self, plan: SampledPlan, ids: np.ndarray) -> np.ndarray:
         """The rows of a sampled chunk: its randomizer's options, then ``n``, ``sample_rate``, ``delta``."""
         rows = self.rows[np.asarray(ids)]
         return np.concatenate([rows[:, :len(plan.options)], rows[:, -3:]], axis=1)

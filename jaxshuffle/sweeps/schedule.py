@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from jaxshuffle.sweeps.store import MAX_ITER
+
+if TYPE_CHECKING:
+    import jax
+
+    from jaxshuffle.sweeps.grids import Bucket, ChunkPlan
 
 # ----------------------------------------------------------------------------------------
 # Planning: window buckets over the whole grid, merged when a compile costs more, and chunks
@@ -99,7 +105,8 @@ def _chunk_size(plan, n_jobs: int, ndev: int, platform_name: str, memory: float,
     return int(math.ceil(size / ndev) * ndev)
 
 
-def chunk_layout(buckets, ndev: int, platform_name: str, memory: float, fixed: int | None) -> list[dict]:
+def chunk_layout(buckets: Sequence[Bucket], ndev: int, platform_name: str, memory: float,
+                 fixed: int | None) -> list[dict]:
     """Global chunk list: each entry {bucket, jobs (ids), size}."""
     chunks = []
     for bi, (plan, ids, _) in enumerate(buckets):
@@ -142,7 +149,7 @@ def _sharded_kernel(plan, rtol, mesh):
 class Runner:
     """Runs one chunk of searches: jitted per (plan, chunk size); sharded over a 1-D mesh when ndev > 1."""
 
-    def __init__(self, rtol: float, devices):
+    def __init__(self, rtol: float, devices: Sequence[jax.Device]):
         import jax
 
         self.rtol = rtol
@@ -151,10 +158,10 @@ class Runner:
         self.compiled: set = set()  # (plan, size) compiled by this runner
         self._ids = tuple(d.id for d in devices)
 
-    def is_compiled(self, plan, size: int) -> bool:
+    def is_compiled(self, plan: ChunkPlan, size: int) -> bool:
         return (plan, size, self.rtol, self._ids) in _PROGRAMS_RUN
 
-    def run(self, plan, jobs: np.ndarray, c_lo: np.ndarray, size: int):
+    def run(self, plan: ChunkPlan, jobs: np.ndarray, c_lo: np.ndarray, size: int) -> tuple[np.ndarray, ...]:
         """``(lower, upper, status, iterations)`` of a chunk; for a mechanism bucket
         (:func:`~jaxshuffle.sweeps.jobs.evaluate_mechanisms`, first device) the fourth array is
         the status of its lower bound; a rounds bucket (:func:`~jaxshuffle.sweeps.jobs.evaluate_rounds`,

@@ -38,8 +38,9 @@ import os
 import platform
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import KeysView, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -65,6 +66,11 @@ from jaxshuffle.sweeps.files import (  # noqa: F401
     tmp_name,
     write_error,
 )
+
+if TYPE_CHECKING:
+    import jax
+    import pandas as pd
+    import xarray as xr
 
 #: Version of the files' layout and meaning. 2: mechanism searches (blanket column, upper_from setting).
 #: 3: the rounds axis (composed-epsilon columns; its chunk files carry an ``extra`` array). A sweep
@@ -201,25 +207,25 @@ def recorded_digest(chunk_path: Path) -> str | None:
         return ""
 
 
-def npz_bytes(**arrays) -> bytes:
+def npz_bytes(**arrays: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub lets a ** mapping fill allow_pickle
     return buf.getvalue()
 
 
-def format_cell(key: str, x) -> str:
+def format_cell(key: str, x: np.generic) -> str:
     if key in BOOL_COLUMNS:
         return "true" if x else "false"
     if isinstance(x, (str, np.str_)):
         return str(x)
-    x = float(x)
-    if math.isnan(x):
+    v = float(x)
+    if math.isnan(v):
         return ""
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if key in ("index", "n", "rounds") and x == int(x):
-        return str(int(x))
-    return repr(x)
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if key in ("index", "n", "rounds") and v == int(v):
+        return str(int(v))
+    return repr(v)
 
 
 def csv_text(columns: dict[str, np.ndarray], order: Sequence[str], header: bool) -> str:
@@ -237,7 +243,7 @@ def _not_a_csv(path, why: str) -> ValueError:
     return ValueError(f"results: {path} is not a results CSV ({why})")
 
 
-def read_csv(path) -> dict[str, np.ndarray]:
+def read_csv(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Columns of a results CSV (floats, strings and booleans restored; empty cells are NaN).
 
     A torn last row (the file does not end with a newline, or the row has fewer fields than the
@@ -334,14 +340,14 @@ class SweepResult:
     def __contains__(self, key: str) -> bool:
         return key in self.columns
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self.columns.keys()
 
     @property
     def complete(self) -> bool:
         return bool(self.meta.get("complete", True))
 
-    def select(self, **conditions) -> SweepResult:
+    def select(self, **conditions: float | str) -> SweepResult:
         """Rows where each named column equals the value (floats compared with a 1e-9 relative tolerance)."""
         keep = np.ones(len(self), dtype=bool)
         for k, v in conditions.items():
@@ -357,32 +363,32 @@ class SweepResult:
         _, first = np.unique(col, return_index=True)
         return col[np.sort(first)]
 
-    def to_csv(self, path) -> None:
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
         atomic_write(Path(path), csv_text(self.columns, list(self.columns), True).encode())
 
     def __repr__(self) -> str:
         return f"SweepResult({len(self)} points, columns={list(self.columns)}, complete={self.complete})"
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """A pandas DataFrame, one row per point (:func:`jaxshuffle.sweeps.frames.to_pandas`)."""
         from jaxshuffle.sweeps import frames
 
         return frames.to_pandas(self)
 
-    def to_xarray(self, *, missing: str = "raise", dims=None):
+    def to_xarray(self, *, missing: str = "raise", dims: Sequence[str] | None = None) -> xr.Dataset:
         """An xarray Dataset over the grid axes (:func:`jaxshuffle.sweeps.frames.to_xarray`)."""
         from jaxshuffle.sweeps import frames
 
         return frames.to_xarray(self, missing=missing, dims=dims)
 
-    def to_parquet(self, path, *, overwrite: bool = False) -> Path:
+    def to_parquet(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write one Parquet file atomically (:func:`jaxshuffle.sweeps.frames.to_parquet`)."""
         from jaxshuffle.sweeps import frames
 
         return frames.to_parquet(self, path, overwrite=overwrite)
 
 
-def load(path) -> SweepResult:
+def load(path: str | os.PathLike[str]) -> SweepResult:
     """Load sweep results from a directory (``results.npz`` or ``results.csv``), a ``.npz`` or a ``.csv``.
 
     A torn last CSV row is skipped with a RuntimeWarning (see :func:`read_csv`). Raises ValueError
@@ -416,7 +422,7 @@ def load(path) -> SweepResult:
     return SweepResult(cols, meta, path)
 
 
-def environment(devices) -> dict:
+def environment(devices: Sequence[jax.Device]) -> dict:
     import jax
 
     from jaxshuffle.engine.two_count.divergence import REL_ERR, REL_TAIL
