@@ -116,6 +116,10 @@ def amplify(randomizer: VRParams, n, delta, *,
 
     Which number is on which side, and why: the module docstring (docs/math.md sections 3 and 10).
 
+    Size: a public entry point whose keywords are the user's options: the point (``randomizer``, ``n``,
+    ``delta``), which bounds run (``lower_params``, ``with_paper``, ``with_lower``, ``scaled_variant``,
+    ``upper_from``), ``rtol`` and ``sample_rate``.
+
     Args:
       randomizer: variation-ratio parameters (e.g. ``jaxshuffle.randomizers.grr(1.0, 3)``);
         any batch shape; or a mechanism object with a ``vr_params()`` method

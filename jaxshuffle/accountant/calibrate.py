@@ -146,6 +146,11 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     never raises epsilon above eps0) and narrowed by geometric bisection. Why the answer never
     overshoots: docs/math.md section 15.
 
+    Size: a public entry point whose keywords are the user's options: the target (``target_eps``, ``n``,
+    ``delta``), the search (``rtol``, ``eps0_max``, ``max_probes``, ``engine_rtol``), the bound (``upper_from``,
+    ``scaled_variant``), the rounds (``rounds``, ``discretization``, ``blanket_points``), ``sample_rate`` and the
+    randomizer's options.
+
     Args:
       randomizer: a catalog name with an ``eps0`` option (other options as keyword
         arguments, e.g. ``calibrate_eps0("grr", 0.5, 10_000, 1e-6, k=10)``) or a callable
@@ -449,6 +454,11 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
     (:func:`_integer_root`). Every answer is the rule's own verdict: a probe of the T-round rule, or
     (one round, k-RR) re-certified with ``value - 1`` by :func:`amplify` from scratch (one batched
     call). Why the answer never overshoots: docs/math.md section 15.
+
+    Size: a public entry point whose keywords are the user's options: the target (``target_eps``, ``delta``),
+    the search (``n_max``, ``max_window``, ``max_probes``, ``engine_rtol``), the bound (``upper_from``,
+    ``scaled_variant``), the rounds (``rounds``, ``discretization``, ``blanket_points``), ``sample_rate`` and the
+    randomizer's options.
 
     Args:
       randomizer: :class:`VRParams` (e.g. ``randomizers.grr(2.0, 10)``) or a catalog name with

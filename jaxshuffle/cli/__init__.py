@@ -100,6 +100,11 @@ SAMPLED_SCOPE = ("single-message randomizers: k-ary RR's blanket pair, a row's m
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The command line's parser; the randomizer's own options appear once ``argv`` names a command taking them.
+
+    Size: an argparse builder that declares every subcommand here (epsilon, calibrate, info, cache, randomizers,
+    sandwich, compare) and all their options in one place.
+    """
     takes_options = argv and argv[0] in ("epsilon", "calibrate", "compare", "compose")
     entry = catalog_entry(_randomizer_name(argv)) if takes_options else None
     parser = _Parser(prog="jaxshuffle", description="Certified privacy amplification by shuffling (float64, JAX).")

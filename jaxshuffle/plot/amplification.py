@@ -126,6 +126,9 @@ def amplification_ratio(results: Results, ax: Axes | None = None, *, n: float | 
                         max_lines: int = MAX_LINES, fixed: Mapping[str, Any] | None = None) -> Axes:
     """Amplification ratio ``eps0 / eps`` against ``eps0`` (like Figures 1-4 of the paper).
 
+    Size: a public entry point whose keywords are the user's options: which rows (``n``, ``randomizer``,
+    ``delta_rule``, ``fixed``), which lines (``bounds``, ``closed_forms``, ``max_lines``) and the axis (``log_y``).
+
     Args:
       results: sweep results with an ``eps0`` axis.
       ax: matplotlib axes (new figure if None). Returned.
@@ -308,6 +311,10 @@ def privacy_utility_surface(results: Results, ax: Axes | None = None, *, randomi
                             vlim: tuple[float, float] | None = None) -> Axes:
     """Amplified eps over ``(n, eps0)``: heat map (log axes), contours at ``targets``, utility overlay.
 
+    Size: a public entry point whose keywords are the user's options: which rows (``randomizer``,
+    ``delta_rule``, ``fixed``), what is drawn (``value``, ``targets``, ``utility_k``, ``utility_levels``) and how
+    (``colorbar``, ``log_eps0``, ``vlim``).
+
     Args:
       results: sweep results with ``n`` and ``eps0`` axes (several values each).
       value: the column shown (``"upper"``: certified; ``"paper"``, ``"lower"``).
@@ -474,6 +481,10 @@ def summary_figure(results: Results, path: str | os.PathLike[str] | None = None,
     pyplot, so no global state is touched).
 
     Raises ValueError for empty or unusable results (no rows, missing columns), naming the file.
+
+    Size: a public entry point whose keywords are the user's options: which rows (``randomizer``,
+    ``delta_rule``, ``n``), the panels (``kind``, ``targets``, ``utility_k``, ``max_lines``, ``max_panels``) and
+    the file (``path``, ``dpi``).
     """
     _require_matplotlib()
     from matplotlib.figure import Figure

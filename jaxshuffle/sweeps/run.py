@@ -117,8 +117,11 @@ def sweep(randomizer: str | Sequence[str] = "general", *, n: str | ArrayLike | N
           sample_rate: str | ArrayLike | None = None, **options: str | ArrayLike | None) -> SweepResult:
     """Certified amplification over the cartesian product of parameter axes.
 
-    It has this many keywords because they are the user's options, each documented here; they are
-    gathered at once into one :class:`RunSettings` that the driver's phases share.
+    Size: a public entry point whose keywords are the user's options, each documented here: the grid axes
+    (``randomizer``, ``n``, ``delta``, ``rounds``, ``sample_rate``, ``**options``), what each point computes
+    (``rtol``, ``lower``, ``scaled_variant``, ``upper_from``, ``blanket_points``, ``discretization``) and how the
+    chunks run (``out``, ``shard``, ``devices``, ``chunk_size``, ``memory``, ``merge_buckets``, ``executor``,
+    ``overwrite``, ``wait``, ``quiet``); they are gathered at once into one :class:`RunSettings`.
 
     Args:
       randomizer: catalog name (``jaxshuffle.randomizers.CATALOG``), a comma list or a list of

@@ -329,6 +329,10 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
 
     ``lower <= delta <= upper``; invalid points (``g <= 0``, ``n < 1``, NaN) get ``upper = inf``,
     ``lower = 0``. A line moving more than ``plan.max_step`` per step gives ``[0, inf]``.
+
+    Size: one traced kernel: the per-block sums (``block``, mapped by ``lax.map``) and the certificate
+    assembled after them read the same stored swapped form, geometry ``(g, h0, hs, hc)``, coefficients and
+    plan shapes, and every error term a block sums is combined with those below.
     """
     L, B, J, M = plan.window, plan.block, plan.lines, plan.max_step
     nb = L // (2 * B)
@@ -351,6 +355,9 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     delta_e = (1.0 - 2.0 * hs) / hcl  # line move per step s -> s+2
 
     def block(kb):
+        """Size: block ``kb``'s sums, whose F and SF line recurrences and per-stretch cells all read one stored
+        stretch geometry ``(j, m, jb)`` and one stacked pmf, walk and anchor-tail call each (compile time follows
+        program size)."""
         idx = 2 * B * kb + jnp.arange(2)[:, None] + 2 * jnp.arange(B)[None, :]  # (2, B), int
         s = s_lo + idx.astype(jnp.float64)
         N = n - s

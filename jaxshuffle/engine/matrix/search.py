@@ -184,6 +184,10 @@ def _brackets(w, a0, a1, v0, v1, eps_max, eps_top, upper, n, delta, *, plan,
     (:func:`jaxshuffle.engine._search.certified_search`), which holds the only copy of the kernel (three
     copies compiled three times as long). Returns ``(lo, hi, probes)`` per lane
     (docs/math.md 11.5).
+
+    Size: the eight per-lane arrays (the form's fields, its eps range, its side) are positional because the body
+    vmaps them lane by lane and the caller slices each into batches; ``n`` and ``delta`` are shared scalars,
+    ``plan``, ``rtol`` and ``max_iter`` static.
     """
 
     def lane(w, a0, a1, v0, v1, emax, etop, upper):

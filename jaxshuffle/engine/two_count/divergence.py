@@ -294,6 +294,11 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     ``tangent_value <= P(E) - tQ(E)`` and ``0 <= tangent_slope <= Q(E)`` for one region ``E``
     (the complete cells of the window where ``P > tQ``), so for every ``t' <= t``
     ``D_{t'} >= P(E) - t'Q(E) >= tangent_value + (t - t') tangent_slope``.
+
+    Size: one window sum whose value, error bound, Q-mass and tangent all come from the same thresholds
+    ``k_all``, neighbour pmfs and block anchors; it takes the point's scalars, the window weights computed once
+    for both directions (``W``, ``w_rel``) and the static plan, with ``r0, r1`` positional because
+    :func:`point_divergence` vmaps it over them swapped (one lane per direction).
     """
     flip = (u - t * v) * r1 - (v - t * u) * r0 < 0
     u, v = jnp.where(flip, v, u), jnp.where(flip, u, v)
@@ -450,6 +455,10 @@ def point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
 
     ``W = (weights, rel_err)`` (from :func:`window_weights`) may be passed when the same point is evaluated
     at many ``eps``, as in the search.
+
+    Size: a per-lane scalar function: :func:`divergence_with_plan` vmaps it over the eight flat arrays (pair
+    fields, ``n``, ``eps``, ``c_lo``) and the searches bind it with ``functools.partial``; ``plan`` is static
+    and ``W`` optional.
     """
     valid = fields_valid(u, v, w, r0, r1) & (n >= 1) & ~jnp.isnan(eps)
     safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731

@@ -134,7 +134,13 @@ def _gaussian_model_epsilon(u, v, w, r0, r1, n, delta, eps_max):
 
 
 def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
-    """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`."""
+    """Bracketing search for one point (scalars); vmapped by :func:`epsilon_with_plan`.
+
+    Size: the setup (``eps_max``, ``hi0``, the first guess) and the ``advance`` closure share the loop-carried
+    state of one ``certified_search`` (bracket, chord ends, previous point, ambiguity count); the eight
+    positional per-lane scalars are what ``jax.vmap`` maps in :func:`_brackets` (``plan``, ``rtol`` and
+    ``max_iter`` static, bound by ``functools.partial``).
+    """
     valid = (delta > 0) & (delta < 1) & (n >= 1) & (n == jnp.floor(n)) & jnp.isfinite(n) & fields_valid(u, v, w, r0, r1)
     safe = lambda x, d: jnp.where(valid, x, d)  # noqa: E731
     u, v, w, r0, r1 = safe(u, 0.5), safe(v, 0.5), safe(w, 0.0), safe(r0, 0.25), safe(r1, 0.25)
@@ -242,12 +248,22 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
 
 
 def _log_divergence_root_eq(eps, u, v, w, r0, r1, n, delta, c_lo, plan):
+    """``log D(eps) - log delta`` of one lane, the root equation of the implicit gradient.
+
+    Size: a per-lane scalar function that :func:`epsilon_with_plan` vmaps over ``eps`` and the flat arrays
+    (``jax.vmap`` maps positional per-lane arguments); ``plan`` is static.
+    """
     d = point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan)
     return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
 
 
 def _brackets(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, max_iter: int):
-    """The search over a flat batch, without gradients: ``(lower, upper, status, iterations)``."""
+    """The search over a flat batch, without gradients: ``(lower, upper, status, iterations)``.
+
+    Size: the eight flat per-lane arrays are positional because ``jax.vmap`` maps them into
+    :func:`_point_search` and :func:`jaxshuffle._programs.run` calls it on the list of flat arrays; ``plan``,
+    ``rtol`` and ``max_iter`` are the program's static keys.
+    """
     search = functools.partial(_point_search, plan=plan, rtol=rtol, max_iter=max_iter)
     return jax.vmap(search)(u, v, w, r0, r1, n, delta, c_lo)
 
