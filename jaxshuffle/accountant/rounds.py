@@ -296,3 +296,93 @@ def _smallest(parts: _TwoCountBounds, blanket: np.ndarray, rounds: np.ndarray, d
     upper = np.take_along_axis(candidates, pick[None], axis=0)[0]
     return ComposedEpsilon(rounds, delta, upper, np.asarray(SOURCES)[pick], parts.pld, blanket, parts.lower,
                            parts.basic, parts.advanced, parts.discretization, parts.clone_proof)
+
+
+class ReleaseEpsilon(NamedTuple):
+    """Certified epsilon of one release of several shuffled queries (:func:`release_epsilon`).
+
+    Attributes:
+      upper: the smallest of the certified bounds below (an upper bound on the release's epsilon, errs high).
+      upper_source: which gave it: one of :data:`SOURCES`.
+      pld: every query's worst-case-pair (or sampled) round PLD, composed (upper bound).
+      blanket_pld: every query's round PLD from its blanket pair where built (k-ary RR), else from its
+        worst-case pair, composed (upper bound; ``inf`` where no query has a blanket pair).
+      lower: the composed worst-case pairs' epsilon from below (a numerical check of ``pld``, not a lower
+        bound on the mechanism; NaN where a query has clients sampled).
+      basic: basic composition of each query's certified one-round bound at ``delta / T`` (upper bound).
+      advanced: advanced composition (one query only; ``inf`` for several).
+    """
+
+    upper: float
+    upper_source: str
+    pld: float
+    blanket_pld: float
+    lower: float
+    basic: float
+    advanced: float
+
+
+def release_epsilon(queries, delta: float, *, discretization: float, blanket_points=None,
+                    worst_case=None) -> ReleaseEpsilon:
+    """THE T-round rule for one release of several queries: the smallest of several certified bounds.
+
+    ``queries`` is a sequence of ``(randomizer, n, count, sample_rate)``: query ``i``'s scalar
+    :class:`~jaxshuffle.randomizers.VRParams`, its users, its rounds and its client sampling rate. With one
+    query this is :func:`composed_epsilon` at ``(count, delta)`` on the grid ``discretization`` (the same
+    numbers). With several, each candidate composes every query's rounds (a composition of mechanisms, each
+    dominated by its own pair, is dominated by the composition of the pairs: docs/math.md section 13):
+
+    * ``pld``: every query's worst-case pair (or its sampled round's pair);
+    * ``blanket_pld``: k-ary RR queries through their blanket pair's round PLD (where
+      :func:`~jaxshuffle.pld.blanket.blanket_round_where_built` builds it, ``blanket_points`` as for
+      :func:`composed_epsilon`: one value for every query, or one per query), the others through their
+      worst-case pair;
+    * ``basic``: ``sum_i count_i eps_i(delta / T)`` with ``T = sum_i count_i`` and ``eps_i`` query ``i``'s
+      certified one-round bound (basic composition, Dwork and Roth Theorem 3.16).
+
+    ``worst_case``: the ``(lower, upper)`` of the ``pld`` candidate where the caller has just composed it
+    on the same grid (it is not recomputed then). Upper side throughout.
+    """
+    from jaxshuffle.accountant.amplify import amplify
+    from jaxshuffle.accountant.subsampling import subsampled_epsilon
+    from jaxshuffle.pld.composition import compose
+    from jaxshuffle.pld.two_count import shuffled_round
+
+    queries = [(r, float(n), int(c), float(g)) for r, n, c, g in queries]
+    points = [checked_blanket_points(b) for b in (blanket_points if isinstance(blanket_points, (list, tuple))
+                                                  else [blanket_points] * len(queries))]
+    check(len(points) == len(queries), "blanket_points", f"must be one value or one per query ({len(queries)})")
+    if len(queries) == 1:
+        r, n, c, g = queries[0]
+        e = composed_epsilon(r, n, c, delta, discretization=discretization, blanket_points=points[0],
+                             sample_rate=g)
+        return ReleaseEpsilon(float(e.upper[0, 0]), str(e.upper_source[0, 0]), float(e.pld[0, 0]),
+                              float(e.blanket_pld[0, 0]), float(e.lower[0, 0]), float(e.basic[0, 0]),
+                              float(e.advanced[0, 0]))
+
+    def own_round(r, n, g):
+        if g < 1.0:
+            return shuffled_round(r, n, discretization=discretization, sample_rate=g)
+        return shuffled_round(r, n, discretization=discretization)
+
+    if worst_case is None:
+        b = compose([(own_round(r, n, g), c) for r, n, c, g in queries], delta)
+        worst_case = (float(b.lower), float(b.upper))
+    lower, pld = worst_case
+    blanket_rounds = [blanket_round_where_built(r, n, discretization, bp) if g == 1.0 else None
+                      for (r, n, _, g), bp in zip(queries, points)]
+    blanket = np.inf
+    if any(b is not None for b in blanket_rounds):
+        b = compose([(own_round(r, n, g) if br is None else br, c)
+                     for (r, n, c, g), br in zip(queries, blanket_rounds)], delta)
+        blanket = float(b.upper)
+    total = sum(c for _, _, c, _ in queries)
+    basic = 0.0
+    for r, n, c, g in queries:
+        one = (subsampled_epsilon(r, n, delta / total, sample_rate=g) if g < 1.0
+               else amplify(r, n, delta / total, with_paper=False, with_lower=False))
+        basic += c * float(np.asarray(one.upper))
+    candidates = {"basic": basic, "PLD": pld, "blanket PLD": blanket}
+    source = min(candidates, key=lambda s: (candidates[s] if np.isfinite(candidates[s]) else np.inf,
+                                            SOURCES.index(s)))
+    return ReleaseEpsilon(candidates[source], source, pld, blanket, lower, basic, np.inf)

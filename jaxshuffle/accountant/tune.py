@@ -46,7 +46,7 @@ Method (docs/math.md section "Budget tuning"):
 Clients sampled per round (``Query.sample_rate = g < 1``, Poisson sampling: each of the ``n``
 users takes part with probability ``g``). The surrogate's round is ``sqrt(g) mu`` (derived in
 :func:`round_mu`; still not a bound), and the certificate is the sampled round's own PLD,
-:func:`~jaxshuffle.accountant.pld.shuffled_round` with ``sample_rate=g`` (k-ary RR's blanket pair at
+:func:`~jaxshuffle.pld.two_count.shuffled_round` with ``sample_rate=g`` (k-ary RR's blanket pair at
 the real ``k'``, docs/math.md 12.10; k-ary RR only so far, other randomizers are refused by
 :func:`query`). At ``g = 1`` every step is exactly the unsampled one (same surrogate, same rounds).
 """
@@ -54,6 +54,7 @@ the real ``k'``, docs/math.md 12.10; k-ary RR only so far, other randomizers are
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -63,6 +64,7 @@ import numpy as np
 
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import check
+from jaxshuffle.accountant.count_search import CALIBRATION_BLANKET_POINTS, effective_points  # noqa: F401  (named in the docs)
 from jaxshuffle.accountant.queries import (  # Query, query and the surrogate: re-exported, tune's inputs
     Query,
     check_queries,
@@ -71,6 +73,9 @@ from jaxshuffle.accountant.queries import (  # Query, query and the surrogate: r
     round_mu,
     surrogate_epsilon,
 )
+from jaxshuffle.accountant.rounds import ReleaseEpsilon, checked_blanket_points, release_epsilon
+from jaxshuffle.pld.composition import compose
+from jaxshuffle.pld.two_count import shuffled_round
 from jaxshuffle.randomizers.clone import certified_clone, clone_source
 
 __all__ = ["Query", "TuneResult", "ParetoFront", "tune", "pareto_front", "surrogate_epsilon",
@@ -105,8 +110,6 @@ def _round(family: str, options: tuple, n: float, eps0: float, discretization: f
     ``sample_rate`` below 1: the sampled round's PLD (``shuffled_round(..., sample_rate=g)``, k-ary RR's
     blanket pair at the real ``k'``; pessimistic side only). At 1 the call is the unsampled one.
     """
-    from jaxshuffle.accountant.pld import shuffled_round
-
     params = Query(family, n, 1, options).randomizer(eps0)
     if sample_rate < 1.0:
         return shuffled_round(params, n, discretization=discretization, sample_rate=sample_rate)
@@ -122,8 +125,6 @@ def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: 
     built at its own ``sample_rate``. ``cached=False`` rebuilds every round PLD (no reuse of
     earlier probes).
     """
-    from jaxshuffle.accountant.compose import compose
-
     queries = check_queries(queries)
     eps0 = np.asarray(eps0, np.float64).reshape(-1)
     build = _round if cached else _round.__wrapped__
@@ -133,23 +134,15 @@ def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: 
     return float(b.lower), float(b.upper)
 
 
-def _certify_scale(queries, direction, target, delta, discretization, rtol, max_probes=40):
-    """Largest verified ``c`` with certified upper of ``c * direction`` ``<= target`` (bisection; the
-    feasible end is always a probed point). Returns ``(c, lower, upper, probes)``."""
-    direction = np.asarray(direction, np.float64)
-    cache = {}
-
-    def probe(c):
-        if c not in cache:
-            cache[c] = certified_epsilon(queries, c * direction, delta, discretization=discretization)
-        return cache[c]
-
-    lo, hi = None, None  # lo feasible, hi infeasible (verified)
-    c, probes, step = 1.0, 0, 1.02
+def _largest_feasible(upper_at, target, rtol, *, at: str, c: float = 1.0, max_probes: int = 40):
+    """Largest verified ``c`` with ``upper_at(c) <= target``: growing (or shrinking) steps from ``c``, then
+    bisection; the feasible end is always a probed point. Returns ``(c, probes)``; ``at`` (e.g. the
+    delta) completes the error where none is feasible."""
+    lo, hi, probes, step = None, None, 0, 1.02  # lo feasible, hi infeasible (verified)
     while probes < max_probes:
-        up = probe(c)[1]
+        feasible = upper_at(c) <= target
         probes += 1
-        if up <= target:
+        if feasible:
             lo = c
         else:
             hi = c
@@ -160,14 +153,101 @@ def _certify_scale(queries, direction, target, delta, discretization, rtol, max_
         elif lo is None:
             c, step = c / step, step * step
             if c < 1e-6:
-                raise ValueError(f"target_eps: {target:g} is not attainable by these queries at delta = {delta:g} "
-                                 "(even tiny eps0 exceeds it)")
+                raise ValueError(f"target_eps: {target:g} is not attainable by these queries{at} (even tiny eps0 "
+                                 "exceeds it)")
         else:
             c = 0.5 * (lo + hi)
     if lo is None:
         raise ValueError(f"target_eps: no feasible scale found for {target:g} in {max_probes} probes")
-    lower, upper = probe(lo)
-    return lo, lower, upper, probes
+    return lo, probes
+
+
+def _certify_scale(queries, direction, target, delta, discretization, rtol, max_probes=40):
+    """Largest verified ``c`` with the composed worst-case pairs' certified upper of ``c * direction``
+    ``<= target``. Returns ``(c, lower, upper, probes)``."""
+    direction = np.asarray(direction, np.float64)
+    cache: dict = {}
+
+    def upper_at(c):
+        if c not in cache:
+            cache[c] = certified_epsilon(queries, c * direction, delta, discretization=discretization)
+        return cache[c][1]
+
+    c, probes = _largest_feasible(upper_at, target, rtol, at=f" at delta = {delta:g}", max_probes=max_probes)
+    return c, *cache[c], probes
+
+
+def _rule_parts(queries, eps0, blanket_points):
+    """``release_epsilon``'s queries at ``eps0`` and each one's blanket-pair profile points: the caller's
+    ``blanket_points`` where it gave them (0 where a query has no blanket pair), else 0 for a query whose
+    users all take part (:func:`tune`'s cost cap) and calibration's points for a sampled round, whose only
+    PLD is its blanket or three-count pair's (:func:`~jaxshuffle.accountant.count_search.effective_points`)."""
+    params = [q.randomizer(float(e)) for q, e in zip(queries, eps0)]
+    points = [0 if blanket_points is None and q.sample_rate == 1.0
+              else int(effective_points(r, q.n, blanket_points, q.sample_rate)) for r, q in zip(params, queries)]
+    return [(r, q.n, q.count, q.sample_rate) for r, q in zip(params, queries)], points
+
+
+def _secant_feasible(upper_at, target, rtol, c0: float, max_probes: int = 16) -> float:
+    """Largest verified ``c`` with ``upper_at(c) <= target``, starting at ``c0``, for a smooth increasing
+    ``upper_at``: secant steps on ``g = log(upper / target)`` against ``log c``, each aimed a quarter of
+    ``rtol`` past the predicted root on the side the bracket still lacks, so that a good model closes the
+    bracket ``hi - lo <= rtol hi`` in two or three probes after the first; bisection where the secant
+    leaves the bracket. Soundness never depends on the model: the returned ``c`` is a probed point with
+    ``upper_at(c) <= target``, else ValueError."""
+    lo, hi, g_lo, g_hi = 0.0, math.inf, -math.inf, math.inf  # lo = 0: nothing feasible probed yet
+    c, probes, slope = c0, 0, 1.0  # slope of g in log c: 1 until two probes measure it (eps roughly ~ eps0)
+    while probes < max_probes:
+        g = math.log(max(upper_at(c), 1e-300) / target)
+        probes += 1
+        if g <= 0:
+            lo, g_lo = c, g
+        else:
+            hi, g_hi = c, g
+        both = lo > 0 and math.isfinite(hi)
+        if both:
+            if hi - lo <= rtol * hi:
+                return lo
+            if g_lo > g_hi - 1e-12:  # not increasing here: the secant means nothing, bisect
+                c = 0.5 * (lo + hi)
+                continue
+            slope = (g_hi - g_lo) / math.log(hi / lo)
+        side = 1.0 if g <= 0 else -1.0  # after a feasible probe aim above the root, else below it
+        nxt = math.exp(math.log(c) - g / slope + side * 0.25 * rtol)
+        if both and not lo < nxt < hi:
+            nxt = 0.5 * (lo + hi)
+        elif not math.isfinite(hi):  # still unbounded above: at least a step of rtol, at most doubling
+            nxt = min(max(nxt, lo * (1.0 + rtol)), 2.0 * lo)
+        elif lo == 0:
+            nxt = max(min(nxt, hi / (1.0 + rtol)), 0.5 * hi)
+        c = nxt
+    if lo == 0:
+        raise ValueError(f"target_eps: no feasible scale found for {target:g} in {max_probes} probes")
+    return lo
+
+
+def _certify_scale_by_rule(queries, direction, target, delta, discretization, rtol, blanket_points):
+    """Largest verified ``c`` with the T-round rule's upper of ``c * direction`` ``<= target``
+    (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), searched from the worst-case pairs' scale
+    (cheap: their rounds are cached across probes), where the rule is usually already feasible, by
+    :func:`_secant_feasible` (each of the rule's probes builds blanket-pair PLDs). Returns ``c``."""
+    direction = np.asarray(direction, np.float64)
+    c_wc = _certify_scale(queries, direction, target, delta, discretization, rtol)[0]
+
+    def rule_at(c):
+        parts, points = _rule_parts(queries, c * direction, blanket_points)
+        worst_case = certified_epsilon(queries, c * direction, delta, discretization=discretization)
+        return release_epsilon(parts, delta, discretization=discretization, blanket_points=points,
+                               worst_case=worst_case)
+
+    first = rule_at(c_wc)
+    others = min(first.blanket_pld, first.basic, first.advanced)
+    if first.upper <= target and first.upper_source == "PLD" and not others <= target:
+        # The rule is the worst-case pairs' composition here and its other bounds already miss the target:
+        # growing c only raises them, so the rule's boundary is the worst-case pairs' one, which the
+        # bisection above bracketed within rtol (its next probe above c_wc failed).
+        return c_wc
+    return _secant_feasible(lambda c: first.upper if c == c_wc else rule_at(c).upper, target, rtol, c_wc)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,7 +282,7 @@ class TuneResult(NamedTuple):
 
     Attributes:
       eps0: per-query local budgets (certified: the composed release is ``(upper, delta)``-DP).
-      lower: lower end of the composed bracket of the dominating pairs at ``eps0`` (recomputed from
+      lower: lower end of the composed bracket of the worst-case pairs at ``eps0`` (recomputed from
         scratch): a bound from below on the pairs' composed epsilon, not on the mechanism's;
         NaN when a query samples its clients (the sampled round's PLD is pessimistic only).
       upper: upper end of the certified composed bracket at ``eps0`` (``upper <= target``; recomputed
@@ -222,6 +302,13 @@ class TuneResult(NamedTuple):
       sources: each query's round pair, in the queries' order: the proof that certifies it
         (``"stronger clone"``, ``"standard clone"``, ...; docs/math.md 3.1; a query with
         ``sample_rate < 1``: its sampled round's source, ``"blanket pair (k-ary RR, clients sampled at g)"``).
+      upper_source: which of the T-round rule's bounds gave ``upper`` (``"PLD"``, ``"blanket PLD"``,
+        ``"basic"``, ``"advanced"``; :data:`~jaxshuffle.accountant.rounds.SOURCES`).
+      worst_case_upper: the composed worst-case pairs' certified epsilon at ``eps0`` (``upper`` is at most
+        this; it may exceed the target where the rule's blanket pair certifies a larger eps0).
+      blanket_points: per query, the blanket pair's profile evaluations in the final certificate (0: not
+        built), so that ``release_epsilon(..., blanket_points=that)`` is exactly the rule certified.
+      baseline_upper_source: which of the rule's bounds gave ``baseline_upper``.
     """
 
     eps0: np.ndarray
@@ -239,6 +326,10 @@ class TuneResult(NamedTuple):
     delta: float
     discretization: float
     sources: tuple = ()
+    upper_source: str = "PLD"
+    worst_case_upper: float = float("nan")
+    blanket_points: tuple = ()
+    baseline_upper_source: str = "PLD"
 
     @property
     def gain(self) -> float:
@@ -296,8 +387,12 @@ def _optimiser(queries, utility, delta, optimizer, steps):
 
 def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | None, target_eps, delta, *,
          optimizer=None, steps: int = 200, discretization: float | None = None, rtol: float = 2e-3,
-         init=None, refine: int = 1) -> TuneResult:
+         init=None, refine: int = 1, blanket_points: int | None = None) -> TuneResult:
     """Per-query eps0 minimising ``utility`` with certified composed epsilon ``<= target_eps``.
+
+    Size: a public entry point; its keywords are the user's options for the optimiser (``optimizer``,
+    ``steps``, ``init``, ``refine``) and for the certificate (``discretization``, ``rtol``,
+    ``blanket_points``).
 
     Args:
       queries: :class:`Query` list (:func:`query`), e.g. ``[query("grr", n=1e5, k=2), ...]``.
@@ -317,12 +412,20 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         certified point becomes the surrogate's target, and the optimiser runs again from where it
         stopped (so the final common scale factor is close to 1 and the allocation close to KKT
         for the certified constraint). ``history`` holds every pass's steps.
+      blanket_points: profile evaluations of k-ary RR's blanket pair's round PLD in the T-round rule that
+        scales and certifies the allocation (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), e.g.
+        :data:`~jaxshuffle.accountant.count_search.CALIBRATION_BLANKET_POINTS` (64) as calibration's.
+        Unset: not built for queries whose users all take part, a cost cap: the rule's search builds
+        every query's blanket PLD at about ten scales, and one build took 20-80 s at ``n = 1e5``,
+        ``eps0`` 5-7.5 on a 2-core CPU; a sampled query's round is its blanket pair's either way.
 
     Returns:
       The allocation, a :class:`TuneResult`. The optimisation uses a smooth surrogate (module docstring;
-        docs/math.md section 16); the returned ``eps0`` is then scaled by a certified bisection so that
-        ``upper <= target_eps``, ``upper`` from :func:`~jaxshuffle.accountant.compose.compose` recomputed at
-        the returned eps0 (a certified upper bound, errs high).
+        docs/math.md section 16); the returned ``eps0`` is then scaled by a certified bisection on the
+        T-round rule (:func:`~jaxshuffle.accountant.rounds.release_epsilon`: the smallest certified bound,
+        which for one query is :func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s, the rule
+        ``calibrate_eps0(..., rounds=T)`` searches) so that ``upper <= target_eps``, ``upper`` recomputed from
+        scratch at the returned eps0 (a certified upper bound, errs high).
 
     Raises:
       ValueError: naming the parameter, for bad ``queries``, a ``utility`` that is not a callable
@@ -330,10 +433,25 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         ``delta`` outside (0, 1), a bad ``steps``, ``init``, ``discretization`` or ``rtol``.
     """
     return _tune_many(queries, utility, [target_eps], delta, optimizer=optimizer, steps=steps,
-                      discretization=discretization, rtol=rtol, init=init, refine=refine)[0]
+                      discretization=discretization, rtol=rtol, init=init, refine=refine,
+                      blanket_points=blanket_points)[0]
 
 
-def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretization, rtol, init, refine=1):
+def _final_certificate(queries, eps0, delta, disc, blanket_points) -> tuple[ReleaseEpsilon, tuple]:
+    """The T-round rule at ``eps0``, from scratch (the worst-case pairs' rounds rebuilt, no cached round):
+    :func:`~jaxshuffle.accountant.rounds.release_epsilon`'s smallest certified bound, and the blanket-pair
+    profile points of each query it used."""
+    worst_case = certified_epsilon(queries, eps0, delta, discretization=disc, cached=False)
+    parts, points = _rule_parts(queries, eps0, blanket_points)
+    return release_epsilon(parts, delta, discretization=disc, blanket_points=points,
+                           worst_case=worst_case), tuple(points)
+
+
+def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretization, rtol, init, refine=1,
+               blanket_points=None):
+    """:func:`tune` and :func:`pareto_front` over a list of targets: checks, one vmapped optimisation, then
+    each target's allocation scaled and certified by the T-round rule. Size: it takes :func:`tune`'s
+    keywords as they are (both public entry points pass them through)."""
     queries = check_queries(queries)
     for t in targets:
         _check_common(t, delta, steps)
@@ -354,6 +472,7 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
               value=np.float64(discretization))
     r = float(rtol)
     check(np.float64(r) > 0, "rtol", "must be > 0", value=np.float64(r))
+    blanket_points = checked_blanket_points(blanket_points)
     delta = float(delta)
     start = jnp.exp(theta0)
     val, grad = jax.value_and_grad(lambda e: jnp.asarray(utility(e), jnp.float64))(start)
@@ -383,20 +502,23 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
     for j, target in enumerate(targets):
         disc = discs[j]
         direction = np.asarray(alloc[j])
-        c, lower, upper, _ = _certify_scale(queries, direction, target, delta, disc, r)
+        c = _certify_scale_by_rule(queries, direction, target, delta, disc, r, blanket_points)
         eps0 = c * direction
-        lower, upper = certified_epsilon(queries, eps0, delta, discretization=disc, cached=False)  # from scratch
-        if not upper <= target:  # the probe at c was feasible: the same computation again must be
-            raise RuntimeError(f"recomputed certified upper {upper} exceeds the target {target} (a bug)")
+        final, points = _final_certificate(queries, eps0, delta, disc, blanket_points)
+        if not final.upper <= target:  # the probe at c was feasible: the same computation again must be
+            raise RuntimeError(f"recomputed certified upper {final.upper} exceeds the target {target} (a bug)")
         equal = np.full(m, float(np.mean(direction)))
-        cb, blo, bup, _ = _certify_scale(queries, equal, target, delta, disc, r)
+        cb = _certify_scale_by_rule(queries, equal, target, delta, disc, r, blanket_points)
+        base, _ = _final_certificate(queries, cb * equal, delta, disc, blanket_points)
         out.append(TuneResult(
-            eps0=eps0, lower=lower, upper=upper, utility=float(utility(jnp.asarray(eps0))),
-            baseline_eps0=cb * equal, baseline_lower=blo, baseline_upper=bup,
+            eps0=eps0, lower=final.lower, upper=final.upper, utility=float(utility(jnp.asarray(eps0))),
+            baseline_eps0=cb * equal, baseline_lower=base.lower, baseline_upper=base.upper,
             baseline_utility=float(utility(jnp.asarray(cb * equal))), history=hist[j],
             surrogate=float(surrogate_epsilon(queries, jnp.asarray(eps0), delta)), scale=c,
             target=target, delta=delta, discretization=disc,
-            sources=tuple(_source(q, float(e), disc) for q, e in zip(queries, eps0))))
+            sources=tuple(_source(q, float(e), disc) for q, e in zip(queries, eps0)),
+            upper_source=final.upper_source, worst_case_upper=final.pld, blanket_points=points,
+            baseline_upper_source=base.upper_source))
     return out
 
 
@@ -431,7 +553,8 @@ class ParetoFront(NamedTuple):
 
 
 def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer=None, steps: int = 200,
-                 discretization: float | None = None, rtol: float = 2e-3) -> ParetoFront:
+                 discretization: float | None = None, rtol: float = 2e-3,
+                 blanket_points: int | None = None) -> ParetoFront:
     """:func:`tune` over a list of targets: the optimisation is vmapped over targets (one compiled
     scan), each allocation then certified (docs/math.md section 16).
 
@@ -444,6 +567,7 @@ def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer
       steps: optimiser steps, an integer >= 0.
       discretization: the common loss grid of the certified composition, as :func:`tune`.
       rtol: relative width of the certified bisection on the common scale factor.
+      blanket_points: the blanket pair's profile evaluations in each final certificate, as :func:`tune`.
 
     Returns:
       The front, a :class:`ParetoFront`: per target, the certified composed epsilon (an upper bound, errs
@@ -456,7 +580,7 @@ def pareto_front(queries: Sequence[Query], utility, targets, delta, *, optimizer
     if targets.size == 0:
         raise ValueError("targets: need at least one target epsilon")
     res = _tune_many(queries, utility, list(targets), delta, optimizer=optimizer, steps=steps,
-                     discretization=discretization, rtol=rtol, init=None)
+                     discretization=discretization, rtol=rtol, init=None, blanket_points=blanket_points)
     return ParetoFront(targets, np.array([r.upper for r in res]), np.array([r.utility for r in res]),
                        np.array([r.baseline_upper for r in res]), np.array([r.baseline_utility for r in res]),
                        np.stack([r.eps0 for r in res]), tuple(res))

@@ -66,9 +66,12 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     return p
 
 
-def _bracket(lower: float, upper: float) -> str:
-    """``[lower, upper]``, or ``<= upper`` where there is no lower value (a sampled round)."""
-    return f"[{lower:.4f}, {upper:.4f}]" if math.isfinite(lower) else f"<= {upper:.4f}"
+def _bracket(lower: float, upper: float, source: str = "PLD") -> str:
+    """``[lower, upper]`` where ``upper`` is the worst-case pairs' composition, whose bracket ``lower`` closes;
+    ``<= upper`` where there is no lower value (a sampled round) or another of the rule's bounds gave it."""
+    if math.isfinite(lower) and source == "PLD":
+        return f"[{lower:.4f}, {upper:.4f}]"
+    return f"<= {upper:.4f}" + ("" if source == "PLD" else f" ({source})")
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -105,7 +108,8 @@ def run_tune(args: argparse.Namespace) -> int:
                             "equal_split_eps0": float(b)}
                            for q, qq, e, b in zip(names, queries, r.eps0, r.baseline_eps0)],
                # lower: null where a sampled round has none (its PLD is pessimistic only)
-               "target": r.target, "delta": r.delta, "upper": r.upper, "lower": num(r.lower),
+               "target": r.target, "delta": r.delta, "upper": r.upper, "upper_source": r.upper_source,
+               "worst_case_upper": num(r.worst_case_upper), "lower": num(r.lower),
                "utility": r.utility, "equal_split_upper": r.baseline_upper, "equal_split_lower": num(r.baseline_lower),
                "equal_split_utility": r.baseline_utility, "gain": r.gain, "surrogate": r.surrogate,
                "discretization": r.discretization, "certified": bool(r.upper <= r.target)}
@@ -120,8 +124,8 @@ def run_tune(args: argparse.Namespace) -> int:
     for name, q, e, b in zip(names, queries, r.eps0, r.baseline_eps0):
         rate = f" {q.sample_rate:>11.4g}" if sampled else ""
         print(f"  {name:<{width}} {q.n:>10.4g} {q.count:>5d}{rate} {e:>11.4f} {b:>11.4f}")
-    print(f"  certified composed eps: tuned {_bracket(r.lower, r.upper)}, equal split "
-          f"{_bracket(r.baseline_lower, r.baseline_upper)} (upper certified, <= {r.target:g})")
+    print(f"  certified composed eps: tuned {_bracket(r.lower, r.upper, r.upper_source)}, equal split "
+          f"{_bracket(r.baseline_lower, r.baseline_upper, r.baseline_upper_source)} (upper certified, <= {r.target:g})")
     print(f"  total MSE: tuned {r.utility:.4g}, equal split {r.baseline_utility:.4g}; "
           f"gain {r.gain:.3f}x ({100 * (1 - 1 / r.gain):.1f} % lower error)")
     return 0
