@@ -303,7 +303,7 @@ def test_a_stop_swallowed_by_a_callback_is_raised_again_by_the_wait(default_sigi
 
     release = threading.Event()
     try:
-        with stops_mod._DeferSignals() as guard:
+        with stops_mod.DeferSignals() as guard:
             victim = Victim()
             del victim
             assert isinstance(guard.raised, KeyboardInterrupt)  # raised, and swallowed

@@ -47,9 +47,9 @@ import numpy as np
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64
 from jaxshuffle._numerics import ULP as _ULP
-from jaxshuffle.engine.two_count.divergence import REL_ERR, _chernoff_outside, window_weights
+from jaxshuffle.engine.two_count.divergence import REL_ERR, chernoff_outside, window_weights
 from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
-from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, _needed_halfwidth, plan_windows, window_start
+from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, needed_halfwidth, plan_windows, window_start
 from jaxshuffle.pld.distribution import (  # noqa: F401  (re-exported: their import path)
     ADD_OR_REMOVE_ONE,
     MAX_DEFAULT_ROUNDS,
@@ -99,7 +99,7 @@ def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int
     s = r0 + r1
     # Others' counts: a window of C ~ Bin(n-1, s) leaving out at most tail/2 (Chernoff), a multiple
     # of 512 long (window_weights' blocks), not a power of two: every row costs a full k window.
-    half = float(_needed_halfwidth(np.float64(n - 1), np.float64(min(s, 1 - 1e-16)), np.float64(tail / 4)))
+    half = float(needed_halfwidth(np.float64(n - 1), np.float64(min(s, 1 - 1e-16)), np.float64(tail / 4)))
     L = int(min(2 * half + 2, n))
     L = max(512, -(-L // 512) * 512)
     if L > MAX_WINDOW:
@@ -107,7 +107,7 @@ def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int
     c_lo = int(window_start(np.float64(n), np.float64(s), L))
     q = r0 / s
     c_hi = min(c_lo + L - 1, n - 1)
-    h = float(_needed_halfwidth(np.float64(max(c_hi, 1)), np.float64(min(max(q, 1e-300), 1 - 1e-16)),
+    h = float(needed_halfwidth(np.float64(max(c_hi, 1)), np.float64(min(max(q, 1e-300), 1 - 1e-16)),
                                 np.float64(tail / 2)))
     A = int(max(16, -(-int(min(2 * h + 2, c_hi + 2)) // 16) * 16))
     return L, c_lo, A
@@ -196,14 +196,14 @@ def _histograms(u, v, r0, r1, n, c_lo, j_min, discretization, *, plan: Plan, cel
         err = jnp.sum(step_err, axis=1) + (A + 4) * _ULP * jnp.sum(abs_step, axis=1)
         row_err = jnp.maximum(row_err, jnp.max(err))
         # P-mass of the row outside its k window (Chernoff).
-        row_out = _chernoff_outside(c + 1.0, q, k_lo[:, 0], jnp.float64(A))
+        row_out = chernoff_outside(c + 1.0, q, k_lo[:, 0], jnp.float64(A))
         outside = outside + jnp.sum(Wc * jnp.minimum(row_out, 1.0))
         return (hist_up, hist_lo, outside, row_err), None
 
     zeros = jnp.zeros(cells.bins, jnp.float64)
     init = (zeros, zeros, jnp.float64(0.0), jnp.float64(0.0))
     (hist_up, hist_lo, outside, row_err), _ = jax.lax.scan(chunk, init, (c_all, W))
-    outside = outside * (1.0 + w_rel) + _chernoff_outside(n, s, c_lo, jnp.float64(cells.window))
+    outside = outside * (1.0 + w_rel) + chernoff_outside(n, s, c_lo, jnp.float64(cells.window))
     return hist_up, hist_lo, outside, w_rel + jnp.expm1(row_err)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan
 from jaxshuffle.sweeps.progress import _Progress
 from jaxshuffle.sweeps.schedule import Runner
-from jaxshuffle.sweeps.stops import SweepInterrupted, _DeferSignals, run_interruptible
+from jaxshuffle.sweeps.stops import DeferSignals, SweepInterrupted, run_interruptible
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
@@ -121,7 +121,7 @@ class SweepRun:
     progress on, :meth:`stopped` says what a signal leaves saved.
     """
 
-    def __init__(self, spec: dict, s: RunSettings, plan: RunPlan, store: OpenStore, guard: _DeferSignals):
+    def __init__(self, spec: dict, s: RunSettings, plan: RunPlan, store: OpenStore, guard: DeferSignals):
         self.spec, self.s, self.plan, self.store, self.guard = spec, s, plan, store, guard
         self.grid = grid = plan.grid
         J = grid.n_jobs

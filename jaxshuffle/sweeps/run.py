@@ -38,9 +38,9 @@ from jaxshuffle.sweeps.execution import (
 from jaxshuffle.sweeps.grid import build_spec
 from jaxshuffle.sweeps.grids import make_grid
 from jaxshuffle.sweeps.schedule import chunk_layout, plan_jobs
+from jaxshuffle.sweeps.stops import DeferSignals, lock_out
 from jaxshuffle.sweeps.stops import SweepInterrupted as SweepInterrupted  # re-exported: a sweep's own exceptions
 from jaxshuffle.sweeps.stops import SweepLocked as SweepLocked  # re-exported (the CLI and tests import it here)
-from jaxshuffle.sweeps.stops import _DeferSignals, _lock_out
 from jaxshuffle.sweeps.store import (
     RESUMABLE_SCHEMAS,
     STORE_SCHEMA,
@@ -243,7 +243,7 @@ def _run(spec, out, settings: RunSettings) -> SweepResult:
     """
     locks: list = []
     try:
-        with _DeferSignals() as guard:
+        with DeferSignals() as guard:
             return _run_locked(spec, out, settings, guard, locks)
     except OSError as exc:  # a write into out failed (disk full, read-only): one line, finished chunks kept
         if out is None or not exc.filename or not _inside(Path(exc.filename), Path(out)):
@@ -401,7 +401,7 @@ def _claim(out_dir: Path, chunk_dir: Path, s: RunSettings, locks: list) -> tuple
         # One writer per directory (per shard): the lock is taken before the manifest is read.
         t_lock = time.perf_counter()
         try:
-            locks.append(_lock_out(chunk_dir, out_dir, "sweep.lock" if s.shard_n == 1 else
+            locks.append(lock_out(chunk_dir, out_dir, "sweep.lock" if s.shard_n == 1 else
                                    f"shard-{s.shard_i}-of-{s.shard_n}.lock", s.wait, s.quiet))
         except PermissionError:  # no lock file can be made here (e.g. a read-only mount): read only
             read_only = True

@@ -3,9 +3,9 @@ when another process writes into the same directory.
 
 :class:`SweepInterrupted` (a KeyboardInterrupt: a sweep stopped by SIGINT or SIGTERM, every finished
 chunk saved, the same call resumes), :class:`SweepLocked` (a ValueError: another sweep holds the
-output directory's lock), ``_DeferSignals`` (SIGINT and SIGTERM wait while files are written, so a
+output directory's lock), ``DeferSignals`` (SIGINT and SIGTERM wait while files are written, so a
 chunk and its CSV rows land whole), :func:`run_interruptible` (a long computation in a worker thread
-while the main thread waits, so a signal acts within a fraction of a second) and ``_lock_out`` (one
+while the main thread waits, so a signal acts within a fraction of a second) and ``lock_out`` (one
 writer per sweep directory, per shard, with a file lock). The driver in :mod:`jaxshuffle.sweeps.run`
 uses them and re-exports the two exceptions (``from jaxshuffle.sweeps.run import SweepInterrupted,
 SweepLocked`` keeps working).
@@ -77,7 +77,7 @@ class SweepLocked(ValueError):
                          "pass wait=True")
 
 
-class _DeferSignals:
+class DeferSignals:
     """While files are written (``with guard.writing():``), SIGINT and SIGTERM wait for the write to end.
 
     Wraps the Python-level handlers found when the sweep starts (Python's KeyboardInterrupt
@@ -229,7 +229,7 @@ def _abandon(thread: threading.Thread) -> None:
             _exit_hook_registered = True
 
 
-def run_interruptible(fn: Callable[..., _T], *args: Any, guard: _DeferSignals | None = None, **kwargs: Any) -> _T:
+def run_interruptible(fn: Callable[..., _T], *args: Any, guard: DeferSignals | None = None, **kwargs: Any) -> _T:
     """``fn(*args, **kwargs)``, computed in a worker thread while the main thread waits in steps of
     :data:`POLL_S` seconds: a signal handler that raises (Ctrl-C's KeyboardInterrupt, the CLI's SIGTERM
     handler) stops the wait at once, where it would otherwise wait for a running XLA call to return.
@@ -237,7 +237,7 @@ def run_interruptible(fn: Callable[..., _T], *args: Any, guard: _DeferSignals | 
     The worker starts with the caller's JAX thread-local settings (``jax.enable_x64``, ``jax.default_device``)
     and context variables. Its exception, if any, is raised here. On a stop the computation is abandoned: it
     runs on in its daemon thread until it returns, its result is dropped (it must write nothing itself) and
-    :func:`abandoned` counts it. ``guard``: the sweep's :class:`_DeferSignals`, whose :meth:`~_DeferSignals.check`
+    :func:`abandoned` counts it. ``guard``: the sweep's :class:`DeferSignals`, whose :meth:`~DeferSignals.check`
     raises a stop that a callback swallowed (without one, a guard of its own is set for the wait). Outside
     the main thread (where no signal handler runs) ``fn`` is simply called.
     """
@@ -245,7 +245,7 @@ def run_interruptible(fn: Callable[..., _T], *args: Any, guard: _DeferSignals | 
     if threading.current_thread() is not threading.main_thread():
         return fn(*args, **kwargs)
     if guard is None:
-        with _DeferSignals() as own:
+        with DeferSignals() as own:
             return run_interruptible(fn, *args, guard=own, **kwargs)
     state, context = _jax_thread_state(), contextvars.copy_context()
     box: dict = {}
@@ -282,7 +282,7 @@ def run_interruptible(fn: Callable[..., _T], *args: Any, guard: _DeferSignals | 
     return box.pop("value")
 
 
-def _lock_out(chunk_dir: Path, out_dir: Path, name: str, wait: bool, quiet: bool):
+def lock_out(chunk_dir: Path, out_dir: Path, name: str, wait: bool, quiet: bool):
     """Hold ``chunk_dir/name`` (a filelock): one writer per sweep directory (per shard with ``shard``).
 
     The lock file lives in ``chunks/`` and is never removed (removing a lock file that others may

@@ -284,7 +284,7 @@ def _cdf_exact(n, m, p):
     return known, value
 
 
-def _chernoff_outside(n, p, lo, hi):
+def chernoff_outside(n, p, lo, hi):
     """Upper bound on ``P[X < lo] + P[X > hi]``, ``X ~ Bin(n, p)`` (Chernoff; exact 0 where the range covers 0..n)."""
     def log_bound(m):
         a = jnp.clip(m / jnp.maximum(n, 1.0), 1e-300, 1.0 - 1e-16)
@@ -477,7 +477,7 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     assign_total = scale * assign
     q_mass = q / n
     q_err = (eq + (w_rel + n_terms * _ULP) * abs_q) / n + 8.0 * _ULP * abs_q / n
-    outside_s = _chernoff_outside(n, pS, s_lo, s_lo + L - 1.0)
+    outside_s = chernoff_outside(n, pS, s_lo, s_lo + L - 1.0)
     drop = gmax * (outside_s + drop_c * (1.0 + w_rel))
     # Float probabilities: each binomial level's (p, q) has mass (p + q)^m, within exp(+-x) of 1;
     # the normalised float law is within 16u (relative, per category) of the true one, which moves

@@ -185,7 +185,7 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
     blanket lane alone 4.2e6 cells, the four merged 9.7e6 per lane, because all_x0's window is twice
     the blanket's and all_z's max step is 28007).
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
+    eps0, k, n, delta = check_points(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
     return _cells(*_point_shapes(eps0, k, n, delta, block, kinds))
 
 
@@ -232,7 +232,7 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     index arrays into ``ravel()``, each in ascending order (a batch that stays one group is planned
     on the same arrays as here, so the planner's memo serves it).
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
+    eps0, k, n, delta = check_points(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
     window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
     own = _cells(window, lines, step)
     groups: list = []
@@ -287,14 +287,14 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     Raises:
       ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``kind``) for bad input.
     """
-    eps0, k, n, delta = _check(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
+    eps0, k, n, delta = check_points(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
     window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
     return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
                                   chunk=int(max(1, min(chunk, window // (2 * b))))), n)
 
 
-def _check(eps0, k, n, delta, kind, integer_k: bool = True):
+def check_points(eps0, k, n, delta, kind, integer_k: bool = True):
     require_x64()
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")

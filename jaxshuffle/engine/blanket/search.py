@@ -36,7 +36,7 @@ from jaxshuffle.engine.blanket.kernel import KINDS, coded_sum_form, gaussian_del
 from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
     BlanketPlan,
-    _check,
+    check_points,
     fit_memory,
     lanes_per_batch,
     plan_blanket,
@@ -215,7 +215,7 @@ def blanket_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLik
         >>> float(bl.blanket_epsilon(1.0, 3, 2, 0.01).upper)  # doctest: +ELLIPSIS
         0.96940...
     """
-    points = _check(eps0, k, n, delta, kind, integer_k=not real_k)
+    points = check_points(eps0, k, n, delta, kind, integer_k=not real_k)
     res = _grouped_lanes(points, (kind,), plan, lambda *p: plan_blanket(*p, kind=kind), rtol, max_iter)
     return type(res)(*(jnp.asarray(x[0].reshape(points[0].shape)) for x in res))
 
@@ -293,7 +293,7 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
 def plan_krr_bounds(eps0, k, n, delta, *, block: int = 64, chunk: int = 8) -> BlanketPlan:
     """One plan covering the blanket pair and the exact datasets of every point (eager), for
     :func:`krr_bounds`."""
-    e, kk, nn, d = _check(eps0, k, n, delta, "blanket")
+    e, kk, nn, d = check_points(eps0, k, n, delta, "blanket")
     return _merged_plan(e, kk, nn, d, ("blanket",) + LOWER_KINDS, block, chunk)
 
 
@@ -326,7 +326,7 @@ def krr_bounds(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *,
     Raises:
       ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``k_forms``) for bad input.
     """
-    points = _check(eps0, k, n, delta, "blanket")
+    points = check_points(eps0, k, n, delta, "blanket")
     kinds = ("blanket",) + LOWER_KINDS
     has_z = None
     if k_forms is not None:
@@ -366,7 +366,7 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     Raises:
       ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``) for bad input.
     """
-    points = _check(eps0, k, n, delta, "blanket")
+    points = check_points(eps0, k, n, delta, "blanket")
     shape = points[0].shape
     res = _grouped_lanes(points, LOWER_KINDS, None,
                          lambda e, kk, nn, d: _merged_plan(e, kk, nn, d, LOWER_KINDS), rtol, 40)

@@ -397,7 +397,7 @@ def _one_direction(u, v, w, r0, r1, n, t, c_lo, W, w_rel, plan: Plan):
     return value, err, partial_last, q_mass, overflow, value - piece - err, tangent_slope
 
 
-def _chernoff_outside(n, pi, c_lo, L):
+def chernoff_outside(n, pi, c_lo, L):
     """Upper bound on P[C <= c_lo - 1 + [c_lo>0]] + P[C >= c_lo + L], C ~ Binom(n-1, pi) (see module doc)."""
     N = n - 1.0
     pi_c = 1.0 - pi
@@ -484,7 +484,7 @@ def point_divergence(u, v, w, r0, r1, n, eps, c_lo, plan: Plan, W=None):
         val, ovf = jnp.max(val), jnp.any(ovf)
     if plan.symmetric:
         lo_dir, hi_dir = val - err - part, val + err
-    outside = _chernoff_outside(n, pi, c_lo, plan.window)
+    outside = chernoff_outside(n, pi, c_lo, plan.window)
     lo_dir = jnp.maximum(lo_dir - perturb, 0.0)
     hi_dir = jnp.minimum(hi_dir + outside + perturb, 1.0)
     hi_dir = jnp.where(ovf, jnp.inf, hi_dir)

@@ -88,7 +88,7 @@ def _kl(a, pi):
     return t1 + t2
 
 
-def _needed_halfwidth(N, pi, tol):
+def needed_halfwidth(N, pi, tol):
     """Smallest h with Chernoff bounds on P[C >= mu+h] and P[C <= mu-h] each <= tol/2."""
     N, pi, tol = np.broadcast_arrays(np.asarray(N, np.float64), np.asarray(pi, np.float64), np.asarray(tol, np.float64))
     mu = N * pi
@@ -125,7 +125,7 @@ def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float) -> t
     """
     N = n - 1.0
     pi = np.clip(r_sum, 2 * R_FLOOR, 1.0)
-    width = 2 * _needed_halfwidth(N, np.minimum(pi, 1 - 1e-16), np.broadcast_to(tol, N.shape))
+    width = 2 * needed_halfwidth(N, np.minimum(pi, 1 - 1e-16), np.broadcast_to(tol, N.shape))
     width = np.minimum(width, n)
     L = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(width, 1.0)))).astype(np.int64)
     if L.size and L.max() > MAX_WINDOW:
