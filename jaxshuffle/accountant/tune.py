@@ -416,8 +416,9 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         scales and certifies the allocation (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), e.g.
         :data:`~jaxshuffle.accountant.count_search.CALIBRATION_BLANKET_POINTS` (64) as calibration's.
         Unset: not built for queries whose users all take part, a cost cap: the rule's search builds
-        every query's blanket PLD at about ten scales, and one build took 20-80 s at ``n = 1e5``,
-        ``eps0`` 5-7.5 on a 2-core CPU; a sampled query's round is its blanket pair's either way.
+        every query's blanket PLD at several scales, and one build took 7-18 s at ``n = 1e5``, ``eps0``
+        5-7.5 on a quiet 2-core CPU against 0.1-0.8 s for the worst-case pair's round
+        (``benchmarks/tune.py --rule``); a sampled query's round is its blanket pair's either way.
 
     Returns:
       The allocation, a :class:`TuneResult`. The optimisation uses a smooth surrogate (module docstring;
