@@ -80,7 +80,7 @@ def _infinite_loss_mass(u, v, w, r0, r1, n):
                        jnp.maximum(one(v, u, r0, r1), one(v, u, r1, r0)))
 
 
-def _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done):
+def _convexity_bracket(lo, hi, x, d, delta, below, above, done):
     """Tighten ``[lo, hi]`` by the convexity of ``D`` in ``t = e^eps`` (no evaluation needed).
 
     Below: the certified tangent at ``x`` gives ``D(t') > delta`` for every
@@ -88,8 +88,10 @@ def _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done):
     Above: on ``[t_a, t_b]`` ``D`` lies under the chord through ``(t_a, up_a)`` and
     ``(t_b, up_b)`` (certified upper values, ``up_a > delta >= up_b``; ``D = 0`` at ``eps_max``),
     so ``D <= delta`` where the chord crosses ``delta``. Both points are nudged by 1e-14 relative to the safe
-    side, far more than the few roundings between them and the exact crossings.
+    side, far more than the few roundings between them and the exact crossings. ``below = (x_a, up_a)`` and
+    ``above = (x_b, up_b)``: the evaluated points nearest the root from below and above, with their upper values.
     """
+    (x_a, up_a), (x_b, up_b) = below, above
     lo_tan, use_tan = tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
     lo = jnp.where(~done & use_tan, lo_tan, lo)
     t_a, t_b = jnp.exp(x_a), jnp.exp(x_b)
@@ -181,7 +183,7 @@ def _point_search(u, v, w, r0, r1, n, delta, c_lo, *, plan: Plan, rtol: float, m
         x_b, up_b = jnp.where(b_new, x, x_b), jnp.where(b_new, d.upper, up_b)
         a_new = ~done & ~is_hi & (x > x_a)
         x_a, up_a = jnp.where(a_new, x, x_a), jnp.where(a_new, d.upper, up_a)
-        lo, hi = _convexity_bracket(lo, hi, x, d, delta, x_a, up_a, x_b, up_b, done)
+        lo, hi = _convexity_bracket(lo, hi, x, d, delta, (x_a, up_a), (x_b, up_b), done)
         # Newton on f(x) = log D(x) - log delta; f'(x) = -t Q(region)/D.
         t = jnp.exp(x)
         f = jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(delta)
