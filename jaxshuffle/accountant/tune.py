@@ -226,6 +226,15 @@ def _secant_feasible(upper_at, target, rtol, c0: float, max_probes: int = 16) ->
     return lo
 
 
+def _worst_case(queries, eps0, delta, discretization, cached: bool = True):
+    """The ``pld`` candidate :func:`~jaxshuffle.accountant.rounds.release_epsilon` can take ready-made:
+    tune's own composition of the worst-case pairs, for several queries (with one, the rule is
+    ``composed_epsilon``, which builds its own and would not read it)."""
+    if len(queries) == 1:
+        return None
+    return certified_epsilon(queries, eps0, delta, discretization=discretization, cached=cached)
+
+
 def _certify_scale_by_rule(queries, direction, target, delta, discretization, rtol, blanket_points):
     """Largest verified ``c`` with the T-round rule's upper of ``c * direction`` ``<= target``
     (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), searched from the worst-case pairs' scale
@@ -236,9 +245,8 @@ def _certify_scale_by_rule(queries, direction, target, delta, discretization, rt
 
     def rule_at(c):
         parts, points = _rule_parts(queries, c * direction, blanket_points)
-        worst_case = certified_epsilon(queries, c * direction, delta, discretization=discretization)
         return release_epsilon(parts, delta, discretization=discretization, blanket_points=points,
-                               worst_case=worst_case)
+                               worst_case=_worst_case(queries, c * direction, delta, discretization))
 
     first = rule_at(c_wc)
     others = min(first.blanket_pld, first.basic, first.advanced)
@@ -442,10 +450,9 @@ def _final_certificate(queries, eps0, delta, disc, blanket_points) -> tuple[Rele
     """The T-round rule at ``eps0``, from scratch (the worst-case pairs' rounds rebuilt, no cached round):
     :func:`~jaxshuffle.accountant.rounds.release_epsilon`'s smallest certified bound, and the blanket-pair
     profile points of each query it used."""
-    worst_case = certified_epsilon(queries, eps0, delta, discretization=disc, cached=False)
     parts, points = _rule_parts(queries, eps0, blanket_points)
     return release_epsilon(parts, delta, discretization=disc, blanket_points=points,
-                           worst_case=worst_case), tuple(points)
+                           worst_case=_worst_case(queries, eps0, delta, disc, cached=False)), tuple(points)
 
 
 def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretization, rtol, init, refine=1,
