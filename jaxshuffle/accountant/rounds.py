@@ -30,7 +30,7 @@ from jaxshuffle.pld.blanket import (  # noqa: F401  (BLANKET_PLD_MAX_N: re-expor
     blanket_round_where_built,
     round_grid,
 )
-from jaxshuffle.pld.composition import MAX_COUNT, CompositionSizeError, epsilon_over_rounds
+from jaxshuffle.pld.composition import MAX_COUNT, CompositionSizeError, compose, epsilon_over_rounds
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
 
 #: ``upper_source`` values, in order of preference on ties.
@@ -345,7 +345,6 @@ def release_epsilon(queries, delta: float, *, discretization: float, blanket_poi
     """
     from jaxshuffle.accountant.amplify import amplify
     from jaxshuffle.accountant.subsampling import subsampled_epsilon
-    from jaxshuffle.pld.composition import compose
     from jaxshuffle.pld.two_count import shuffled_round
 
     queries = [(r, float(n), int(c), float(g)) for r, n, c, g in queries]
