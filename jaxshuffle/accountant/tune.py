@@ -424,8 +424,8 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         scales and certifies the allocation (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), e.g.
         :data:`~jaxshuffle.accountant.count_search.CALIBRATION_BLANKET_POINTS` (64) as calibration's.
         Unset: not built for queries whose users all take part, a cost cap: the rule's search builds
-        every query's blanket PLD at several scales, and one build took 7-18 s at ``n = 1e5``, ``eps0``
-        5-7.5 on a quiet 2-core CPU against 0.1-0.8 s for the worst-case pair's round
+        every query's blanket PLD at several scales, and one build took 7-19 s at ``n = 1e5``, ``eps0``
+        5-7.5 on a quiet 2-core CPU against 0.2 s for the worst-case pair's round
         (``benchmarks/tune.py --rule``); a sampled query's round is its blanket pair's either way.
 
     Returns:
