@@ -7,10 +7,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from jaxshuffle.sweeps.grids import make_grid
+from jaxshuffle.sweeps.grids import Grid, make_grid
 from jaxshuffle.sweeps.store import (
     COLUMNS,
     MAX_ITER,
@@ -62,6 +63,35 @@ def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
     """
     if not inputs:
         raise ValueError("inputs: give at least one shard file or sweep directory")
+    _check_out(inputs, out)
+    manifest, parts = _read_inputs(inputs)
+    spec, settings = manifest["spec"], manifest["settings"]
+    grid = _rebuild_grid(manifest)
+    joined = _join(grid, parts)
+    pending = grid.pending(joined.seen)
+    points = np.nonzero(pending == 0)[0]
+    if points.size < grid.size and not allow_partial:
+        raise ValueError(f"inputs: {grid.size - points.size} of {grid.size} points are missing "
+                         "(run the remaining shards, or pass --allow-partial)")
+    import jax
+
+    order = ["index", *grid.table.keys(), *grid.result_order]
+    cols = grid.combine(joined.lower, joined.upper, joined.status, joined.iterations, points, joined.extra)
+    meta = {**environment(jax.local_devices()), "methods": METHODS, "columns": COLUMNS,
+            "fingerprint": manifest["fingerprint"], "grid": spec, "settings": settings,
+            "tolerances": {"rtol": settings["rtol"], "max_iter": MAX_ITER},
+            "points": grid.size, "searches": grid.n_jobs, "complete": bool(points.size == grid.size),
+            "merged_from": [str(x) for x in inputs], "written": utc_now()}
+    result = SweepResult({k: cols[k] for k in order}, meta, Path(out))
+    _write(Path(out), result, order)
+    if not quiet:
+        print(f"[sweep merge] {points.size}/{grid.size} points -> {Path(out) / 'results.csv'}", file=sys.stderr)
+    return result
+
+
+def _check_out(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> None:
+    """ValueError naming ``out`` when it is (inside) an input directory, a sweep directory, or holds files an
+    earlier merge did not write: merge only reads its inputs."""
     out_real = Path(out).resolve()
     for inp in inputs:
         p = Path(inp).resolve()
@@ -72,25 +102,18 @@ def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
         raise ValueError(f"out: {out} is a sweep directory (it has sweep.json); merge never writes into a sweep's "
                          "directory: give another --out")
     _check_out_is_ours(Path(out))
+
+
+def _read_inputs(inputs: Sequence[str | os.PathLike[str]]) -> tuple[dict, list[dict]]:
+    """``(manifest, parts)``: the first input's manifest and every input's job arrays (a sweep directory's
+    verified chunks and the shard files beside them, or one shard file); ValueError naming an input that is
+    neither, or that belongs to another sweep (a different fingerprint)."""
     manifest: dict | None = None
     parts: list[dict] = []
     for inp in inputs:
         p = Path(inp)
         if p.is_dir():
-            if not (p / "sweep.json").exists():
-                raise ValueError(f"inputs: {p} is not a sweep directory (no sweep.json)")
-            try:
-                m = read_manifest(p / "sweep.json")
-            except SweepStoreError as exc:
-                raise SweepStoreError(f"inputs: {p / 'sweep.json'} is not a readable sweep manifest: restore it, or "
-                                      f"rerun the sweep in {p} with --overwrite; nothing was merged",
-                                      exc.path) from None
-            parts.extend(load_chunks(chunk_dir_of(p), int(m["chunks"]), m["fingerprint"],
-                                     checksums=m.get("chunk_checksum") == "sha256", repair=False,
-                                     strict=True).values())
-            for sh in sorted(p.glob("shard-*-of-*.npz")):
-                if not sh.is_symlink():
-                    parts.append(read_shard(sh)[1])
+            m = _read_directory(p, parts)
         elif p.suffix == ".npz":
             m, data = read_shard(p)
             parts.append(data)
@@ -103,16 +126,58 @@ def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
                              f"!= {manifest['fingerprint']})")
     if manifest is None:  # not reached: inputs is not empty
         raise ValueError("inputs: give at least one shard file or sweep directory")
-    spec, settings = manifest["spec"], manifest["settings"]
+    return manifest, parts
+
+
+def _read_directory(p: Path, parts: list[dict]) -> dict:
+    """The manifest of the sweep directory ``p``, appending its finished chunks (each verified against its
+    checksum) and its shard files (not links) to ``parts``."""
+    if not (p / "sweep.json").exists():
+        raise ValueError(f"inputs: {p} is not a sweep directory (no sweep.json)")
+    try:
+        m = read_manifest(p / "sweep.json")
+    except SweepStoreError as exc:
+        raise SweepStoreError(f"inputs: {p / 'sweep.json'} is not a readable sweep manifest: restore it, or "
+                              f"rerun the sweep in {p} with --overwrite; nothing was merged",
+                              exc.path) from None
+    parts.extend(load_chunks(chunk_dir_of(p), int(m["chunks"]), m["fingerprint"],
+                             checksums=m.get("chunk_checksum") == "sha256", repair=False,
+                             strict=True).values())
+    for sh in sorted(p.glob("shard-*-of-*.npz")):
+        if not sh.is_symlink():
+            parts.append(read_shard(sh)[1])
+    return m
+
+
+def _rebuild_grid(manifest: dict) -> Grid:
+    """The sweep's grid rebuilt from its manifest; ValueError when the manifest's store schema is not one
+    this version reads or the grid does not rebuild to the recorded number of searches."""
     if manifest.get("schema", 1) not in RESUMABLE_SCHEMAS:
         raise ValueError(f"inputs: written in sweep store schema {manifest.get('schema', 1)}, this jaxshuffle reads "
                          f"schemas {', '.join(map(str, RESUMABLE_SCHEMAS))} (writes {STORE_SCHEMA}; 2: the blanket "
                          "bound and upper_from, 3: the rounds axis): rerun the shards with this version")
-    grid = make_grid(spec, settings)
-    J = grid.n_jobs
-    if J != manifest["jobs"]:
+    grid = make_grid(manifest["spec"], manifest["settings"])
+    if grid.n_jobs != manifest["jobs"]:
         raise ValueError("inputs: the grid does not rebuild to the recorded number of searches "
                          "(different jaxshuffle version?)")
+    return grid
+
+
+class _Joined(NamedTuple):
+    """Every search's joined result (indexed by job id) and which searches some input held."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    status: np.ndarray
+    iterations: np.ndarray
+    extra: np.ndarray | None
+    seen: np.ndarray
+
+
+def _join(grid: Grid, parts: list[dict]) -> _Joined:
+    """The parts' job arrays joined by job id; ValueError when a part of a rounds sweep lacks its
+    composed-epsilon columns or two parts disagree on a value of the same search."""
+    J = grid.n_jobs
     lower_j, upper_j = np.zeros(J), np.full(J, np.inf)
     status_j, aux_j = np.full(J, 5, np.int8), np.zeros(J, np.int32)
     extra_j = np.full((J, grid.extra_width), np.nan) if grid.extra_width else None
@@ -137,22 +202,11 @@ def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
         if extra_j is not None:
             extra_j[ids] = data["extra"]
         seen[ids] = True
-    pending = grid.pending(seen)
-    points = np.nonzero(pending == 0)[0]
-    if points.size < grid.size and not allow_partial:
-        raise ValueError(f"inputs: {grid.size - points.size} of {grid.size} points are missing "
-                         "(run the remaining shards, or pass --allow-partial)")
-    import jax
+    return _Joined(lower_j, upper_j, status_j, aux_j, extra_j, seen)
 
-    order = ["index", *grid.table.keys(), *grid.result_order]
-    cols = grid.combine(lower_j, upper_j, status_j, aux_j, points, extra_j)
-    meta = {**environment(jax.local_devices()), "methods": METHODS, "columns": COLUMNS,
-            "fingerprint": manifest["fingerprint"], "grid": spec, "settings": settings,
-            "tolerances": {"rtol": settings["rtol"], "max_iter": MAX_ITER},
-            "points": grid.size, "searches": J, "complete": bool(points.size == grid.size),
-            "merged_from": [str(x) for x in inputs], "written": utc_now()}
-    result = SweepResult({k: cols[k] for k in order}, meta, Path(out))
-    out = Path(out)
+
+def _write(out: Path, result: SweepResult, order: list[str]) -> None:
+    """Write ``result`` into ``out`` (made if missing); SweepStoreError naming the file a write failed on."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_results(out, result, order)
@@ -160,9 +214,6 @@ def merge(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
         if not exc.filename:
             raise
         raise SweepStoreError("out: " + write_error(exc, "merge again"), exc.filename, resumable=True) from None
-    if not quiet:
-        print(f"[sweep merge] {points.size}/{grid.size} points -> {out / 'results.csv'}", file=sys.stderr)
-    return result
 
 
 def read_shard(path: Path) -> tuple[dict, dict]:
