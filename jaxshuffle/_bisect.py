@@ -25,6 +25,7 @@ more than a factor 8, then arithmetically: the right split for quantities spread
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,13 +105,34 @@ EXPAND_MARGIN = 1.02
 KAPPA1 = 0.05
 
 
-def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.ndarray, x0: np.ndarray, *,
-                     feasible_below: bool, limit: float, up_init: float,
-                     grow: Callable[[np.ndarray], np.ndarray], mid: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                     narrow: Callable[[np.ndarray, np.ndarray], np.ndarray], max_probes: int,
-                     log_width: float | None = None, slope0=1.0):
+class BracketSettings(NamedTuple):
+    """How :func:`bracket_monotone` brackets one kind of boundary: the settings a calibration fixes once
+    and passes to each of its searches (only the probe budget and the first secant slope change between
+    them)."""
+
+    #: feasible values lie below infeasible ones (eps0: True) or above them (n: False)
+    feasible_below: bool
+    #: the largest value probed: a probe at ``x >= limit`` on the ``lo`` side stops its point (``at_limit``)
+    limit: float
+    #: the upper reported at the feasible end of a point that has none
+    up_init: float
+    #: the next probe while ``hi`` is infinite (the expansion)
+    grow: Callable[[np.ndarray], np.ndarray]
+    #: the next probe in a finite bracket ``(lo, hi)`` (without ``log_width``, or where ITP cannot step)
+    mid: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    #: where a point's bracket ``(lo, hi)`` is narrow enough to stop
+    narrow: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    #: optional, ``feasible_below`` only: steer probes on ``log x`` (secant expansion, then ITP steps
+    #: towards ``log(hi / lo) <= log_width``)
+    log_width: float | None = None
+
+
+def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.ndarray, x0: np.ndarray,
+                     settings: BracketSettings, *, max_probes: int, slope0=1.0):
     """Vectorised bracketing of the feasibility boundary ``upper_at(x) <= target`` (the calibrations' loop).
 
+    ``settings`` (:class:`BracketSettings`) holds ``feasible_below``, ``limit``, ``up_init``, ``grow``,
+    ``mid``, ``narrow`` and ``log_width``; ``max_probes`` bounds the batched ``upper_at`` calls.
     Every point keeps a bracket ``lo < hi`` of *probed* values (``lo = 0``, ``hi = inf`` until
     probed): the feasible side is ``lo`` when ``feasible_below`` (feasible values lie below
     infeasible ones: eps0), else ``hi`` (n). One batched ``upper_at`` call per probe; while
@@ -133,6 +155,7 @@ def bracket_monotone(upper_at: Callable[[np.ndarray], np.ndarray], target: np.nd
     upper is not a positive finite number the step falls back to ``grow`` / the log-midpoint.
     Only where probes land changes: ``lo`` and ``hi`` are still probed points.
     """
+    feasible_below, limit, up_init, grow, mid, narrow, log_width = settings
     shape = np.shape(x0)
     lo, hi = np.zeros(shape), np.full(shape, np.inf)
     up_feasible, up_infeasible = np.full(shape, up_init, dtype=np.float64), np.full(shape, np.nan)

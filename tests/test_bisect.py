@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxshuffle._bisect import bisect_fixed, bisect_jax, bisect_numpy, bracket_monotone, itp_step
+from jaxshuffle._bisect import BracketSettings, bisect_fixed, bisect_jax, bisect_numpy, bracket_monotone, itp_step
 
 
 @settings(derandomize=True, deadline=None, max_examples=40)
@@ -55,18 +55,18 @@ def test_bisect_monotone_both_directions():
     """The calibrations' shared loop on closed-form functions: increasing (eps0) and decreasing (n)."""
     target = np.array([0.37, 5.0])
     lo, hi, up, at_limit, done, probes = bracket_monotone(
-        lambda x: x.copy(), target, np.minimum(target, 2.0), feasible_below=True, limit=2.0, up_init=0.0,
-        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 2.0),
-        mid=lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi))),
-        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= 1e-6 * hi), max_probes=200)
+        lambda x: x.copy(), target, np.minimum(target, 2.0), BracketSettings(
+            feasible_below=True, limit=2.0, up_init=0.0, grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 2.0),
+            mid=lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi))),
+            narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= 1e-6 * hi)), max_probes=200)
     assert done.all() and at_limit.tolist() == [False, True] and probes < 200
     assert lo[0] <= 0.37 < hi[0] and hi[0] - lo[0] <= 1e-6 * hi[0] and up[0] == lo[0]
     assert lo[1] == 2.0 and np.isinf(hi[1]) and up[1] == 2.0  # feasible at the limit
     lo, hi, up, at_limit, done, _ = bracket_monotone(
-        lambda x: 100.0 / x, np.array([3.0, 1e-3]), np.ones(2), feasible_below=False, limit=1e3, up_init=np.inf,
-        grow=lambda x: np.minimum(8.0 * x, 1e3),
-        mid=lambda lo, hi: np.clip(np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), lo + 1, hi - 1),
-        narrow=lambda lo, hi: hi - lo <= 1, max_probes=200)
+        lambda x: 100.0 / x, np.array([3.0, 1e-3]), np.ones(2), BracketSettings(
+            feasible_below=False, limit=1e3, up_init=np.inf, grow=lambda x: np.minimum(8.0 * x, 1e3),
+            mid=lambda lo, hi: np.clip(np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), lo + 1, hi - 1),
+            narrow=lambda lo, hi: hi - lo <= 1), max_probes=200)
     assert done.all() and at_limit.tolist() == [False, True]
     assert hi[0] == 34 and lo[0] == 33 and up[0] == 100.0 / 34  # smallest n with 100/n <= 3
     assert lo[1] == 1e3 and np.isinf(hi[1]) and np.isinf(up[1])  # infeasible at the limit
@@ -77,9 +77,10 @@ def test_bisect_monotone_both_directions():
 def _bisect_only(f, target, rtol, log_width):
     mid = lambda lo, hi: np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))  # noqa: E731
     return bracket_monotone(
-        f, target, np.minimum(target, 30.0), feasible_below=True, limit=30.0, up_init=0.0,
-        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 30.0), mid=mid,
-        narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= rtol * hi), max_probes=200, log_width=log_width)
+        f, target, np.minimum(target, 30.0), BracketSettings(
+            feasible_below=True, limit=30.0, up_init=0.0, grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), 30.0),
+            mid=mid, narrow=lambda lo, hi: np.isfinite(hi) & (hi - lo <= rtol * hi), log_width=log_width),
+        max_probes=200)
 
 
 @settings(derandomize=True, deadline=None, max_examples=60)

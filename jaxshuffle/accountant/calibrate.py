@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle._bisect import bracket_monotone
+from jaxshuffle._bisect import BracketSettings, bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplify, check_upper_from
 from jaxshuffle.accountant.count_search import (  # noqa: F401  (CALIBRATION_BLANKET_POINTS: named in calibrate_n's docs)
@@ -218,12 +218,14 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
     def mid(lo, hi):
         return np.where(lo == 0, 0.5 * hi, np.where(hi > 2.0 * lo, np.sqrt(lo * hi), 0.5 * (lo + hi)))
 
+    bracket = BracketSettings(
+        feasible_below=True, limit=eps0_max, up_init=0.0,
+        grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid,
+        narrow=lambda lo, hi: ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi)),
+        log_width=log_width)
+
     def search(upper_at, x0, budget, slope0=1.0):
-        return bracket_monotone(
-            upper_at, target_np, x0, feasible_below=True, limit=eps0_max, up_init=0.0,
-            grow=lambda x: np.minimum(2.0 * np.maximum(x, 1e-3), eps0_max), mid=mid,
-            narrow=lambda lo, hi: ((lo == 0) & (hi <= 1e-300)) | (np.isfinite(hi) & (hi - lo <= rtol * hi)),
-            max_probes=budget, log_width=log_width, slope0=slope0)
+        return bracket_monotone(upper_at, target_np, x0, bracket, max_probes=budget, slope0=slope0)
 
     def amplified_upper(x, source=upper_from):
         return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
