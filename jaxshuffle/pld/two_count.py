@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +79,16 @@ CHUNK_CELLS = 1 << 21
 MAX_BINS = 1 << 26
 
 
+class _Probabilities(NamedTuple):
+    """The four probabilities of one direction of a ``w = 0`` pair (module docstring): the victim's
+    ``u``, ``v`` and each other user's ``r0``, ``r1`` (floats to plan, float64 arrays to trace)."""
+
+    u: Any
+    v: Any
+    r0: Any
+    r1: Any
+
+
 class _CellPlan(NamedTuple):
     window: int  # others' counts c evaluated (plan_windows)
     row: int  # k window per row (A); a takes A + 1 values
@@ -113,7 +123,8 @@ def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int
     return L, c_lo, A
 
 
-def _plan_cells(pair_np, n: float, discretization: float, tail: float) -> tuple[Plan, int, _CellPlan, int]:
+def _plan_cells(pair_np: _Probabilities, n: float, discretization: float,
+                tail: float) -> tuple[Plan, int, _CellPlan, int]:
     u, v, r0, r1 = pair_np
     L, c_lo, A = _cell_windows(r0, r1, n, tail)
     q = r0 / (r0 + r1)
@@ -146,9 +157,10 @@ def _row_start(c, q, A: int, xp):
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "cells"))
-def _histograms(u, v, r0, r1, n, c_lo, j_min, discretization, *, plan: Plan, cells: _CellPlan):
+def _histograms(pair: _Probabilities, n, c_lo, j_min, discretization, *, plan: Plan, cells: _CellPlan):
     """Pessimistic and optimistic histograms of ``PLD(P||Q)`` over the evaluated cells, the bound on
     the mass outside them, and the number of cells (for the summation error)."""
+    u, v, r0, r1 = pair
     W, w_rel = window_weights(n, r0, r1, c_lo, plan)
     s = r0 + r1
     q = r0 / s
@@ -209,9 +221,9 @@ def _histograms(u, v, r0, r1, n, c_lo, j_min, discretization, *, plan: Plan, cel
 
 def _one_direction(u: float, v: float, r0: float, r1: float, n: float, discretization: float,
                    tail: float) -> tuple[DiscretePLD, DiscretePLD]:
-    plan, c_lo, cells, j_min = _plan_cells((u, v, r0, r1), n, discretization, tail)
+    plan, c_lo, cells, j_min = _plan_cells(_Probabilities(u, v, r0, r1), n, discretization, tail)
     hist_up, hist_lo, outside, w_rel = _histograms(
-        f64(u), f64(v), f64(r0), f64(r1), f64(n), f64(c_lo), f64(j_min), f64(discretization),
+        _Probabilities(f64(u), f64(v), f64(r0), f64(r1)), f64(n), f64(c_lo), f64(j_min), f64(discretization),
         plan=plan, cells=cells)
     hist_up, hist_lo = np.asarray(hist_up), np.asarray(hist_lo)
     n_cells = cells.window * (cells.row + 1)
