@@ -19,6 +19,7 @@ mpl.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from jaxshuffle import plot as jplot  # noqa: E402
+from jaxshuffle.plot.facets import representative  # noqa: E402
 
 EPS0_AXIS = tuple(np.geomspace(0.2, 6, 8))
 
@@ -247,11 +248,27 @@ def test_forty_n_values_at_most_eight_labelled_lines():
 
 def test_representative_values_log_spaced_with_ends():
     v = np.geomspace(1e2, 1e6, 40)
-    r = jplot._representative(v, 8)
+    r = representative(v, 8)
     assert r.size == 8 and r[0] == v[0] and r[-1] == v[-1]
     step = np.log(1e4) / 39  # the grid's own log step: picks are within one step of even spacing
     assert np.all(np.abs(np.log(r) - np.linspace(np.log(1e2), np.log(1e6), 8)) <= step)
-    assert np.array_equal(jplot._representative(v[:5], 8), v[:5])
+    assert np.array_equal(representative(v[:5], 8), v[:5])
+
+
+def test_plot_modules_import_only_public_names_of_their_siblings():
+    """The helpers the plot modules share are public names of public modules (plot.common, plot.facets):
+    no module of jaxshuffle.plot imports an underscored module or name from another."""
+    import ast
+    import pathlib
+
+    offenders = []
+    for path in pathlib.Path(jplot.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxshuffle.plot"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private or node.module.rsplit(".", 1)[-1].startswith("_"):
+                    offenders.append(f"{path.name}:{node.lineno} from {node.module} import {private or '...'}")
+    assert not offenders, offenders
 
 
 def test_general_panel_has_no_krr_overlay():

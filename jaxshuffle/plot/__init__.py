@@ -40,7 +40,7 @@ One module per concept:
   decluttering), the k-RR utility and closed forms they draw, and :func:`summary_figure`.
 * :mod:`jaxshuffle.plot.composition`: drawing composition over rounds (:func:`composition_curve`,
   :func:`composition_figure`, :func:`privacy_curve`) and budget tuning (:func:`tuning_front`).
-* ``jaxshuffle.plot._common``: the lazy matplotlib import, a new figure's axes, the limits
+* :mod:`jaxshuffle.plot.common`: the lazy matplotlib import, a new figure's axes, the limits
   :data:`MAX_LINES` and :data:`MAX_FACETS`, line colours and legends.
 
 ``results`` is a :class:`jaxshuffle.sweeps.SweepResult`, a path to a sweep's results (CSV,
@@ -54,9 +54,6 @@ P[M(D') in S] + delta``).
 
 from __future__ import annotations
 
-from jaxshuffle.plot._common import MAX_FACETS as MAX_FACETS
-from jaxshuffle.plot._common import MAX_LINES as MAX_LINES
-from jaxshuffle.plot._common import _require_matplotlib as _require_matplotlib
 from jaxshuffle.plot.amplification import (
     amplification_ratio,
     closed_form_bounds,
@@ -64,9 +61,14 @@ from jaxshuffle.plot.amplification import (
     privacy_utility_surface,
     summary_figure,
 )
+from jaxshuffle.plot.common import MAX_FACETS as MAX_FACETS
+from jaxshuffle.plot.common import MAX_LINES as MAX_LINES
+from jaxshuffle.plot.common import require_matplotlib as require_matplotlib
 from jaxshuffle.plot.composition import composition_curve, composition_figure, privacy_curve, tuning_front
-from jaxshuffle.plot.facets import _representative as _representative
 from jaxshuffle.plot.facets import check_results
+
+#: the former name, which jaxshuffle/cli (_common.py, sweep.py) still calls: the same function
+_require_matplotlib = require_matplotlib
 
 __all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
            "composition_figure", "privacy_curve", "tuning_front", "grr_frequency_std", "closed_form_bounds",

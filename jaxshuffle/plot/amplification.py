@@ -14,26 +14,27 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from jaxshuffle.plot._common import MAX_FACETS, MAX_LINES, _line_colors, _lines_legend, _new_ax, _require_matplotlib
+from jaxshuffle.plot.common import MAX_FACETS, MAX_LINES, line_colors, lines_legend, new_ax, require_matplotlib
 from jaxshuffle.plot.composition import composition_figure
 from jaxshuffle.plot.facets import (
-    _as_result,
-    _delta_text,
-    _facets,
-    _finite_unique,
-    _first_panels,
-    _fmt_num,
-    _panel_kinds,
-    _representative,
-    _rows,
-    _shown_note,
-    _subset,
-    _where,
+    Facet,
+    as_result,
+    delta_text,
+    error_prefix,
+    finite_unique,
+    first_panels,
+    fmt_num,
+    one_facet,
+    panel_kinds,
+    representative,
+    select_rows,
+    shown_note,
+    split_facets,
 )
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _utility_k(name: str, res, utility_k):
     """
     own = None
     if name in _KRR and "k" in res:
-        ks = _finite_unique(res["k"])
+        ks = finite_unique(res["k"])
         own = float(ks[0]) if ks.size == 1 else None
     if utility_k is None:
         return own, None
@@ -146,18 +147,29 @@ def amplification_ratio(results: Results, ax: Axes | None = None, *, n: float | 
       fixed: ``{column: value}`` selecting the rows of other option axes (e.g. ``{"k": 10}``);
         without it a results file with several panels' worth draws the first, with a warning.
     """
-    res = _as_result(results, need=("n", "upper"))
+    res = as_result(results, need=("n", "upper"))
     if "eps0" not in res:
-        raise ValueError(f"{_where(res)}no column eps0 (the ratio plot needs an eps0 axis)")
-    sub, name, rule, notes = _subset(res, randomizer, delta_rule, fixed, who="amplification_ratio")
-    ax = ax if ax is not None else _new_ax()
-    _ratio_panel(ax, sub, name, rule, notes, n=n, bounds=bounds, closed_forms=closed_forms, log_y=log_y,
-                 max_lines=max_lines)
+        raise ValueError(f"{error_prefix(res)}no column eps0 (the ratio plot needs an eps0 axis)")
+    facet = one_facet(res, randomizer, delta_rule, fixed, who="amplification_ratio")
+    ax = ax if ax is not None else new_ax()
+    _ratio_panel(ax, facet, _RatioOptions(n=n, bounds=bounds, closed_forms=closed_forms, log_y=log_y,
+                                          max_lines=max_lines))
     return ax
 
 
-def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_forms=True, log_y=False,
-                 max_lines=MAX_LINES):
+class _RatioOptions(NamedTuple):
+    """What a ratio panel draws (:func:`amplification_ratio`'s keywords of the same names)."""
+
+    n: float | None = None
+    bounds: Sequence[str] | None = None
+    closed_forms: bool = True
+    log_y: bool = False
+    max_lines: int = MAX_LINES
+
+
+def _ratio_panel(ax, facet: Facet, options: _RatioOptions):
+    res, name, rule, notes = facet.res, facet.name, facet.rule, facet.notes
+    n, bounds, closed_forms, log_y, max_lines = options
     if not np.isfinite(res["eps0"]).any():
         raise ValueError(f"eps0: the {name} rows have no eps0 value (the ratio plot needs an eps0 axis)")
     if n is not None:
@@ -165,7 +177,7 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
         if len(res) == 0:
             raise ValueError(f"n: {n:g} is not in the results")
     all_ns = np.sort(np.unique(res["n"]))
-    ns = _representative(all_ns, max(1, int(max_lines)))
+    ns = representative(all_ns, max(1, int(max_lines)))
     if bounds is None:
         bounds = ["upper"]
         few = ns.size <= 3
@@ -174,7 +186,7 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
         if few and "has_lower" in res and np.any(res["has_lower"]):
             bounds.append("lower")
     single = ns.size == 1
-    colors = _line_colors(ns)
+    colors = line_colors(ns)
     for j, nv in enumerate(ns):
         sub = res.select(n=float(nv))
         order = np.argsort(sub["eps0"])
@@ -186,7 +198,7 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
             style = dict(_STYLES[b])
             if not single:
                 style["color"] = colors[j]
-                style["label"] = (f"n = {_fmt_num(nv)}" if b == bounds[0] else None)
+                style["label"] = (f"n = {fmt_num(nv)}" if b == bounds[0] else None)
                 style["lw"] = 1.6
             ax.plot(e0, ratio, **style)
         if single and closed_forms and "delta" in sub:
@@ -200,7 +212,7 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
                 if np.all(np.isnan(ratio)):
                     continue
                 ax.plot(e0, ratio, lw=1.2, ms=4, mfc="none", label=label, **_CF_STYLES[c % len(_CF_STYLES)])
-    shown = _shown_note("n", ns, all_ns)
+    shown = shown_note("n", ns, all_ns)
     if not single:
         from matplotlib.lines import Line2D
 
@@ -210,29 +222,30 @@ def _ratio_panel(ax, res, name, rule, notes, *, n=None, bounds=None, closed_form
                 handles.append(Line2D([], [], color="gray", lw=1.6, ls=_STYLES[b]["ls"]))
                 labels.append(_STYLES[b]["label"])
         title = f"n ({len(ns)} of {len(all_ns)}, log-spaced)" if shown else None
-        _lines_legend(ax, len(ns), (handles, labels), title=title)
+        lines_legend(ax, len(ns), (handles, labels), title=title)
     else:
         ax.legend(fontsize=8, loc="best")
     ax.axhline(1.0, color="0.6", lw=0.8)
     ax.set_xlabel(r"local privacy $\varepsilon_0$ (nats)")
-    ax.set_ylabel(r"amplification ratio $\varepsilon_0/\varepsilon$" + f"  at $\\delta$ = {_delta_text(rule)}")
+    ax.set_ylabel(r"amplification ratio $\varepsilon_0/\varepsilon$" + f"  at $\\delta$ = {delta_text(rule)}")
     if log_y:
         ax.set_yscale("log")
-    where = f"n = {_fmt_num(ns[0])}" if single else f"n = {_fmt_num(all_ns[0])} .. {_fmt_num(all_ns[-1])}"
+    where = f"n = {fmt_num(ns[0])}" if single else f"n = {fmt_num(all_ns[0])} .. {fmt_num(all_ns[-1])}"
     if shown:
         where += f" ({shown})"
     extra = ("; " + ", ".join(notes)) if notes else ""
-    ax.set_title(f"amplification by shuffling: {name}{extra}\n{where}, $\\delta$ = {_delta_text(rule)}", fontsize=9)
+    ax.set_title(f"amplification by shuffling: {name}{extra}\n{where}, $\\delta$ = {delta_text(rule)}", fontsize=9)
     ax.grid(True, alpha=0.3)
     return ax
 
 
-def _eps_vs_n_panel(ax, res, name, rule, notes, *, max_lines=MAX_LINES):
+def _eps_vs_n_panel(ax, facet: Facet, *, max_lines=MAX_LINES):
     """Certified eps against n (log-log), one line per eps0 (at most ``max_lines``), or one line without eps0."""
+    res, name, rule, notes = facet.res, facet.name, facet.rule, facet.notes
     has_e0 = "eps0" in res and np.isfinite(res["eps0"]).any()
-    all_e0 = np.sort(_finite_unique(res["eps0"])) if has_e0 else np.array([math.nan])
-    e0s = _representative(all_e0, max(1, int(max_lines))) if has_e0 else all_e0
-    colors = _line_colors(e0s) if has_e0 else ["black"]
+    all_e0 = np.sort(finite_unique(res["eps0"])) if has_e0 else np.array([math.nan])
+    e0s = representative(all_e0, max(1, int(max_lines))) if has_e0 else all_e0
+    colors = line_colors(e0s) if has_e0 else ["black"]
     for j, e in enumerate(e0s):
         sub = res.select(eps0=float(e)) if has_e0 else res
         order = np.argsort(sub["n"])
@@ -242,13 +255,13 @@ def _eps_vs_n_panel(ax, res, name, rule, notes, *, max_lines=MAX_LINES):
     pos = res["upper"][np.isfinite(res["upper"]) & (res["upper"] > 0)]
     if pos.size and pos.max() / pos.min() > 20:
         ax.set_yscale("log")
-    shown = _shown_note("ε₀", e0s, all_e0) if has_e0 else ""
-    _lines_legend(ax, len(e0s), title=f"ε₀ ({len(e0s)} of {len(all_e0)}, log-spaced)" if shown else None)
+    shown = shown_note("ε₀", e0s, all_e0) if has_e0 else ""
+    lines_legend(ax, len(e0s), title=f"ε₀ ({len(e0s)} of {len(all_e0)}, log-spaced)" if shown else None)
     ax.set_xlabel("number of users n (log scale)")
-    ax.set_ylabel(f"certified ε (nats) at δ = {_delta_text(rule)}")
+    ax.set_ylabel(f"certified ε (nats) at δ = {delta_text(rule)}")
     extra = ("; " + ", ".join(notes)) if notes else ""
     ax.set_title(f"certified amplified ε against n: {name}{extra}\n"
-                 f"δ = {_delta_text(rule)}" + (f" ({shown})" if shown else ""), fontsize=9)
+                 f"δ = {delta_text(rule)}" + (f" ({shown})" if shown else ""), fontsize=9)
     ax.grid(True, alpha=0.3, which="both")
     return ax
 
@@ -285,7 +298,7 @@ def _levels_between(lo: float, hi: float, mantissas=(1, 3)) -> list[float]:
 def _utility_levels(lo: float, hi: float, most: int = 3) -> list[float]:
     """Few standard-deviation levels: powers of ten in range (thinned to ``most``), else 1 and 3 times them."""
     lv = _levels_between(lo, hi, (1,)) or _levels_between(lo, hi)
-    return [float(v) for v in _representative(lv, most)] if lv else []
+    return [float(v) for v in representative(lv, most)] if lv else []
 
 
 def _value_range(values) -> tuple[float, float]:
@@ -299,7 +312,7 @@ _WHAT = {"upper": "certified amplified ε", "paper": "paper's Thm 4.7 ε (not ce
 
 
 def _colorbar_label(value: str, rule) -> str:
-    delta = f"at δ = {_delta_text(rule)}" if rule is not None else "(δ: see each panel)"
+    delta = f"at δ = {delta_text(rule)}" if rule is not None else "(δ: see each panel)"
     return f"{'certified ' if value == 'upper' else value + ' '}ε (nats) {delta}"
 
 
@@ -333,14 +346,15 @@ def privacy_utility_surface(results: Results, ax: Axes | None = None, *, randomi
     Contour labels that would overlap one another (or leave the axes) are left out; every
     target level keeps its mark on the colour bar.
     """
-    _require_matplotlib()
-    res = _as_result(results, need=("eps0", "n", value))
-    sub, name, rule, notes = _subset(res, randomizer, delta_rule, fixed, who="privacy_utility_surface")
-    ax = ax if ax is not None else _new_ax()
-    mesh, levels = _surface_panel(ax, sub, name, rule, notes, value=value, targets=targets, utility_k=utility_k,
-                                  utility_levels=utility_levels, log_eps0=log_eps0, vlim=vlim)
+    require_matplotlib()
+    res = as_result(results, need=("eps0", "n", value))
+    facet = one_facet(res, randomizer, delta_rule, fixed, who="privacy_utility_surface")
+    ax = ax if ax is not None else new_ax()
+    mesh, levels = _surface_panel(ax, facet, _SurfaceOptions(value=value, targets=targets, utility_k=utility_k,
+                                                             utility_levels=utility_levels, log_eps0=log_eps0,
+                                                             vlim=vlim))
     if colorbar:
-        _colorbar(ax.figure, mesh, [ax], value, rule, levels)
+        _colorbar(ax.figure, mesh, [ax], value, facet.rule, levels)
     _declutter(ax.figure)
     return ax
 
@@ -356,16 +370,29 @@ def _colorbar(fig, mesh, axes, value, rule, levels):
     return cb
 
 
-def _surface_panel(ax, res, name, rule, notes, *, value="upper", targets=(0.1, 0.3, 1.0), utility_k=None,
-                   utility_levels=None, log_eps0=True, vlim=None):
+class _SurfaceOptions(NamedTuple):
+    """What a surface panel draws (:func:`privacy_utility_surface`'s keywords of the same names)."""
+
+    value: str = "upper"
+    targets: Sequence[float] = (0.1, 0.3, 1.0)
+    utility_k: float | None = None
+    utility_levels: Sequence[float] | None = None
+    log_eps0: bool = True
+    vlim: tuple[float, float] | None = None
+
+
+def _surface_panel(ax, facet: Facet, options: _SurfaceOptions):
     from matplotlib.colors import LogNorm
 
-    e0s = np.sort(_finite_unique(res["eps0"]))
+    res, name, rule, notes = facet.res, facet.name, facet.rule, facet.notes
+    value, targets, utility_k, utility_levels, log_eps0, vlim = options
+
+    e0s = np.sort(finite_unique(res["eps0"]))
     ns = np.sort(np.unique(res["n"]))
     if e0s.size < 2 or ns.size < 2:
         raise ValueError(f"results: the surface needs at least 2 values of n and of eps0 ({name}: {ns.size} n, "
                          f"{e0s.size} eps0)")
-    res = _rows(res, np.isfinite(res["eps0"]))
+    res = select_rows(res, np.isfinite(res["eps0"]))
     Z = np.full((e0s.size, ns.size), np.nan)
     i = np.searchsorted(e0s, res["eps0"])
     j = np.searchsorted(ns, res["n"])
@@ -410,7 +437,7 @@ def _surface_panel(ax, res, name, rule, notes, *, value="upper", targets=(0.1, 0
         second += f"\ndashed blue: std of the {k:g}-ary RR frequency estimate (f = 0)"
     elif skipped:
         second += f"\n({skipped})"
-    ax.set_title(f"{_WHAT.get(value, value)}: {name}{extra}, δ = {_delta_text(rule)}\n{second}", fontsize=9)
+    ax.set_title(f"{_WHAT.get(value, value)}: {name}{extra}, δ = {delta_text(rule)}\n{second}", fontsize=9)
     return mesh, levels
 
 
@@ -486,25 +513,25 @@ def summary_figure(results: Results, path: str | os.PathLike[str] | None = None,
     ``delta_rule``, ``n``), the panels (``kind``, ``targets``, ``utility_k``, ``max_lines``, ``max_panels``) and
     the file (``path``, ``dpi``).
     """
-    _require_matplotlib()
+    require_matplotlib()
     from matplotlib.figure import Figure
 
     if kind not in ("auto", "ratio", "surface", "both"):
         raise ValueError(f"kind: {kind!r} is not one of auto, ratio, surface, both")
-    res = _as_result(results, need=("n", "upper"))
+    res = as_result(results, need=("n", "upper"))
     if "rounds" in res:  # a sweep with a rounds axis: composed eps against T
         if kind != "auto":
             raise ValueError(f"kind: a sweep with a rounds axis is drawn as composed eps against T (kind auto), "
                              f"not {kind!r}")
         return composition_figure(res, path, randomizer=randomizer, delta_rule=delta_rule, n=n, dpi=dpi,
                                   max_panels=max_panels)
-    facets = _facets(res, randomizer, delta_rule)
-    plans = [(f, _panel_kinds(f, kind, n)) for f in facets]
+    facets = split_facets(res, randomizer, delta_rule)
+    plans = [(f, panel_kinds(f, kind, n)) for f in facets]
     if kind in ("surface", "both") and not any("surface" in p for _, p in plans):
         raise ValueError("kind: the surface needs at least 2 values of n and of eps0")
     if kind == "ratio" and not any("ratio" in p for _, p in plans):
-        raise ValueError(f"{_where(res)}no eps0 values: the ratio plot needs an eps0 axis")
-    plans, omitted = _first_panels(plans, [f.label for f, _ in plans], max_panels, "summary_figure",
+        raise ValueError(f"{error_prefix(res)}no eps0 values: the ratio plot needs an eps0 axis")
+    plans, omitted = first_panels(plans, [f.label for f, _ in plans], max_panels, "summary_figure",
                                    "Choose with randomizer= or delta_rule=, or plot subsets.")
     width = max(len(p) for _, p in plans)
     per_row = max(1, min(len(plans), 3 // width))
@@ -524,8 +551,7 @@ def summary_figure(results: Results, path: str | os.PathLike[str] | None = None,
             ax = grid[r, c0 * width + j]
             used.add((r, c0 * width + j))
             if what == "surface":
-                mesh, lv = _surface_panel(ax, f.res, f.name, f.rule, f.notes, targets=targets, utility_k=utility_k,
-                                          vlim=vlim)
+                mesh, lv = _surface_panel(ax, f, _SurfaceOptions(targets=targets, utility_k=utility_k, vlim=vlim))
                 meshes.append(mesh)
                 surf_axes.append(ax)
                 levels = sorted(set(levels) | set(lv))
@@ -535,9 +561,9 @@ def summary_figure(results: Results, path: str | os.PathLike[str] | None = None,
                     q = sel["eps0"] / sel["upper"]
                 q = q[np.isfinite(q) & (q > 0)]
                 log_y = bool(q.size and q.max() / max(q.min(), 1e-300) > 20)
-                _ratio_panel(ax, f.res, f.name, f.rule, f.notes, n=n, log_y=log_y, max_lines=max_lines)
+                _ratio_panel(ax, f, _RatioOptions(n=n, log_y=log_y, max_lines=max_lines))
             else:
-                _eps_vs_n_panel(ax, f.res, f.name, f.rule, f.notes, max_lines=max_lines)
+                _eps_vs_n_panel(ax, f, max_lines=max_lines)
     for r in range(nrows):
         for c in range(ncols):
             if (r, c) not in used:

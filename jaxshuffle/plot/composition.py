@@ -16,24 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxshuffle.plot._common import (
+from jaxshuffle.plot.common import (
     MAX_FACETS,
     MAX_LINES,
-    _line_colors,
-    _lines_legend,
-    _new_ax,
-    _require_matplotlib,
-    _savefig,
+    line_colors,
+    lines_legend,
+    new_ax,
+    require_matplotlib,
+    savefig,
 )
 from jaxshuffle.plot.facets import (
-    _as_result,
-    _first_panels,
-    _fmt_num,
-    _num_text,
-    _pick,
-    _representative,
-    _shown_note,
-    _split,
+    as_result,
+    first_panels,
+    fmt_num,
+    num_text,
+    pick,
+    representative,
+    shown_note,
+    split_column,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def composition_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike
     Saves to ``path`` when given. Returns the axes. Raises ValueError naming the missing column or
     saying that no row has a finite value.
     """
-    _require_matplotlib()
+    require_matplotlib()
     rows = list(rows)
     if not rows:
         raise ValueError("rows: no rows to plot (expected jaxshuffle compose --json output)")
@@ -105,10 +105,10 @@ def composition_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike
     sources = np.array([str(r.get("upper_source")) for r in rows]) if has_source else None
     has_lower = all("lower" in r for r in rows)
     deltas = np.unique(delta)
-    shown = _representative(deltas, MAX_LINES)
-    colors = dict(zip(shown.tolist(), _line_colors(shown)))
+    shown = representative(deltas, MAX_LINES)
+    colors = dict(zip(shown.tolist(), line_colors(shown)))
     if ax is None:
-        ax = _new_ax()
+        ax = new_ax()
     for d in shown:
         m = delta == d
         order = np.argsort(T[m], kind="stable")
@@ -127,18 +127,18 @@ def composition_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike
             if key == "upper" and sources is not None and label is not None:
                 label += f" ({_source_text(t[ok], sources[m][order][ok])})"
             ax.plot(t[ok], y[ok], style, lw=width, color=colors[float(d)],
-                    label=f"{label}, delta={_fmt_num(d)}" if label else None)
+                    label=f"{label}, delta={fmt_num(d)}" if label else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("composed epsilon (nats)")
-    note = _shown_note("delta", shown, deltas)
+    note = shown_note("delta", shown, deltas)
     title_kw: dict[str, Any] = {"fontsize": 9} if title else {}
     ax.set_title((title or "T rounds composed") + (f" ({note})" if note else ""), **title_kw)
     ax.grid(True, which="both", alpha=0.3)
-    _lines_legend(ax, 3 * len(shown))
+    lines_legend(ax, 3 * len(shown))
     if path is not None:
-        _savefig(ax, path, dpi)
+        savefig(ax, path, dpi)
     return ax
 
 
@@ -154,10 +154,10 @@ def _rounds_panels(res: SweepResult) -> list[tuple[str, SweepResult]]:
     parts: list[tuple[dict[str, Any], SweepResult]] = [({}, res)]
     for key in ("randomizer", *options, "n"):
         if key in res:
-            parts = [({**keys, key: v}, sub) for keys, g in parts for v, sub in _split(g, key)]
+            parts = [({**keys, key: v}, sub) for keys, g in parts for v, sub in split_column(g, key)]
     out = []
     for keys, sub in parts:
-        bits = [str(v) if k == "randomizer" else f"{k} = {_num_text(v)}" for k, v in keys.items()
+        bits = [str(v) if k == "randomizer" else f"{k} = {num_text(v)}" for k, v in keys.items()
                 if not (isinstance(v, float) and math.isnan(v))]
         out.append((", ".join(bits), sub))
     return out
@@ -195,20 +195,20 @@ def composition_figure(results: Results, path: str | os.PathLike[str] | None = N
     given; returns the matplotlib Figure (built without pyplot). Raises ValueError for results
     without the rounds columns, naming what is missing.
     """
-    _require_matplotlib()
+    require_matplotlib()
     from matplotlib.figure import Figure
 
-    res = _as_result(results, need=_ROUNDS_NEED)
+    res = as_result(results, need=_ROUNDS_NEED)
     if randomizer is not None and "randomizer" in res:
-        res, _ = _pick(res, "randomizer", randomizer)
+        res, _ = pick(res, "randomizer", randomizer)
     if delta_rule is not None and "delta_rule" in res:
-        res, _ = _pick(res, "delta_rule", delta_rule)
+        res, _ = pick(res, "delta_rule", delta_rule)
     if n is not None:
         res = res.select(n=float(n))
         if len(res) == 0:
             raise ValueError(f"n: {n:g} is not in the results")
     panels = _rounds_panels(res)
-    panels, omitted = _first_panels(panels, [label for label, _ in panels], max_panels, "composition_figure",
+    panels, omitted = first_panels(panels, [label for label, _ in panels], max_panels, "composition_figure",
                                     "Choose with randomizer=, delta_rule= or n=.")
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
@@ -238,22 +238,22 @@ def privacy_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str
     ``(eps, delta)`` points drawn as dots (the certified eps at the requested deltas). Saves to
     ``path`` when given; returns the axes. Raises ValueError naming a missing column.
     """
-    _require_matplotlib()
+    require_matplotlib()
     rows = list(rows)
     for key in ("n", "rounds", "eps", "delta"):
         if not rows or any(key not in r for r in rows):
             raise ValueError(f"rows: every row needs {key!r} (columns n, rounds, eps, delta)")
     n, T, eps, delta = (np.array([float(r[k]) for r in rows]) for k in ("n", "rounds", "eps", "delta"))
     lines = sorted({(a, b) for a, b in zip(n, T)})
-    shown_T = _representative([b for _, b in lines], MAX_LINES)
-    colors = dict(zip(shown_T.tolist(), _line_colors(shown_T)))
+    shown_T = representative([b for _, b in lines], MAX_LINES)
+    colors = dict(zip(shown_T.tolist(), line_colors(shown_T)))
     if ax is None:
-        ax = _new_ax()
+        ax = new_ax()
     drawn = [(a, b) for a, b in lines if b in colors]
     for a, b in drawn:
         m = (n == a) & (T == b) & (delta > 0)
         order = np.argsort(eps[m], kind="stable")
-        label = f"T = {b:g}" + (f", n = {_fmt_num(a)}" if len({x for x, _ in lines}) > 1 else "")
+        label = f"T = {b:g}" + (f", n = {fmt_num(a)}" if len({x for x, _ in lines}) > 1 else "")
         ax.plot(eps[m][order], delta[m][order], "-", lw=1.6, color=colors[b], label=label)
     if marks is not None and len(marks):
         me, md = np.asarray(marks, np.float64).reshape(-1, 2).T
@@ -262,12 +262,12 @@ def privacy_curve(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str
     ax.set_yscale("log")
     ax.set_xlabel("epsilon (nats)")
     ax.set_ylabel("certified delta")
-    note = _shown_note("T", shown_T, np.unique(T))
+    note = shown_note("T", shown_T, np.unique(T))
     ax.set_title("privacy curve of T rounds composed" + (f" ({note})" if note else ""))
     ax.grid(True, which="both", alpha=0.3)
-    _lines_legend(ax, len(drawn) + (marks is not None))
+    lines_legend(ax, len(drawn) + (marks is not None))
     if path is not None:
-        _savefig(ax, path, dpi)
+        savefig(ax, path, dpi)
     return ax
 
 
@@ -279,9 +279,9 @@ def tuning_front(front: ParetoFront, path: str | os.PathLike[str] | None = None,
     ``front``: a :class:`jaxshuffle.accountant.tune.ParetoFront` (from ``pareto_front``). Saves to
     ``path`` when given. Returns the axes.
     """
-    _require_matplotlib()
+    require_matplotlib()
     if ax is None:
-        ax = _new_ax()
+        ax = new_ax()
     ax.plot(front.upper, front.utility, "o-", label="tuned (certified)")
     ax.plot(front.baseline_upper, front.baseline_utility, "s--", label="equal split (certified)")
     ax.set_xlabel("certified composed epsilon")
@@ -290,5 +290,5 @@ def tuning_front(front: ParetoFront, path: str | os.PathLike[str] | None = None,
     ax.legend()
     ax.grid(alpha=0.3)
     if path is not None:
-        _savefig(ax, path, dpi)
+        savefig(ax, path, dpi)
     return ax

@@ -1,10 +1,11 @@
 """Reading results into plottable form and choosing a figure's form.
 
-:func:`_as_result` turns a :class:`jaxshuffle.sweeps.SweepResult`, a path or a mapping of columns
+:func:`as_result` turns a :class:`jaxshuffle.sweeps.SweepResult`, a path or a mapping of columns
 into a SweepResult with the columns a plot needs (else a ValueError naming the file and what is
-missing); :func:`_facets` splits it into panels (rows of panels): one per randomizer, delta rule
-and value of every independent option axis; :func:`_representative` picks the values of ``n``
-(or ``eps0``, delta) a panel draws; :func:`_panel_kinds` and :func:`_first_panels` choose which
+missing); :func:`split_facets` splits it into panels (rows of panels, :class:`Facet`): one per
+randomizer, delta rule and value of every independent option axis (:func:`one_facet`: the first, for a
+single-panel plot); :func:`representative` picks the values of ``n``
+(or ``eps0``, delta) a panel draws; :func:`panel_kinds` and :func:`first_panels` choose which
 panels a figure draws; number and delta formatting for titles and legends. No drawing here.
 """
 
@@ -35,12 +36,12 @@ _T = TypeVar("_T")
 # ----------------------------------------------------------------------------------------
 # Input: a SweepResult, a path or a mapping; clear errors for empty or unusable results
 
-def _where(res: SweepResult) -> str:
+def error_prefix(res: SweepResult) -> str:
     """``"results: PATH: "`` (or ``"results: "`` for results not read from a file), the start of an error message."""
     return f"results: {res.path}: " if getattr(res, "path", None) is not None else "results: "
 
 
-def _as_result(results: Results, need: Sequence[str] = ()) -> SweepResult:
+def as_result(results: Results, need: Sequence[str] = ()) -> SweepResult:
     """``results`` as a SweepResult with rows and the ``need`` columns, else a ValueError saying what is wrong."""
     from jaxshuffle.sweeps.store import SweepResult, load
 
@@ -65,7 +66,7 @@ def _as_result(results: Results, need: Sequence[str] = ()) -> SweepResult:
     else:
         raise TypeError("results: expected a SweepResult, a path, or a mapping of columns, "
                         f"not {type(results).__name__}")
-    where = _where(res)
+    where = error_prefix(res)
     if not res.columns:
         raise ValueError(f"{where}no columns (an empty file?): nothing to plot")
     if len(res) == 0:
@@ -118,8 +119,8 @@ def check_results(results: Results, *, rtol: float = CHECK_RTOL) -> list[str]:
       Lines ``"results: PATH: row I (index J): COLUMN = VALUE ..."``; ``I`` counts data rows from 0,
       ``J`` is the row's ``index`` column (the grid point number) where there is one.
     """
-    res = _as_result(results)
-    where = _where(res)
+    res = as_result(results)
+    where = error_prefix(res)
     size = len(res)
 
     def col(name: str) -> np.ndarray | None:
@@ -184,13 +185,13 @@ def _fmt_index(value: float | np.number | str) -> str:
     return str(int(x)) if math.isfinite(x) and x == int(x) else str(value)
 
 
-def _rows(res: SweepResult, mask: np.ndarray) -> SweepResult:
+def select_rows(res: SweepResult, mask: np.ndarray) -> SweepResult:
     from jaxshuffle.sweeps.store import SweepResult
 
     return SweepResult({k: c[mask] for k, c in res.columns.items()}, res.meta, res.path)
 
 
-def _fmt_num(x: float) -> str:
+def fmt_num(x: float) -> str:
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     e = math.floor(math.log10(abs(x)))
@@ -202,14 +203,14 @@ def _fmt_num(x: float) -> str:
     return f"${m:.3g}\\times10^{{{e}}}$"
 
 
-def _delta_text(rule: str) -> str:
+def delta_text(rule: str) -> str:
     try:
-        return _fmt_num(float(rule))
+        return fmt_num(float(rule))
     except ValueError:
         return rule
 
 
-def _pick(res: SweepResult, column: str, wanted: str | None) -> tuple[SweepResult, str]:
+def pick(res: SweepResult, column: str, wanted: str | None) -> tuple[SweepResult, str]:
     """``res`` restricted to ``column == wanted`` (default: its first value), and the value."""
     values = res.unique(column)
     chosen = wanted if wanted is not None else str(values[0])
@@ -218,7 +219,7 @@ def _pick(res: SweepResult, column: str, wanted: str | None) -> tuple[SweepResul
     return res.select(**{column: chosen}), chosen
 
 
-def _finite_unique(col: ArrayLike) -> np.ndarray:
+def finite_unique(col: ArrayLike) -> np.ndarray:
     col = np.asarray(col)
     if col.dtype.kind not in "fiu":
         return np.unique(col)
@@ -232,7 +233,7 @@ def _function_of(res: SweepResult, base: list[str], key: str) -> bool:
         return np.nan_to_num(np.asarray(res[c], dtype=np.float64), nan=-1.2345e300)
 
     if not base:
-        return _finite_unique(res[key]).size <= 1
+        return finite_unique(res[key]).size <= 1
     axes = [num(c) for c in base]
     pairs = np.unique(np.stack(axes, 1), axis=0).shape[0]
     triples = np.unique(np.stack([*axes, num(key)], 1), axis=0).shape[0]
@@ -248,7 +249,10 @@ def _function_of_axes(res: SweepResult, key: str) -> bool:
 # Facets: one panel (row of panels) per randomizer, delta rule and value of every independent option
 
 @dataclass
-class _Facet:
+class Facet:
+    """One panel's (row of panels') rows of the results, randomizer name, delta rule and notes (the options
+    that are constant or derived in it), and the values that tell it from the other facets."""
+
     res: SweepResult
     name: str
     rule: str
@@ -257,12 +261,12 @@ class _Facet:
 
     @property
     def label(self) -> str:
-        parts = [f"{k} = {_num_text(v)}" if k not in ("randomizer", "delta_rule") else
-                 (str(v) if k == "randomizer" else f"δ = {_delta_text(str(v))}") for k, v in self.keys.items()]
+        parts = [f"{k} = {num_text(v)}" if k not in ("randomizer", "delta_rule") else
+                 (str(v) if k == "randomizer" else f"δ = {delta_text(str(v))}") for k, v in self.keys.items()]
         return ", ".join(parts) or self.name
 
 
-def _num_text(v: object) -> str:
+def num_text(v: object) -> str:
     return f"{v:g}" if isinstance(v, (float, np.floating, int, np.integer)) else str(v)
 
 
@@ -276,34 +280,34 @@ def _option_columns(res: SweepResult) -> list[str]:
     return out
 
 
-def _split(res: SweepResult, key: str) -> Iterator[tuple[Any, SweepResult]]:
+def split_column(res: SweepResult, key: str) -> Iterator[tuple[Any, SweepResult]]:
     col = res[key]
     if col.dtype.kind in "fiu":
         col = col.astype(np.float64)
-        for v in _finite_unique(col):
-            yield float(v), _rows(res, col == v)
+        for v in finite_unique(col):
+            yield float(v), select_rows(res, col == v)
         if np.isnan(col).any():
-            yield math.nan, _rows(res, np.isnan(col))
+            yield math.nan, select_rows(res, np.isnan(col))
     else:
         for v in res.unique(key):
-            yield v, _rows(res, col == v)
+            yield v, select_rows(res, col == v)
 
 
-def _facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | None = None,
-            fixed: Mapping[str, Any] | None = None) -> list[_Facet]:
+def split_facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | None = None,
+            fixed: Mapping[str, Any] | None = None) -> list[Facet]:
     """Split the results into panels: nothing is dropped except by an explicit selection."""
     for k, v in (fixed or {}).items():
         if k not in res:
             raise ValueError(f"fixed: the results have no column {k!r}")
         sel = res.select(**{k: v})
         if len(sel) == 0:
-            raise ValueError(f"{k}: {v!r} is not in the results ({', '.join(map(_num_text, res.unique(k)))})")
+            raise ValueError(f"{k}: {v!r} is not in the results ({', '.join(map(num_text, res.unique(k)))})")
         res = sel
     if randomizer is not None and "randomizer" in res:
-        res, _ = _pick(res, "randomizer", randomizer)
+        res, _ = pick(res, "randomizer", randomizer)
     if delta_rule is not None:
         if "delta_rule" in res:
-            res, _ = _pick(res, "delta_rule", delta_rule)
+            res, _ = pick(res, "delta_rule", delta_rule)
         elif "delta" in res:
             res = res.select(delta=float(delta_rule))
             if len(res) == 0:
@@ -311,12 +315,12 @@ def _facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | N
     groups: list[tuple[dict[str, Any], SweepResult]] = [({}, res)]
     for key in ("randomizer", "delta_rule"):
         if key in res:
-            groups = [({**keys, key: v}, sub) for keys, g in groups for v, sub in _split(g, key)]
+            groups = [({**keys, key: v}, sub) for keys, g in groups for v, sub in split_column(g, key)]
     facets = []
     for keys, g in groups:
         name = str(keys.get("randomizer", randomizer or "?"))
-        cands = [k for k in _option_columns(g) if _finite_unique(g[k]).size > 1]
-        cands.sort(key=lambda k: (_finite_unique(g[k]).size, k != "delta", k))
+        cands = [k for k in _option_columns(g) if finite_unique(g[k]).size > 1]
+        cands.sort(key=lambda k: (finite_unique(g[k]).size, k != "delta", k))
         base = [c for c in ("eps0", "n") if c in g and np.isfinite(g[c].astype(np.float64)).any()]
         chosen: list[str] = []
         derived: list[str] = []
@@ -324,12 +328,12 @@ def _facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | N
             (derived if _function_of(g, base + chosen, k) else chosen).append(k)
         parts = [(keys, g)]
         for k in chosen:
-            parts = [({**kk, k: v}, sub) for kk, gg in parts for v, sub in _split(gg, k)]
+            parts = [({**kk, k: v}, sub) for kk, gg in parts for v, sub in split_column(gg, k)]
         for kk, sub in parts:
             if "delta_rule" in sub:
                 rule = str(kk.get("delta_rule", sub["delta_rule"][0]))
             elif "delta" in sub:
-                d = _finite_unique(sub["delta"])
+                d = finite_unique(sub["delta"])
                 rule = repr(float(d[0])) if d.size == 1 else "δ(n)"
             else:
                 rule = "?"
@@ -337,29 +341,29 @@ def _facets(res: SweepResult, randomizer: str | None = None, delta_rule: str | N
             for k in _option_columns(sub):
                 if k == "delta":
                     continue
-                vals = _finite_unique(sub[k])
+                vals = finite_unique(sub[k])
                 if k in derived and vals.size > 1:
                     notes.append(f"{k} = {k}(ε₀)" if "eps0" in base else f"{k} = {k}(n)")
                 elif vals.size == 1:
                     notes.append(f"{k} = {vals[0]:g}")
-            facets.append(_Facet(sub, name, rule, notes, kk))
+            facets.append(Facet(sub, name, rule, notes, kk))
     return facets
 
 
-def _subset(res: SweepResult, randomizer: str | None, delta_rule: str | None, fixed: Mapping[str, Any] | None = None,
-            *, who: str = "this plot") -> tuple[SweepResult, str, str, list[str]]:
-    """One panel's rows (the first facet; a warning names what else the results hold), name, rule, notes."""
-    facets = _facets(res, randomizer, delta_rule, fixed)
+def one_facet(res: SweepResult, randomizer: str | None, delta_rule: str | None, fixed: Mapping[str, Any] | None = None,
+            *, who: str = "this plot") -> Facet:
+    """One panel's facet: its rows, name, rule and notes (the first facet; a warning names what else the
+    results hold)."""
+    facets = split_facets(res, randomizer, delta_rule, fixed)
     if len(facets) > 1:
         shown = "; ".join(f.label for f in facets[:6]) + ("; ..." if len(facets) > 6 else "")
         warnings.warn(f"{who}: the results hold {len(facets)} panels ({shown}); drawing the first "
                       f"({facets[0].label}). Choose one with randomizer=, delta_rule= or fixed={{column: value}}, "
                       "or draw them all with summary_figure.", UserWarning, stacklevel=3)
-    f = facets[0]
-    return f.res, f.name, f.rule, f.notes
+    return facets[0]
 
 
-def _representative(values: ArrayLike, m: int) -> np.ndarray:
+def representative(values: ArrayLike, m: int) -> np.ndarray:
     """At most ``m`` of the sorted unique ``values``, evenly spaced in log (linear if any is <= 0), ends included."""
     v = np.sort(np.unique(np.asarray(values, dtype=np.float64)))
     v = v[np.isfinite(v)]
@@ -370,16 +374,16 @@ def _representative(values: ArrayLike, m: int) -> np.ndarray:
     return v[np.unique(np.abs(t[:, None] - targets[None, :]).argmin(0))]
 
 
-def _shown_note(what: str, shown: Sequence[Any] | np.ndarray, total: Sequence[Any] | np.ndarray) -> str:
+def shown_note(what: str, shown: Sequence[Any] | np.ndarray, total: Sequence[Any] | np.ndarray) -> str:
     return "" if len(shown) == len(total) else f"{len(shown)} of {len(total)} {what} values drawn"
 
 
 # ----------------------------------------------------------------------------------------
 # A figure's form: which panels a facet gets, and which panels are drawn
 
-def _panel_kinds(f: _Facet, kind: str, n: float | None) -> list[str]:
+def panel_kinds(f: Facet, kind: str, n: float | None) -> list[str]:
     res = f.res
-    e0 = _finite_unique(res["eps0"]) if "eps0" in res else np.array([])
+    e0 = finite_unique(res["eps0"]) if "eps0" in res else np.array([])
     ns = np.unique(res["n"])
     if e0.size == 0:
         return ["n"]  # no eps0 axis for this randomizer: certified eps against n
@@ -398,7 +402,7 @@ def _panel_kinds(f: _Facet, kind: str, n: float | None) -> list[str]:
     return ["surface", "ratio"] if surface_ok else ["ratio"]
 
 
-def _first_panels(items: list[_T], labels: list[str], max_panels: int, who: str,
+def first_panels(items: list[_T], labels: list[str], max_panels: int, who: str,
                   hint: str) -> tuple[list[_T], list[_T]]:
     """``(items[:max_panels], the rest)``; warns, naming the panels left out and ``hint``, when any are."""
     omitted = items[max_panels:]

@@ -27,7 +27,7 @@ MAX_LINES = 8
 MAX_FACETS = 12
 
 
-def _require_matplotlib() -> ModuleType:
+def require_matplotlib() -> ModuleType:
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
@@ -35,17 +35,17 @@ def _require_matplotlib() -> ModuleType:
     return matplotlib
 
 
-def _new_ax() -> Axes:
-    _require_matplotlib()
+def new_ax() -> Axes:
+    require_matplotlib()
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
     return ax
 
 
-def _line_colors(values: ArrayLike) -> list[tuple[float, float, float, float]]:
+def line_colors(values: ArrayLike) -> list[tuple[float, float, float, float]]:
     """viridis colour of each value by its log position among ``values`` (one colour per n across panels)."""
-    _require_matplotlib()
+    require_matplotlib()
     import matplotlib
 
     cmap = matplotlib.colormaps["viridis"]
@@ -55,7 +55,7 @@ def _line_colors(values: ArrayLike) -> list[tuple[float, float, float, float]]:
     return [cmap(0.9 * ((x - t.min()) / span if span > 0 else 0.0)) for x in t]
 
 
-def _lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] | None = None,
+def lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] | None = None,
                   title: str | None = None) -> Legend:
     """Legend of a panel with ``lines`` coloured lines: inside for a few, outside on the right for more.
 
@@ -69,7 +69,7 @@ def _lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] 
     return ax.legend(*entries, **kw) if entries is not None else ax.legend(**kw)
 
 
-def _savefig(ax: Axes, path: str | os.PathLike[str], dpi: int) -> None:
+def savefig(ax: Axes, path: str | os.PathLike[str], dpi: int) -> None:
     """Save the figure that holds ``ax`` to ``path`` (an axes of a SubFigure has no figure of its own to save)."""
     from matplotlib.figure import Figure
 
