@@ -148,7 +148,7 @@ def check_output_path(param: str, path: str, example: str = "compose.png", *, ma
     try:
         from jaxshuffle import plot as jplot
 
-        jplot._require_matplotlib()
+        jplot.require_matplotlib()
     except ImportError as exc:
         raise UsageError(f"{param}: {exc}") from None
 

@@ -335,7 +335,7 @@ def _cmd_plot(args) -> int:
     try:
         from jaxshuffle import plot as jplot
 
-        jplot._require_matplotlib()
+        jplot.require_matplotlib()
     except ImportError as exc:
         raise ValueError(f"plot: {exc}") from None
     check_output_path("-o/--output", args.output, example="sweep.png")  # before reading anything

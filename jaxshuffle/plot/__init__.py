@@ -67,9 +67,6 @@ from jaxshuffle.plot.common import require_matplotlib as require_matplotlib
 from jaxshuffle.plot.composition import composition_curve, composition_figure, privacy_curve, tuning_front
 from jaxshuffle.plot.facets import check_results
 
-#: the former name, which jaxshuffle/cli (_common.py, sweep.py) still calls: the same function
-_require_matplotlib = require_matplotlib
-
 __all__ = ["amplification_ratio", "privacy_utility_surface", "summary_figure", "composition_curve",
            "composition_figure", "privacy_curve", "tuning_front", "grr_frequency_std", "closed_form_bounds",
            "check_results"]
