@@ -263,7 +263,7 @@ def _xla_temp_bytes(plan: bl.BlanketPlan, lanes: int) -> int:
     """Temporary bytes XLA's memory analysis gives for the compiled k-RR search of ``lanes`` lanes."""
     x = jnp.ones(lanes)
     code = jnp.zeros(lanes, dtype=jnp.int32)
-    compiled = bl._coded_brackets.lower(x, 3.0 * x, 1e4 * x, 1e-6 * x, code, plan=plan, rtol=1e-6,
+    compiled = bl.coded_brackets.lower(x, 3.0 * x, 1e4 * x, 1e-6 * x, code, plan=plan, rtol=1e-6,
                                         max_iter=40).compile()
     return int(compiled.memory_analysis().temp_size_in_bytes)
 

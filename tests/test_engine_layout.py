@@ -140,3 +140,21 @@ def test_the_loop_certifies_whatever_the_strategy(root, delta, band_rel, seed, w
     below = np.asarray(probes[:30])[d * (1.0 - band_rel) > delta]
     assert hi == (above.min() if above.size else np.inf) and lo == (below.max() if below.size else 0.0)
     assert int(out.it) == 30
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name with a leading underscore is its module's own: no module of the package imports one from
+    another module (the package's shared private modules, ``_config``, ``_binomial``, ``_programs`` ...,
+    are imported as modules or for their public names)."""
+    import ast
+
+    root = pathlib.Path(js.__file__).parent
+    modules = {p.stem for p in root.rglob("*.py")}
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jaxshuffle"):
+                private = [a.name for a in node.names
+                           if a.name.startswith("_") and not a.name.startswith("__") and a.name not in modules]
+                offenders += [f"{path.relative_to(root)}:{node.lineno} {node.module}.{name}" for name in private]
+    assert offenders == []

@@ -89,7 +89,7 @@ def test_krr_bounds_program_gives_the_differentiable_programs_numbers_bit_for_bi
     via_export = bl.krr_bounds(eps0, k, n, d, plan=plan)
     kinds = ("blanket",) + bl.LOWER_KINDS
     codes = np.concatenate([np.full(3, bl.KINDS.index(kind)) for kind in kinds]).astype(np.int32)
-    direct = bl._coded_brackets(*(jnp.asarray(np.tile(x, 4)) for x in (eps0, k, n, d)), jnp.asarray(codes),
+    direct = bl.coded_brackets(*(jnp.asarray(np.tile(x, 4)) for x in (eps0, k, n, d)), jnp.asarray(codes),
                                 plan=plan, rtol=1e-6, max_iter=40, gradients=True)
     np.testing.assert_array_equal(np.asarray(via_export.upper), np.asarray(direct.upper)[:3])
     np.testing.assert_array_equal(np.asarray(via_export.status), np.asarray(direct.status)[:3])

@@ -349,7 +349,7 @@ class _FakeTTY(io.StringIO):
 
 def test_progress_shows_compiling_and_times_evaluation_only():
     tty = _FakeTTY()
-    p = progress_mod._Progress(False, total_points=40, done_points=0, programs=2, file=tty)
+    p = progress_mod.Progress(False, total_points=40, done_points=0, programs=2, file=tty)
     p.start_chunk(True)
     assert "compiling program 1/2" in tty.getvalue()
     p.update(4, work=100.0, dt=30.0, compiled=True, work_left=300.0, programs_left=1)
@@ -369,7 +369,7 @@ def test_progress_shows_compiling_and_times_evaluation_only():
 
 def test_progress_is_silent_without_a_terminal_or_when_quiet():
     for quiet, stream in ((False, io.StringIO()), (True, _FakeTTY())):
-        p = progress_mod._Progress(quiet, total_points=10, done_points=0, programs=1, file=stream)
+        p = progress_mod.Progress(quiet, total_points=10, done_points=0, programs=1, file=stream)
         p.start_chunk(True)
         p.update(5, work=1.0, dt=1.0, compiled=True, work_left=1.0, programs_left=0)
         p.close()

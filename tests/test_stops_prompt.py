@@ -352,7 +352,7 @@ def test_progress_shows_a_rate_and_an_eta_after_the_first_chunk():
     """A k-RR sweep: two-count chunks that finish no point, then mechanism chunks (each kind priced by its own
     chunks once one ran; until then a rough guess, marked ~). Every line after the first chunk has values."""
     tty = _FakeTTY()
-    p = progress_mod._Progress(False, total_points=12, done_points=0, programs=3, file=tty)
+    p = progress_mod.Progress(False, total_points=12, done_points=0, programs=3, file=tty)
     p.start_chunk(True)
     assert "? points/s, ETA ?" in tty.getvalue()  # nothing measured yet
     left = {"Plan": 1.0e6, "MechanismPlan": 3 * 8.0e6}

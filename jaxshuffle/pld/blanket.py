@@ -17,6 +17,7 @@ import numpy as np
 
 from jaxshuffle._config import check
 from jaxshuffle.engine.blanket import (
+    BlanketPlan,
     blanket_epsilon,
     krr_sum_form,
     plan_blanket,
@@ -44,8 +45,9 @@ from jaxshuffle.randomizers.clone import certified_clone, certified_worst_case_p
 BLANKET_PLD_MAX_N = 1e5
 
 
-def _profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan) -> np.ndarray:
-    """Certified upper values of the blanket pair's ``H_{e^eps}(P||Q)`` at each ``eps >= 0``."""
+def profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan: BlanketPlan) -> np.ndarray:
+    """Certified upper values of the blanket pair's ``H_{e^eps}(P||Q)`` at each ``eps >= 0`` (k-ary RR at
+    ``eps0``, ``k`` (real where clients are sampled), ``n`` users; one program for every ``eps`` of ``plan``)."""
     f = krr_sum_form(eps0, k, "blanket")
     # the s window centred on the mean of Bin(n, pS); any start is sound (the mass outside is charged)
     s_lo = window_start(jnp.float64(n), f.pS, plan.window)
@@ -107,7 +109,7 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     tail = blanket_epsilon(eps0, k_form, n, TAIL_DELTA, plan=plan, real_k=g < 1)
     eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
     j, padded = profile_grid(float(eps0), eps_tail, delta_, int(points))
-    upper = _profile_upper(float(eps0), float(k_form), float(n), padded, plan)[:j.size]
+    upper = profile_upper(float(eps0), float(k_form), float(n), padded, plan)[:j.size]
     source = "blanket pair (k-ary RR)" if g == 1 else f"blanket pair (k-ary RR, clients sampled at {g:g})"
     return round_from_profile(j, upper, delta_, float(eps0), source)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 import numpy as np
 
 from jaxshuffle.sweeps.jobs import MechanismPlan, RoundsPlan
-from jaxshuffle.sweeps.progress import _Progress
+from jaxshuffle.sweeps.progress import Progress
 from jaxshuffle.sweeps.schedule import Runner
 from jaxshuffle.sweeps.stops import DeferSignals, SweepInterrupted, run_interruptible
 from jaxshuffle.sweeps.store import (
@@ -139,7 +139,7 @@ class SweepRun:
         self.csv_cols = ["index", *grid.table.keys(), *grid.result_order]
         self.csv_path: Path | None = None
         self.csv_file: TextIO | None = None
-        self.progress: _Progress | None = None
+        self.progress: Progress | None = None
         # (plan, chunk size) -> whether its program is compiled already (start_workers sets it)
         self.is_compiled: Callable[[ChunkPlan, int], bool] | None = None
         self.work_left = 0.0
@@ -379,7 +379,7 @@ def run_chunks(run: SweepRun, workers: Workers) -> tuple[float, list[dict]]:
     try:
         if run.csv_path is not None:
             run.csv_file = open(run.csv_path, "a", newline="")
-        run.progress = _Progress(run.s.quiet, run.grid.size, int((run.pending == 0).sum()), workers.programs)
+        run.progress = Progress(run.s.quiet, run.grid.size, int((run.pending == 0).sum()), workers.programs)
         if workers.runner is not None:  # not plan.remote
             _local_chunks(run, workers.runner, sleep)
         elif workers.pool is not None:

@@ -20,7 +20,7 @@ def _is_tty(stream) -> bool:
         return False
 
 
-class _Progress:
+class Progress:
     """A tqdm progress bar on stderr, only when stderr is a terminal (and not ``quiet``).
 
     While a chunk compiles its program the description says so ("compiling program 2/3"). The

@@ -56,7 +56,7 @@ from jaxshuffle.engine.blanket.search import (
     plan_krr_bounds,
 )
 from jaxshuffle.engine.blanket.search import (
-    _coded_brackets as _coded_brackets,
+    coded_brackets as coded_brackets,
 )
 
 __all__ = [

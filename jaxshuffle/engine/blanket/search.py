@@ -105,7 +105,7 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
 
 
 @functools.partial(jax.jit, static_argnames=("plan", "rtol", "max_iter", "gradients"))
-def _coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int,
+def coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, max_iter: int,
                     gradients: bool = True):
     """Certified brackets over flat lanes, lane ``i`` of sum form ``KINDS[code[i]]`` (one program for
     every kind). Invalid lanes: status INVALID, ``lower = 0``, ``upper = inf``. With ``gradients``,
@@ -147,17 +147,17 @@ def blanket_epsilon_with_plan(eps0, k, n, delta, *, plan: BlanketPlan, kind: str
     if kind not in KINDS:
         raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
     code = jnp.full(jnp.shape(eps0), KINDS.index(kind), dtype=jnp.int32)
-    return _coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
+    return coded_brackets(eps0, k, n, delta, code, plan=plan, rtol=rtol, max_iter=max_iter)
 
 
 def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 1e-6, max_iter: int = 40):
-    """:func:`_coded_brackets` for eager callers (concrete flat arrays; lane ``i`` of sum form
+    """:func:`coded_brackets` for eager callers (concrete flat arrays; lane ``i`` of sum form
     ``KINDS[code[i]]``): the same values, from the program without the implicit-gradient root (no
     caller here differentiates), run as an exported program (:mod:`jaxshuffle._programs`), so a
     warm process loads it instead of tracing the search."""
 
     def lanes(e, kk, nn, d, c):
-        return tuple(_coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
+        return tuple(coded_brackets(e, kk, nn, d, c, plan=plan, rtol=rtol, max_iter=max_iter, gradients=False))
 
     args = [np.asarray(x, np.float64) for x in (eps0, k, n, delta)] + [np.asarray(code, np.int32)]
 
