@@ -32,13 +32,22 @@ it buys a fast first answer, but a user who calls ``epsilon`` in a loop would pa
 on every call. From the next call on the optimised program runs (compiled then, or read from JAX's
 persistent compilation cache), so warm calls are as fast as the optimised program. The rule counts
 calls, not time, so which program answers a call never depends on timing.
+
+**A search of many shapes** (``calibrate_n``: each probe plans its own window, so a cold call meets a
+dozen programs, most of them a few times) may widen the allowance for its own calls with
+:func:`quick_while`: inside the block, every call its rule accepts (the caller knows which of its
+programs are cheap to evaluate: the blanket kernel at a small plan) runs the quick program, the blanket
+kernel's included; such calls do not count against :data:`QUICK_CALLS`. The rule reads only the call's
+name, static key and argument shapes (never timing), and the block is per thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import jax
@@ -56,6 +65,7 @@ _QUICK_SERVED: dict[str, int] = {}  # program key -> calls its quick program ans
 QUICK_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 QUICK_MAX_POINTS = 16  # eager search calls of at most this many points compile quickly (module docstring)
 QUICK_CALLS = 1  # calls of one program answered by its quick program before the optimised one takes over
+_SCOPES = threading.local()  # .rules: the quick_while rules of this thread's open blocks, innermost last
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
 
 
@@ -100,13 +110,32 @@ def _key(name: str, static, arrays) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+@contextlib.contextmanager
+def quick_while(rule: Callable[[str, object, list], bool]) -> Iterator[None]:
+    """Inside the block, this thread's :func:`run` calls for which ``rule(name, static, arrays)`` holds run
+    the quick program on a CPU, at every call (module docstring), without counting against
+    :data:`QUICK_CALLS`; other calls follow the usual rule. Blocks nest: the innermost rule decides."""
+    rules = _SCOPES.__dict__.setdefault("rules", [])
+    rules.append(rule)
+    try:
+        yield
+    finally:
+        rules.pop()
+
+
+def _scoped_quick(name: str, static, arrays: list) -> bool:
+    rules: list = getattr(_SCOPES, "rules", [])
+    return bool(rules) and bool(rules[-1](name, static, arrays))
+
+
 def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
     """``fn(*arrays)`` (a jitted function of flat arrays, returning a tuple of arrays), through an exported program.
 
     ``static`` must identify everything ``fn`` closes over (plan, tolerances). Falls back to
     calling ``fn`` when an argument is traced or export is unavailable. ``quick`` compiles the
     program with :data:`QUICK_COMPILE_OPTIONS` where the backend is the CPU, for the first
-    :data:`QUICK_CALLS` calls of this program in the process (module docstring).
+    :data:`QUICK_CALLS` calls of this program in the process, and at every call a :func:`quick_while`
+    block's rule accepts (module docstring).
     """
     export = _export_module()
     if export is None or any(isinstance(a, jax.core.Tracer) for a in arrays):
@@ -136,8 +165,10 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
                 except OSError:
                     pass
         _LOADED[key] = exported
-    quick = bool(quick) and jax.default_backend() == "cpu" and _QUICK_SERVED.get(key, 0) < QUICK_CALLS
-    if quick:
+    on_cpu = jax.default_backend() == "cpu"
+    scoped = on_cpu and _scoped_quick(name, static, arrays)
+    quick = scoped or (bool(quick) and on_cpu and _QUICK_SERVED.get(key, 0) < QUICK_CALLS)
+    if quick and not scoped:
         _QUICK_SERVED[key] = _QUICK_SERVED.get(key, 0) + 1
     caller = _CALLERS.get((key, quick))
     if caller is None:

@@ -68,3 +68,29 @@ def test_a_floor_equal_to_the_target_does_not_refuse():
     found = search_n(tiers, rule, _lanes([0.01]), 1e4, 100, floor=lambda x, active: np.full(np.shape(x), 0.01))
     assert not found.unattainable[0] and found.value[0] == 1e4  # the rule meets it exactly at the limit
     assert [c[0] for c in calls][:2] == ["cheap", "rule"]
+
+
+def test_quick_probes_accepts_the_cheap_calls_only():
+    """calibrate_n's block of quick programs (count_search.quick_probes) accepts a two-count search of at
+    most QUICK_SEARCH_COUNTS window counts x lanes and a blanket call of at most QUICK_BLANKET_CELLS cells;
+    nothing else (a wide window's quick program evaluates 6-8x slower: its compilation saves less)."""
+    from jaxshuffle import _programs
+    from jaxshuffle.accountant import count_search as cs
+    from jaxshuffle.engine.blanket import BlanketPlan
+    from jaxshuffle.engine.two_count.plan import Plan
+
+    def search(window, lanes):
+        return cs._cheap_program("epsilon-search", (Plan(window, 512, 2, True, True), 1e-6, 60), [np.zeros(lanes)])
+
+    def blanket(window, lines, lanes, max_step=7):
+        return cs._cheap_program("blanket-lanes", (BlanketPlan(window, 64, lines, max_step, 8), 1e-6, 40),
+                                 [np.zeros(lanes)])
+
+    assert search(1024, 8) and search(cs.QUICK_SEARCH_COUNTS, 1)
+    assert not search(131072, 2) and not search(cs.QUICK_SEARCH_COUNTS, 2)
+    assert blanket(512, 24, 1) and blanket(256, 64, 8)  # calibrate_n("grr", 0.1, 1e-6, eps0=1, k=10)'s calls
+    assert not blanket(16384, 12, 2) and not blanket(256, 64, 8, max_step=30000)
+    assert not cs._cheap_program("another", (None,), [np.zeros(1)])
+    with cs.quick_probes():
+        assert _programs._scoped_quick("epsilon-search", (Plan(1024, 512, 2, True, True), 1e-6, 60), [np.zeros(8)])
+    assert not _programs._scoped_quick("epsilon-search", (Plan(1024, 512, 2, True, True), 1e-6, 60), [np.zeros(8)])

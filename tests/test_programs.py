@@ -179,3 +179,74 @@ def test_the_quick_program_serves_the_first_call_only(monkeypatch):
     # both programs bracket the same point; the second and third calls ran the same program
     np.testing.assert_array_equal(np.asarray(second.upper), np.asarray(third.upper))
     assert float(first.lower) <= float(second.upper) and float(second.lower) <= float(first.upper)
+
+
+def test_quick_while_widens_the_quick_program_to_the_calls_its_rule_accepts(monkeypatch):
+    """Inside a quick_while block (calibrate_n's search), every call its rule accepts runs the quick
+    program, not only a process's first, without counting against QUICK_CALLS; a call it refuses, a
+    call after the block and a call from another thread follow the usual rule; the innermost block decides."""
+    import threading
+
+    import jax
+
+    from jaxshuffle import _programs
+    monkeypatch.setattr(_programs, "_QUICK_SERVED", {})
+    monkeypatch.setattr(_programs, "_CALLERS", {})
+    ran: list = []  # per call: whether the quick program ran it
+    real_jit = jax.jit
+
+    def spy(fn, **kw):
+        compiled = real_jit(fn, **kw)
+
+        def caller(*args):
+            ran.append(kw.get("compiler_options") is not None)
+            return compiled(*args)
+        return caller
+
+    monkeypatch.setattr(_programs.jax, "jit", spy)
+    on_cpu = jax.default_backend() == "cpu"
+    pair = js.stronger_clone_pair(1.0)
+    other: list = []
+    with _programs.quick_while(lambda name, static, arrays: name == "epsilon-search"):
+        js.epsilon(pair, 1e4, 1e-6)
+        js.epsilon(pair, 1e4 + 1, 1e-6)
+        with _programs.quick_while(lambda *a: False):  # the innermost refuses: the usual rule (a first call)
+            js.epsilon(pair, 1e4 + 2, 1e-6)
+        thread = threading.Thread(target=lambda: other.append(_programs._scoped_quick("epsilon-search", None, [])))
+        thread.start()
+        thread.join()
+    js.epsilon(pair, 1e4 + 3, 1e-6)  # after the block: the usual rule, its one quick call already served
+    assert other == [False]  # a block is its thread's
+    assert len({key for key, _ in _programs._CALLERS}) == 1  # one program (key) throughout
+    assert ran == ([True, True, True, False] if on_cpu else [False] * 4)
+
+
+@pytest.mark.slow
+def test_quick_blanket_program_agrees_with_the_optimised_one(monkeypatch):
+    """The blanket kernel runs its quick program inside calibrate_n's search (count_search.quick_probes):
+    the same computation up to the order of float operations, so its brackets agree with the optimised
+    program's to rounding and the two programs' certified brackets overlap (as the two-count search's, above)."""
+    import jax
+
+    from jaxshuffle import _programs
+    from jaxshuffle.blanket import search
+    from jaxshuffle.engine.blanket import KINDS, eager_brackets, plan_blanket, shared_plan
+    if jax.default_backend() != "cpu":
+        pytest.skip("quick programs are a CPU option")
+    monkeypatch.setattr(search, "_RECENT", {})
+    monkeypatch.setattr(_programs, "_CALLERS", {})
+    e, k = np.array([0.5, 1.0, 1.0, 2.0]), np.array([10.0, 10.0, 4.0, 20.0])
+    n, d = np.array([2000.0, 661.0, 5000.0, 20000.0]), np.array([1e-6, 1e-6, 1e-8, 1e-5])
+    plan = shared_plan(plan_blanket(e, k, n, d), n)
+    code = np.full(4, KINDS.index("blanket"), np.int32)
+    with _programs.quick_while(lambda *a: True):
+        quick = eager_brackets(e, k, n, d, code, plan=plan)
+    search._RECENT.clear()
+    full = eager_brackets(e, k, n, d, code, plan=plan)
+    assert sorted(q for _, q in _programs._CALLERS) == [False, True]  # two programs of one key ran
+    np.testing.assert_array_equal(np.asarray(quick.status), np.asarray(full.status))
+    for a, b in ((quick.lower, full.lower), (quick.upper, full.upper)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+    assert np.all(np.isfinite(np.asarray(quick.upper)))
+    assert np.all(np.asarray(quick.lower) <= np.asarray(full.upper))
+    assert np.all(np.asarray(full.lower) <= np.asarray(quick.upper))

@@ -536,11 +536,12 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         tiers, rule, verify = round_tiers(lanes, rounds, discretization, blanket_points, g, engine_rtol)
     else:
         tiers, rule, verify = one_round_tiers(lanes, upper_from, g, engine_rtol, scaled_variant)
-    from jaxshuffle.accountant.count_search import krr_floor
+    from jaxshuffle.accountant.count_search import krr_floor, quick_probes
 
     # a certified lower bound above the target at the limit refuses without the rule's probe there
     floor = krr_floor(lanes, engine_rtol) if g == 1.0 else None
-    found = search_n(tiers, rule, lanes, limit, max_probes, verify=verify, rounds=rounds, floor=floor)
+    with quick_probes():  # many programs, each run a few times: compilation dominates a cold call
+        found = search_n(tiers, rule, lanes, limit, max_probes, verify=verify, rounds=rounds, floor=floor)
     status = np.where(found.unattainable, CalibrationStatus.UNATTAINABLE,
                       np.where(found.done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     value, over, upper = (jnp.asarray(x.reshape(shape)) for x in (found.value, found.over, found.upper))
