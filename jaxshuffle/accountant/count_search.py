@@ -333,8 +333,8 @@ def search_n(tiers: list[_Tier], rule, lanes: NLanes, limit: float, max_probes: 
                 # several times the users); placement only
                 x0 = np.where(entering, np.floor(hi / ENTRY_FRACTION), np.nan)
         probe = make(np.where(act, hi, 1.0))
-        lo, hi, up_hi, ok, slope, more = _integer_root(
-            probe, target, lo, hi, up_hi, x0, act, slope, max_probes=max(max_probes - probes, 0),
+        (lo, hi, up_hi, slope), ok, more = _integer_root(
+            probe, target, _Bracket(lo, hi, up_hi, slope), x0, act, max_probes=max(max_probes - probes, 0),
             rtol=0.0 if last else TIER_RTOL)
         probes += more
         x0 = np.full(P, np.nan)
@@ -374,9 +374,20 @@ def _guess_from_one_round(lanes: NLanes, rounds: int, n, slope, sel) -> np.ndarr
     return out
 
 
-def _integer_root(probe, target, lo, hi, up_hi, x0, act, slope, *, max_probes: int, rtol: float):
-    """Per lane: the smallest count in ``(lo, hi]`` whose ``probe`` value is ``<= target`` (``hi`` known
-    feasible, ``lo`` infeasible or 0), until ``hi - lo <= max(1, rtol hi)``.
+class _Bracket(NamedTuple):
+    """Per lane, where :func:`_integer_root` stands on one tier: ``lo`` a probed infeasible count (or 0),
+    ``hi`` a feasible one, ``up_hi`` the tier's value at ``hi`` (NaN where this tier has not probed it),
+    ``slope`` the last measured ``d log(upper) / d log n``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    up_hi: np.ndarray
+    slope: np.ndarray
+
+
+def _integer_root(probe, target, start: _Bracket, x0, act, *, max_probes: int, rtol: float):
+    """Per lane: the smallest count in ``(lo, hi]`` of ``start`` whose ``probe`` value is ``<= target``
+    (``hi`` known feasible, ``lo`` infeasible or 0), until ``hi - lo <= max(1, rtol hi)``.
 
     Steps on ``log n`` against ``g = log(upper / target)`` (epsilon falls about as ``n^-1/2``): from
     one side only, the crossing predicted through the last two probes' slope (first ``slope``),
@@ -384,10 +395,9 @@ def _integer_root(probe, target, lo, hi, up_hi, x0, act, slope, *, max_probes: i
     rounded to an integer and kept inside the bracket; a bisection step (geometric while the bracket
     is wide) wherever an upper is not a finite positive number or the bracket (in ``log n``) has not
     halved in three probes. Only where probes land depends on this: ``hi`` is always a probed feasible count (or the
-    given one) and ``lo`` a probed infeasible one. ``up_hi``: the probe's value at ``hi`` (NaN where
-    not probed here); ``x0``: the first probe (NaN: from ``up_hi``'s prediction, else ``hi`` itself).
-    Returns ``(lo, hi, up_hi, done, slope, probes)``."""
-    lo, hi, up_hi, slope = (np.array(a, np.float64) for a in (lo, hi, up_hi, slope))
+    given one) and ``lo`` a probed infeasible one. ``x0``: the first probe (NaN: from ``up_hi``'s
+    prediction, else ``hi`` itself). Returns ``(bracket, done, probes)``, the bracket a :class:`_Bracket`."""
+    lo, hi, up_hi, slope = (np.array(a, np.float64) for a in start)
     log_t = np.log(target)
     with np.errstate(divide="ignore", invalid="ignore"):
         g_hi = np.log(up_hi) - log_t
@@ -428,7 +438,7 @@ def _integer_root(probe, target, lo, hi, up_hi, x0, act, slope, *, max_probes: i
         ref, stall = np.where(halved, width, ref), np.where(halved, 0.0, stall + live)
         done = done | (live & finished(lo, hi))
         x = np.where(done, hi, _next_count(lo, hi, g_lo, g_hi, slope, stall))
-    return lo, hi, up_hi, done, slope, probes
+    return _Bracket(lo, hi, up_hi, slope), done, probes
 
 
 def _log_width(lo, hi) -> np.ndarray:
