@@ -250,3 +250,13 @@ def test_quick_blanket_program_agrees_with_the_optimised_one(monkeypatch):
     assert np.all(np.isfinite(np.asarray(quick.upper)))
     assert np.all(np.asarray(quick.lower) <= np.asarray(full.upper))
     assert np.all(np.asarray(full.lower) <= np.asarray(quick.upper))
+
+
+def test_one_to_four_points_of_a_small_window_share_one_program():
+    """padded_lanes pads a chunk to MIN_CHUNK_COUNTS window counts: up to window 4096, 1-4 points run the
+    4-lane program (a calibration probe's 1 to 4 two-count searches share it); a wide window keeps one lane."""
+    from jaxshuffle.engine.two_count.plan import Plan
+    for window in (512, 4096):
+        plan = Plan(window, 512, 2, True, True)
+        assert {padded_lanes(plan, p) for p in (1, 2, 3, 4)} == {max(4, 16384 // window)}
+    assert padded_lanes(Plan(131072, 512, 2, True, True), 1) == 1

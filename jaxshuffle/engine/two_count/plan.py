@@ -285,8 +285,11 @@ def chunk_lanes(plan: Plan, memory: float | None = None) -> int:
 
 
 # A chunk of a bucket is padded to at least this many window counts (lanes x window): a few
-# lanes of a small window cost microseconds, and one padded shape serves 1, 2, 4, ... points.
-MIN_CHUNK_COUNTS = 8192
+# lanes of a small window cost microseconds, and one padded shape serves 1, 2, 4, ... points. 2^14:
+# windows up to 4096 get at least 4 lanes, so the two-count rules' 1 to 4 searches of a calibration
+# probe share one program (calibrate_n's ten rounds at n ~ 1e5 compiled two at window 4096); wider
+# windows keep fewer lanes (4 lanes of window 131072 evaluate 3x longer than one).
+MIN_CHUNK_COUNTS = 16384
 
 
 def padded_lanes(plan: Plan, points: int, memory: float | None = None) -> int:
