@@ -7,7 +7,9 @@ expensive rule (the blanket pair; its PLD over T rounds) only near the answer, a
 is the rule's own: re-certified by amplify (one round) or composed_epsilon's rule (T rounds), checked here by
 independent calls. Measured on a 2-core CPU with a warm compilation cache: 9 s (one round, 23-28 s before)
 and 16-20 s (ten rounds: over 11 minutes before, the first probe at n = 2.4e8 alone); with a cold cache
-about 40 s and 55 s, mostly compiling the engines' programs for the probed counts."""
+about 40 s and 55 s, mostly compiling the engines' programs for the probed counts; with those compiled
+unoptimised inside the search (count_search.quick_probes), 9 s and 45-48 s cold (19-21 s and 78 s just
+before, the machine loaded), 3 s and 16.5 s warm."""
 
 from __future__ import annotations
 
