@@ -19,6 +19,12 @@ dp_accounting and Koskela et al.'s method on the same cases, in the same run.
    cells against the connected profile at --route-n, T = 1000 (build and compose, warm, and the composed
    eps); and the profile alone at n = 1e8 (cells: 5.7e9), one and ten rounds, against the two-count
    engine's certified bracket (T = 1) and dp_accounting composing the exported PLD (T = 10).
+6. The tight pair at production n (--krr-question runs this section alone): 365 rounds of 50-ary RR at
+   eps0 = 2, n = 1e6, delta = 1e-6 (`jaxshuffle compose --randomizer grr --k 50 --eps0 2 --n 1e6
+   --rounds 365`), by composed_epsilon's default rule (the blanket pair's PLD from 128 profile points
+   above n = 1e5) beside the worst-case pair alone (blanket_points = 0) and 512 profile points: seconds
+   cold (first call in this process) and warm (the same call again), the blanket round's build alone
+   warm, and the composed eps.
 
 Usage: python3 benchmarks/compose.py [--n 1e4,1e6,1e8] [--rounds 10,100,1000] [--big-rounds 100]
          [--cap 300] [--grid-points 100] [--blanket-n 1e4,1e5] [--literal-n 1e4] [--no-koskela] [--full]
@@ -129,10 +135,13 @@ def main() -> None:
     ap.add_argument("--no-koskela", action="store_true")
     ap.add_argument("--route-n", default="1e6", help="n of the cells-against-profile pairing ('' skips section 5)")
     ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--krr-question", action="store_true", help="run section 6 alone")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.child)
+    if args.krr_question:
+        return krr_question(args.delta)
     ns = [float(x) for x in args.n.split(",")]
     Ts = [int(x) for x in args.rounds.split(",")]
     big_Ts = Ts if args.full else [int(x) for x in args.big_rounds.split(",") if x]
@@ -283,6 +292,34 @@ def routes(route_n: str, delta: float) -> None:
             except ImportError:
                 pass
         print(line, flush=True)
+
+
+def krr_question(delta: float, n: float = 1e6, T: int = 365) -> None:
+    """Section 6: the blanket pair by default at n = 1e6, against the worst-case pair and 512 points."""
+    from jaxshuffle.accountant.rounds import composed_epsilon
+    from jaxshuffle.pld.blanket import default_blanket_points
+
+    print(f"\n[6] 365 rounds of 50-ary RR, eps0 = 2, n = {n:.0e}, delta = {delta:g} "
+          f"(default rule: {int(default_blanket_points(n))} blanket profile points); jax {js._config.jax.__version__}, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    print(f"{'pair (blanket_points)':>28} {'cold s':>7} {'warm s':>7} {'round warm s':>12} {'eps upper':>10} "
+          f"{'from':>12}")
+    rand = grr(2.0, 50)
+    worst = None
+    for label, points in (("worst-case only (0)", 0), ("default rule", None), ("blanket (512)", 512)):
+        run = lambda: composed_epsilon(rand, n, T, delta, blanket_points=points)  # noqa: E731, B023
+        _, cold = timed(run)
+        c, warm = timed(run)
+        build = "-"
+        if points != 0:
+            grid = float(c.discretization)
+            m = int(default_blanket_points(n)) if points is None else points
+            _, b = timed(lambda: blanket_round(2.0, 50, n, discretization=grid, rounds=T, points=m))  # noqa: B023
+            build = f"{b:.2f}"
+        eps = float(np.ravel(c.upper)[0])
+        worst = eps if points == 0 else worst
+        print(f"{label:>28} {cold:7.2f} {warm:7.2f} {build:>12} {eps:10.6f} {str(np.ravel(c.upper_source)[0]):>12}"
+              + ("" if points == 0 else f"  ({worst / eps:.2f}x tighter)"), flush=True)
 
 
 if __name__ == "__main__":

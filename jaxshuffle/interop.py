@@ -124,7 +124,8 @@ class ShufflePLDAccountant(pld_privacy_accountant.PLDAccountant):
     Args:
       value_discretization_interval: the loss grid of every PLD (dp_accounting's default 1e-4).
       blanket_points: profile evaluations of the blanket pair's PLD for k-ary RR rounds (0: the
-        worst-case pair). Default: the blanket pair up to 1e5 users, the worst-case pair above.
+        worst-case pair). Default: the blanket pair up to 1e6 users, the worst-case pair above
+        (:func:`~jaxshuffle.pld.blanket.default_blanket_points`).
 
     ``get_epsilon`` and ``get_delta`` are certified upper bounds given dp_accounting's pessimistic
     PLDs of the other events: the shuffled rounds' PLDs and the others' composed PLD are composed by

@@ -133,3 +133,25 @@ def test_curve_round_picks_the_pair_composed_epsilon_composes(monkeypatch):
     worst = curve_round(grr(1.0, 4), 1000, [5], blanket_points=0)
     assert worst.source.endswith("clone") and built[0][3] == worst.upper_forward.discretization
     assert curve_round(general(1.0), 1000, [5]).source.endswith("clone") and len(built) == 2
+
+
+def test_default_rule_takes_fewer_profile_points_above_large_n_and_none_above_the_cap(monkeypatch):
+    """default_blanket_points: 512 up to 1e5, at most 128 up to BLANKET_PLD_MAX_N (1e6), then 0; a
+    sampled round (no other PLD) at every n; a smaller count given is never raised. The round built
+    by composed_epsilon's rule takes exactly those points."""
+    from jaxshuffle.accountant import blanket_pld
+    from jaxshuffle.randomizers import grr
+
+    rule = blanket_pld.default_blanket_points
+    n = np.array([2.0, 1e5, 1e5 + 1, 1e6, 1e6 + 1, 1e8])
+    np.testing.assert_array_equal(rule(n), [512, 512, 128, 128, 0, 0])
+    np.testing.assert_array_equal(rule(n, 0.5), [512, 512, 128, 128, 128, 128])
+    np.testing.assert_array_equal(rule(n, 1.0, 64), [64, 64, 64, 64, 0, 0])
+    assert rule(n).dtype == np.int64 and rule(3e5).shape == ()
+
+    built = []
+    monkeypatch.setattr(blanket_pld, "blanket_round",
+                        lambda eps0, k, n, *, discretization, points, sample_rate=1.0: built.append((n, points)))
+    for m in (1e4, 5e5, 2e6):
+        blanket_pld.blanket_round_where_built(grr(1.0, 4), m, 1e-4, None)
+    assert built == [(1e4, 512), (5e5, 128)]

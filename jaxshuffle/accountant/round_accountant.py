@@ -131,7 +131,7 @@ class RoundAccountant:
         (0, 0.1]); 3e-3 keeps an answer over 365 rounds under a second on two CPU cores, within
         about 1e-4 relative of the 1e-3 grid's (docs/benchmarks.md).
       blanket_points: profile evaluations of the blanket pair's PLD for k-ary RR rounds (0: use the
-        worst-case pair). Default: the blanket pair up to ``n = 1e5`` users, the worst-case pair
+        worst-case pair). Default: the blanket pair up to ``n = 1e6`` users, the worst-case pair
         above (:func:`~jaxshuffle.accountant.rounds.composed_epsilon`'s rule), and the blanket pair
         for a round with clients sampled (the only pair certified for it).
 

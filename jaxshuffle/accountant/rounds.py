@@ -142,9 +142,10 @@ def composed_epsilon(randomizer, n, rounds, delta, *, discretization: float | No
         ``max(rounds)``, :func:`~jaxshuffle.pld.distribution.default_discretization`).
       blanket_points: profile evaluations of the blanket pair's PLD (k-ary RR, and the three-count pair
         of a sampled round; 0 skips it).
-        Default: :data:`~jaxshuffle.pld.blanket.DEFAULT_POINTS` up to
-        ``n = BLANKET_PLD_MAX_N`` and 0 above, where each profile point's window, and so its cost,
-        grows with ``n``: pass a count to build it there too.
+        Default (:func:`~jaxshuffle.pld.blanket.default_blanket_points`):
+        :data:`~jaxshuffle.pld.blanket.DEFAULT_POINTS` (512) up to ``n = 1e5``, 128 up to
+        ``n = BLANKET_PLD_MAX_N`` (1e6) and 0 above, where each profile point's window, and so its
+        cost, grows with ``n``: pass a count to build it there too.
       sample_rate: the probability ``g`` in (0, 1] that each user takes part in a round (Poisson
         client sampling; ``n`` counts every user). Below 1 the worst-case pair does not hold (``pld``
         is ``inf``, ``lower`` NaN, ``clone_proof`` ``"none"``); for k-ary RR the blanket pair is k-RR's

@@ -81,8 +81,8 @@ def add_compose_parser(subparsers: argparse._SubParsersAction[Any], entry: Entry
     p.add_argument("--discretization", type=float, default=None,
                    help="loss grid spacing (default: about 1e-3 relative accuracy at the largest T)")
     p.add_argument("--blanket-points", type=int, default=None, metavar="M",
-                   help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5 and "
-                        "0 above, where each profile point costs more)")
+                   help="profile points of the k-RR blanket pair's PLD (0 skips it; default 512 up to n = 1e5, "
+                        "128 up to n = 1e6 and 0 above, where each profile point costs more)")
     add_sample_rate(p, "single-message randomizers: the PLD of k-ary RR's blanket pair or of the others' "
                        "three-count pair, or basic and advanced composition of the sampled round's bound")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per (T, delta)")
