@@ -516,8 +516,11 @@ def _tune_many(queries, utility, targets, delta, *, optimizer, steps, discretiza
         if not final.upper <= target:  # the probe at c was feasible: the same computation again must be
             raise RuntimeError(f"recomputed certified upper {final.upper} exceeds the target {target} (a bug)")
         equal = np.full(m, float(np.mean(direction)))
-        cb = _certify_scale_by_rule(queries, equal, target, delta, disc, r, blanket_points)
-        base, _ = _final_certificate(queries, cb * equal, delta, disc, blanket_points)
+        if np.array_equal(equal, direction):  # one query, or no step taken: the baseline is this very search
+            cb, base = c, final
+        else:
+            cb = _certify_scale_by_rule(queries, equal, target, delta, disc, r, blanket_points)
+            base, _ = _final_certificate(queries, cb * equal, delta, disc, blanket_points)
         out.append(TuneResult(
             eps0=eps0, lower=final.lower, upper=final.upper, utility=float(utility(jnp.asarray(eps0))),
             baseline_eps0=cb * equal, baseline_lower=base.lower, baseline_upper=base.upper,
