@@ -38,13 +38,16 @@ dozen programs, most of them a few times) may widen the allowance for its own ca
 :func:`quick_while`: inside the block, every call its rule accepts (the caller knows which of its
 programs are cheap to evaluate: the blanket kernel at a small plan) runs the quick program, the blanket
 kernel's included; such calls do not count against :data:`QUICK_CALLS`. The rule reads only the call's
-name, static key and argument shapes (never timing), and the block is per thread.
+name, static key and argument shapes (never timing), and the block is per thread. The allowance holds for
+a program inside the first block that runs it only: a later block (the user's next ``calibrate_n``) runs
+the optimised program, so repeated calls are as fast as the optimised program, as outside a block.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -65,7 +68,9 @@ _QUICK_SERVED: dict[str, int] = {}  # program key -> calls its quick program ans
 QUICK_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 QUICK_MAX_POINTS = 16  # eager search calls of at most this many points compile quickly (module docstring)
 QUICK_CALLS = 1  # calls of one program answered by its quick program before the optimised one takes over
-_SCOPES = threading.local()  # .rules: the quick_while rules of this thread's open blocks, innermost last
+_SCOPES = threading.local()  # .rules: (block number, rule) of this thread's open quick_while blocks, innermost last
+_BLOCKS = itertools.count()  # numbers the quick_while blocks of the process
+_QUICK_BLOCK: dict[str, int] = {}  # program key -> the quick_while block whose allowance first ran it
 _VERSION = "1"  # bump when a program's meaning changes without its name or static key changing
 
 
@@ -114,18 +119,24 @@ def _key(name: str, static, arrays) -> str:
 def quick_while(rule: Callable[[str, object, list], bool]) -> Iterator[None]:
     """Inside the block, this thread's :func:`run` calls for which ``rule(name, static, arrays)`` holds run
     the quick program on a CPU, at every call (module docstring), without counting against
-    :data:`QUICK_CALLS`; other calls follow the usual rule. Blocks nest: the innermost rule decides."""
+    :data:`QUICK_CALLS`, for programs no earlier block ran; other calls follow the usual rule. Blocks
+    nest: the innermost rule decides."""
     rules = _SCOPES.__dict__.setdefault("rules", [])
-    rules.append(rule)
+    rules.append((next(_BLOCKS), rule))
     try:
         yield
     finally:
         rules.pop()
 
 
-def _scoped_quick(name: str, static, arrays: list) -> bool:
+def _scoped_quick(name: str, static, arrays: list, key: str | None = None) -> bool:
+    """Whether the innermost open block's rule accepts the call and, for a program ``key``, no earlier
+    block's allowance ran that program (it then belongs to this block)."""
     rules: list = getattr(_SCOPES, "rules", [])
-    return bool(rules) and bool(rules[-1](name, static, arrays))
+    if not rules or not rules[-1][1](name, static, arrays):
+        return False
+    block = rules[-1][0]
+    return key is None or _QUICK_BLOCK.setdefault(key, block) == block
 
 
 def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
@@ -166,7 +177,7 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
                     pass
         _LOADED[key] = exported
     on_cpu = jax.default_backend() == "cpu"
-    scoped = on_cpu and _scoped_quick(name, static, arrays)
+    scoped = on_cpu and _scoped_quick(name, static, arrays, key)
     quick = scoped or (bool(quick) and on_cpu and _QUICK_SERVED.get(key, 0) < QUICK_CALLS)
     if quick and not scoped:
         _QUICK_SERVED[key] = _QUICK_SERVED.get(key, 0) + 1

@@ -184,7 +184,9 @@ def test_the_quick_program_serves_the_first_call_only(monkeypatch):
 def test_quick_while_widens_the_quick_program_to_the_calls_its_rule_accepts(monkeypatch):
     """Inside a quick_while block (calibrate_n's search), every call its rule accepts runs the quick
     program, not only a process's first, without counting against QUICK_CALLS; a call it refuses, a
-    call after the block and a call from another thread follow the usual rule; the innermost block decides."""
+    call after the block and a call from another thread follow the usual rule; the innermost block decides.
+    A later block runs the optimised program of a program an earlier block ran quick (repeated calls are
+    as fast as the optimised program), and the quick one of a program it meets first."""
     import threading
 
     import jax
@@ -192,11 +194,14 @@ def test_quick_while_widens_the_quick_program_to_the_calls_its_rule_accepts(monk
     from jaxshuffle import _programs
     monkeypatch.setattr(_programs, "_QUICK_SERVED", {})
     monkeypatch.setattr(_programs, "_CALLERS", {})
+    monkeypatch.setattr(_programs, "_QUICK_BLOCK", {})
     ran: list = []  # per call: whether the quick program ran it
     real_jit = jax.jit
 
     def spy(fn, **kw):
         compiled = real_jit(fn, **kw)
+        if getattr(fn, "__name__", "") != "call":  # exporting a new program: jax.export needs the jitted function
+            return compiled
 
         def caller(*args):
             ran.append(kw.get("compiler_options") is not None)
@@ -219,6 +224,11 @@ def test_quick_while_widens_the_quick_program_to_the_calls_its_rule_accepts(monk
     assert other == [False]  # a block is its thread's
     assert len({key for key, _ in _programs._CALLERS}) == 1  # one program (key) throughout
     assert ran == ([True, True, True, False] if on_cpu else [False] * 4)
+    with _programs.quick_while(lambda name, static, arrays: name == "epsilon-search"):
+        js.epsilon(pair, 1e4 + 4, 1e-6)  # the first block ran this program quick: the optimised one now
+        js.epsilon(pair, 1e6, 1e-6)  # a wider window, another program: met first here
+    assert len({key for key, _ in _programs._CALLERS}) == 2
+    assert ran[4:] == ([False, True] if on_cpu else [False] * 2)
 
 
 @pytest.mark.slow
