@@ -450,3 +450,27 @@ def test_amplify_skips_the_blanket_above_its_cost_cap():
     src, up, wc = (np.asarray(x) for x in (rep.upper_source, rep.upper, rep.worst_case))
     assert src[0] == UpperSource.BLANKET and up[0] < wc[0]
     assert src[1] != UpperSource.BLANKET and up[1] == wc[1] and not np.isfinite(np.asarray(rep.blanket)[1])
+
+
+@settings(max_examples=120)
+@given(nw=st.integers(0, 3000), p=st.sampled_from([0.0, 1e-22, 1e-12, 0.003, 0.3, 0.5, 0.77, 1 - 1e-9, 1.0]),
+       lo_frac=st.floats(-0.05, 1.05), length=st.integers(-2, 64), M=st.sampled_from([8, 64, 256]))
+def test_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_frac, length, M):
+    """The kernel's walk: sum of Bin(nw, p)'s pmf over [lo, hi] (hi - lo + 1 <= M) within its stated
+    relative error plus the flush allowance, against the sum at 60 digits (mpmath), for intervals inside,
+    across and outside the support, around the mode and deep in the tails, and p at 0, 1 (a level where a
+    matrix's category has no mass: the walk in log ratios gave 0 or inf there) and extremes (1e-22: a
+    category of k-RR at eps0 = 50; Loader's pmf itself loses digits near 1e-300)."""
+    import mpmath
+
+    from jaxshuffle.engine.blanket import kernel
+
+    lo = math.floor(lo_frac * nw)
+    hi = lo + min(length, M) - 1
+    q = 1.0 - p
+    total, rel = kernel._walk(jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(q), M)
+    with mpmath.workdps(60):
+        mp, mq = mpmath.mpf(p), mpmath.mpf(q)  # the float pair's own binomial, as the kernel's pmf uses it
+        ref = mpmath.fsum(mpmath.binomial(nw, i) * mp ** i * mq ** (nw - i) for i in range(max(lo, 0), min(hi, nw) + 1))
+    ref = float(ref)
+    assert abs(float(total) - ref) <= float(rel) * ref + (M + 4) * 2.3e-308, (float(total), ref)
