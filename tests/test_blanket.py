@@ -459,7 +459,7 @@ def test_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_frac, leng
     """The kernel's walk: sum of Bin(nw, p)'s pmf over [lo, hi] (hi - lo + 1 <= M) within its stated
     relative error plus the flush allowance, against the sum at 60 digits (mpmath), for intervals inside,
     across and outside the support, around the mode and deep in the tails, and p at 0, 1 (a level where a
-    matrix's category has no mass: the walk in log ratios gave 0 or inf there) and extremes (1e-22: a
+    matrix's category has no mass: the capped log ratio gave 0 or inf there) and extremes (1e-22: a
     category of k-RR at eps0 = 50; Loader's pmf itself loses digits near 1e-300)."""
     import mpmath
 

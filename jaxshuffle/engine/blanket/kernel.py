@@ -33,7 +33,7 @@ swapped first if needed so that ``hc >= 0``). The smallest counted ``A`` is
 and one continued-fraction tail per line and block of ``plan.block`` steps anchors the sums.
 
 Certificate (every term on the safe side): the tested accuracies ``REL_ERR`` (Loader pmf) and
-``REL_TAIL`` (continued fraction) of :mod:`jaxshuffle._binomial`, the chain of ratios of each
+``REL_TAIL`` (continued fraction) of :mod:`jaxshuffle._binomial`, the chain of log ratios of each
 walk, the rounding of every sum, the c-mass outside the tracked lines (the computed tails
 plus their errors) and the s-mass outside the window (Chernoff) times the largest summand
 ``max(cX)_+``, the misassignment of a boundary cell by a rounded ``e`` (``|tau - jb| b_s(jb)``),
@@ -62,6 +62,7 @@ from jaxshuffle._numerics import window_start as _window_start
 from jaxshuffle.engine.two_count.divergence import REL_ERR, REL_TAIL, Divergence
 
 _FLUSH = 2.3e-308
+_LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such levels are summed exactly, not walked)
 
 
 class BlanketPlan(NamedTuple):
@@ -188,39 +189,33 @@ def _pmf(n, x, p, q):
 
 
 def _walk(nw, lo, hi, p, q, M: int):
-    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` (``hi - lo + 1 <= M``). Returns ``(sum, rel_err)``.
+    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` (``hi - lo + 1 <= M``), walking down from ``min(hi, nw)``
+    by exact log ratios ``b(i-1)/b(i) = i/(nw-i+1) * q/p``. Returns ``(sum, rel_err)``.
 
-    One pmf (Loader) at the interval's largest term, ``start``: the mode ``floor((nw + 1) p)`` clipped into
-    the interval (the pmf is unimodal, so every other term is smaller). The walk moves away from it in
-    both directions by the exact ratios ``b(i-1)/b(i) = i/(nw-i+1) q/p`` and ``b(i+1)/b(i) = (nw-i)/(i+1)
-    p/q``, in linear terms relative to ``b(start)``: no logarithm or exponential per step, and no relative
-    term above about 1, so nothing overflows; a term that underflows is below ``b(start) 2.3e-308``
-    (charged by the callers' flush terms). Rounding: a term ``d`` steps out carries at most 5 roundings a
-    step (the quotient, possibly as a reciprocal and a product, the ratio ``q/p`` itself, two products),
-    the sum at most ``2M`` more, the final product one: ``rel <= REL_ERR + (8 M + 8) u``
-    (docs/math.md 10, "Recurrences along lines")."""
-    lo0 = jnp.maximum(lo, 0.0)
+    A level with ``p = 0`` or ``q = 0`` (a category without mass: a matrix form whose second category is
+    empty has ``pA = 1``) is a point mass at 0 or ``nw``; its sum is exact (1 where that point lies in
+    the interval, else 0), where the walk's capped log ratio would give 0 or inf."""
     top = jnp.minimum(hi, nw)
-    live = top >= lo0
-    start = jnp.clip(jnp.floor((nw + 1.0) * p), lo0, jnp.maximum(top, lo0))
-    lb = _lpmf(nw, start, p, q)
-    # q/p and p/q where finite; 0 where a step that way is never counted (p = 0: start is the interval's
-    # lowest point, no step down; q = 0: start is its top, no step up)
-    down_ratio = jnp.where(p > 0, q / jnp.where(p > 0, p, 1.0), 0.0)
-    up_ratio = jnp.where(q > 0, p / jnp.where(q > 0, q, 1.0), 0.0)
+    count = jnp.maximum(top - lo + 1.0, 0.0)
+    lq = jnp.log(jnp.where(q > 0, q, 1.0)) - jnp.log(jnp.where(p > 0, p, 1.0))
+    lrr = jnp.where((p > 0) & (q > 0), lq, _LRR_CAP)
+    lb = _lpmf(nw, top, p, q)
 
     def step(o, carry):
-        down, up, acc = carry
-        i_down, i_up = start - o, start + o  # the terms this step reaches
-        down = down * ((i_down + 1.0) / jnp.where(nw - i_down > 0, nw - i_down, 1.0)) * down_ratio
-        up = up * ((nw - i_up + 1.0) / jnp.where(i_up > 0, i_up, 1.0)) * up_ratio
-        acc = acc + jnp.where(i_down >= lo0, down, 0.0) + jnp.where(i_up <= top, up, 0.0)
-        return down, up, acc
+        lb, acc = carry
+        i = top - o
+        acc = acc + jnp.where((o < count) & (i >= 0), jnp.exp(lb), 0.0)
+        ok = (i >= 1) & (i <= nw)
+        lr = jnp.log(jnp.where(ok, i, 1.0) / jnp.where(ok, nw - i + 1.0, 1.0)) + lrr
+        return jnp.where(ok, lb + lr, -jnp.inf), acc
 
-    one = jnp.ones_like(lb)
-    acc = jax.lax.fori_loop(1, M, step, (one, one, one))[2]
-    total = jnp.where(live, jnp.exp(lb) * acc, 0.0)
-    return total, jnp.full_like(total, (8.0 * M + 8.0) * _ULP + REL_ERR)
+    acc = jax.lax.fori_loop(0, M, step, (lb, jnp.zeros_like(lb)))[1]
+    point = jnp.where(p > 0, nw, 0.0)  # the one point of a level with p = 0 or q = 0
+    exact = (point >= jnp.maximum(lo, 0.0)) & (point <= top)
+    acc = jnp.where((p > 0) & (q > 0), acc, jnp.where(exact, 1.0, 0.0))
+    # each ratio: quotient, its log, log(q/p) and the running sum (|log b| <= 746 before a flush)
+    rel = M * 4.0 * _ULP * (4.0 + jnp.abs(lrr) + jnp.log(jnp.maximum(nw, 0.0) + 2.0) + 746.0) + REL_ERR
+    return acc, rel
 
 
 def _stacked(fn, *args, p, q):
