@@ -360,10 +360,8 @@ def release_epsilon(queries, delta: float, *, discretization: float, blanket_poi
                               float(e.blanket_pld[0, 0]), float(e.lower[0, 0]), float(e.basic[0, 0]),
                               float(e.advanced[0, 0]))
 
-    def own_round(r, n, g):
-        if g < 1.0:
-            return shuffled_round(r, n, discretization=discretization, sample_rate=g)
-        return shuffled_round(r, n, discretization=discretization)
+    def own_round(r, n, g):  # at g = 1 the unsampled round
+        return shuffled_round(r, n, discretization=discretization, sample_rate=g)
 
     if worst_case is None:
         b = compose([(own_round(r, n, g), c) for r, n, c, g in queries], delta)

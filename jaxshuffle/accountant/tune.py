@@ -108,12 +108,10 @@ def _round(family: str, options: tuple, n: float, eps0: float, discretization: f
     """The certified round PLD of one query at ``eps0`` (cached on every argument, the rate included).
 
     ``sample_rate`` below 1: the sampled round's PLD (``shuffled_round(..., sample_rate=g)``, k-ary RR's
-    blanket pair at the real ``k'``; pessimistic side only). At 1 the call is the unsampled one.
+    blanket pair at the real ``k'``; pessimistic side only). At 1 ``shuffled_round`` builds the unsampled round.
     """
     params = Query(family, n, 1, options).randomizer(eps0)
-    if sample_rate < 1.0:
-        return shuffled_round(params, n, discretization=discretization, sample_rate=sample_rate)
-    return shuffled_round(params, n, discretization=discretization)
+    return shuffled_round(params, n, discretization=discretization, sample_rate=sample_rate)
 
 
 def certified_epsilon(queries: Sequence[Query], eps0, delta, *, discretization: float, cached: bool = True):
@@ -424,8 +422,8 @@ def tune(queries: Sequence[Query], utility: Callable[[jax.Array], jax.Array] | N
         scales and certifies the allocation (:func:`~jaxshuffle.accountant.rounds.release_epsilon`), e.g.
         :data:`~jaxshuffle.accountant.count_search.CALIBRATION_BLANKET_POINTS` (64) as calibration's.
         Unset: not built for queries whose users all take part, a cost cap: the rule's search builds
-        every query's blanket PLD at several scales, and one build took 7-19 s at ``n = 1e5``, ``eps0``
-        5-7.5 on a quiet 2-core CPU against 0.2 s for the worst-case pair's round
+        every query's blanket PLD at several scales, and one build took 12-22 s at ``n = 1e5``, ``eps0``
+        5-7.5 on a 2-core CPU against 0.2 s for the worst-case pair's round
         (``benchmarks/tune.py --rule``); a sampled query's round is its blanket pair's either way.
 
     Returns:
