@@ -1,9 +1,11 @@
 """A sweep deletes and replaces only the files it wrote: one trap per case.
 
 Files the package owns are named by its patterns (sweep.json, results.*, shard-I-of-N.npz,
-chunks/cNNNNNN.{npz,sha256} and their temporary names), regular files only; symbolic links are not
-followed out of the output directory; a non-empty directory without a sweep is refused unless
---overwrite; merge never writes into its inputs.
+chunks/cNNNNNN.{npz,sha256} and their temporary names), regular files only, and only in a directory
+that is a sweep it wrote (a manifest that reads, or a chunk that verifies): elsewhere a results.csv is
+the user's and is never replaced, --overwrite or not; symbolic links are not followed out of the output
+directory; a non-empty directory without a sweep is refused unless --overwrite; merge never writes into
+its inputs.
 """
 from __future__ import annotations
 
@@ -134,8 +136,89 @@ def test_clear_store_matches_only_our_names(tmp_path):
               "chunks/c00000.npz", "chunks/cx00000.npz", "chunks/sweep.lock", "chunks/.notes.tmp-3", "chunks/x.npz"]
     for name in ours + theirs:
         (out / name).write_text(name)
+    # the names alone prove nothing: sweep.json does not read as a manifest, no chunk verifies
+    before = _snapshot(out)
+    with pytest.raises(store.SweepStoreError, match=r"out: .*d is not a sweep directory jaxshuffle wrote.*nothing "
+                                                    r"was removed"):
+        store.clear_store(out)
+    assert _snapshot(out) == before
+    (out / "sweep.json").write_text(json.dumps({"fingerprint": "f", "chunks": 4}))  # our manifest: ours
     store.clear_store(out)
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(theirs)
+
+
+def test_chunk_repair_deletes_only_in_a_sweep_of_ours(tmp_path):
+    """load_chunks' repair removes a chunk that fails, and a killed write's temporary file, through the same
+    ownership check as clear_store: not in a directory without a manifest of ours."""
+    out = tmp_path / "d"
+    (out / "chunks").mkdir(parents=True)
+    names = {"chunks/c000000.npz": b"not an npz", "chunks/c000000.sha256": b"{}", "chunks/.c000001.npz.tmp-9": b"x",
+             "chunks/MY_NOTES.txt": b"notes", "chunks/sweep.lock": b""}
+    for name, data in names.items():
+        (out / name).write_bytes(data)
+    before = _snapshot(out)
+    with pytest.warns(RuntimeWarning, match="c000000.npz: unreadable"), \
+            pytest.raises(store.SweepStoreError, match="is not a sweep directory jaxshuffle wrote"):
+        store.load_chunks(out / "chunks", 2, repair=True)
+    assert _snapshot(out) == before
+    (out / "sweep.json").write_text(json.dumps({"fingerprint": "f", "chunks": 2}))
+    with pytest.warns(RuntimeWarning, match="c000000.npz: unreadable"):
+        assert store.load_chunks(out / "chunks", 2, repair=True) == {}
+    assert sorted(p.name for p in (out / "chunks").iterdir()) == ["MY_NOTES.txt", "sweep.lock"]
+
+
+TRAP_ARGV = ["sweep", "--randomizer", "grr", "--eps0", "1", "--k", "3", "--n", "1e3", "--delta", "1e-6",
+             "--upper-from", "worst-case", "--devices", "1", "--no-plot", "--quiet"]
+TRAP = dict(randomizer="grr", eps0="1", k="3", n="1e3", delta="1e-6", upper_from="worst-case", devices=1, quiet=True)
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_the_users_results_csv_in_a_folder_without_a_sweep_is_never_replaced(tmp_path, capsys, overwrite):
+    """A folder holding only the user's own results.csv and results.json (no sweep.json, no chunks/): the names
+    are the package's, the files are not. The sweep refuses the folder (API and CLI, with or without
+    --overwrite): one line naming the folder and the files, which keep their bytes; nothing is created."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "results.csv").write_bytes(b"trial,score\n1,0.93\n")
+    (out / "results.json").write_bytes(b'{"experiment": "mine"}')
+    before = _snapshot(out)
+    assert store.holds_other_files(out) == [out / "results.csv", out / "results.json"]
+    with pytest.raises(ValueError, match=r"^out: .*mine is not empty and holds no sweep \(no sweep.json; it has "
+                                         r"results.csv, results.json\): the sweep would replace results.csv, "
+                                         r"results.json, which jaxshuffle did not write; nothing was changed"):
+        sw.sweep(**TRAP, out=out, overwrite=overwrite)
+    assert _snapshot(out) == before and sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json"]
+    code = cli.main(TRAP_ARGV + ["--out", str(out)] + (["--overwrite"] if overwrite else []))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"jaxshuffle: error: out: {out} is not empty and holds no sweep") and \
+        "would replace results.csv, results.json, which jaxshuffle did not write" in err, err
+    assert _snapshot(out) == before and sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json"]
+
+
+def test_files_named_like_ours_in_a_folder_without_a_sweep_are_the_users(tmp_path):
+    """The same for a chunk-like file and a results.csv beside a sweep.json that is not a manifest and no chunk
+    that verifies: refused, --overwrite or not, nothing changed; the message says --overwrite will not help."""
+    chunky = tmp_path / "chunky"
+    (chunky / "chunks").mkdir(parents=True)
+    (chunky / "chunks" / "c000000.npz").write_bytes(b"my own archive")
+    before = _snapshot(chunky)
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match=r"would replace chunks/c000000.npz, which jaxshuffle did not write"):
+            sw.sweep(**SMALL, out=chunky, overwrite=overwrite)
+    assert _snapshot(chunky) == before
+    other_tool = tmp_path / "other-tool"
+    other_tool.mkdir()
+    (other_tool / "sweep.json").write_text('{"method": "bayes", "parameters": {}}')  # another tool's sweep config
+    (other_tool / "results.csv").write_text("run,loss\n1,0.5\n")
+    before = _snapshot(other_tool)
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match=r"sweep.json is damaged \(not a sweep manifest.*nothing was changed: "
+                                             r"restore it from a copy, or use another --out \(no chunk file in .* "
+                                             r"verifies.*--overwrite leaves it alone\)"):
+            sw.sweep(**SMALL, out=other_tool, overwrite=overwrite)
+    assert _snapshot(other_tool) == before and sorted(p.name for p in other_tool.iterdir()) == [
+        "results.csv", "sweep.json"]
 
 
 def test_merge_never_writes_into_its_inputs(clean, tmp_path):

@@ -53,7 +53,9 @@ from jaxshuffle.sweeps.store import (
     holds_other_files,
     load_chunks,
     read_manifest,
+    store_is_ours,
     utc_now,
+    would_replace,
     write_error,
 )
 
@@ -385,15 +387,28 @@ def _open_store(out, s: RunSettings, plan: RunPlan, guard, locks: list) -> OpenS
 
 
 def _claim(out_dir: Path, chunk_dir: Path, s: RunSettings, locks: list) -> tuple[bool, float]:
-    """Check that ``out_dir`` holds no one else's files and take its lock; returns (read only, seconds waited)."""
+    """Check that ``out_dir`` holds no one else's files and take its lock; returns (read only, seconds waited).
+
+    A directory without a manifest is not a sweep of ours: a file there with a name the sweep writes (the user's
+    own ``results.csv``) is refused, ``overwrite`` or not; other files are refused unless ``overwrite``. So is
+    a ``sweep.json`` that is not a manifest where no chunk file verifies (:func:`store_is_ours`).
+    """
     mpath = out_dir / "sweep.json"
-    if not mpath.exists() and not mpath.is_symlink() and not s.overwrite:
+    if not mpath.exists() and not mpath.is_symlink():
         other = holds_other_files(out_dir)
-        if other:
-            raise ValueError(f"out: {out_dir} is not empty and holds no sweep (no sweep.json; it has "
-                             f"{', '.join(str(x.relative_to(out_dir)) for x in other[:3])}"
-                             f"{', ...' if len(other) > 3 else ''}): use a new or empty directory, or --overwrite "
-                             "to write the sweep's files there (other files are left alone)")
+        has = (f"out: {out_dir} is not empty and holds no sweep (no sweep.json; it has "
+               f"{', '.join(str(x.relative_to(out_dir)) for x in other[:3])}{', ...' if len(other) > 3 else ''})")
+        clash = would_replace(out_dir, other)
+        if clash:  # the user's own results.csv: never replaced, not even with --overwrite
+            names = ", ".join(str(x.relative_to(out_dir)) for x in clash[:3]) + (", ..." if len(clash) > 3 else "")
+            raise SweepStoreError(f"{has}: the sweep would replace {names}, which jaxshuffle did not write; "
+                                  f"nothing was changed: move {'them' if len(clash) > 1 else 'it'} away or use "
+                                  "another --out (--overwrite replaces only a sweep's own files)", clash[0])
+        if other and not s.overwrite:
+            raise ValueError(f"{has}: use a new or empty directory, or --overwrite to write the sweep's files there "
+                             "(other files are left alone)")
+    elif mpath.is_file() and not mpath.is_symlink() and not store_is_ours(out_dir):
+        read_manifest(mpath)  # not a manifest, no chunk verifies: its one line, before the lock creates anything
     read_only = out_dir.is_dir() and not (_writable(out_dir) and (not chunk_dir.is_dir() or _writable(chunk_dir)))
     lock_s = 0.0
     if not read_only:
@@ -431,7 +446,8 @@ def _old_sweep(out_dir: Path, s: RunSettings, fingerprint: str, read_only: bool,
     try:
         old = read_manifest(mpath)
     except SweepStoreError:
-        if not s.overwrite or read_only:
+        # damaged: recomputed with --overwrite only where a verified chunk shows the directory is ours
+        if not s.overwrite or read_only or not store_is_ours(out_dir):
             raise
         old = {"fingerprint": None, "schema": STORE_SCHEMA}  # damaged: recomputed with --overwrite
     if read_only and old.get("fingerprint") != fingerprint:
