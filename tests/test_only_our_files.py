@@ -5,7 +5,7 @@ chunks/cNNNNNN.{npz,sha256} and their temporary names), regular files only, and 
 that is a sweep it wrote (a manifest that reads, or a chunk that verifies): elsewhere a results.csv is
 the user's and is never replaced, --overwrite or not; symbolic links are not followed out of the output
 directory; a non-empty directory without a sweep is refused unless --overwrite; merge never writes into
-its inputs.
+its inputs nor over a results.csv an earlier merge did not write.
 """
 from __future__ import annotations
 
@@ -255,3 +255,13 @@ def test_merge_refuses_a_directory_holding_the_users_files(clean, tmp_path, caps
     first = sw.merge([clean], again, quiet=True)
     second = sw.merge([clean], again, quiet=True)  # an earlier merge's files are replaced
     np.testing.assert_array_equal(first["upper"], second["upper"])
+    # the names are no proof: a results.csv without an earlier merge's results.json beside it is the user's
+    for name, extra in (("only-csv", {}), ("their-json", {"results.json": '{"experiment": "mine"}'})):
+        folder = tmp_path / name
+        folder.mkdir()
+        for fname, text in {"results.csv": "trial,score\n1,0.93\n", **extra}.items():
+            (folder / fname).write_text(text)
+        before = _snapshot(folder)
+        with pytest.raises(ValueError, match=r"^out: .* holds files merge did not write \(results.csv"):
+            sw.merge([clean], folder, quiet=True)
+        assert _snapshot(folder) == before

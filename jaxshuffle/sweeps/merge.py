@@ -35,14 +35,34 @@ from jaxshuffle.sweeps.store import (
 MERGE_OUTPUTS = frozenset({"results.csv", "results.npz", "results.json", "sweep.png"})
 
 
+def _earlier_merge(out: Path) -> bool:
+    """Whether ``out`` holds an earlier merge's sidecar: ``results.json`` (a regular file, not a link) that reads
+    as the JSON object merge writes (``library`` jaxshuffle, a ``fingerprint`` and ``merged_from``)."""
+    side = out / "results.json"
+    if side.is_symlink() or not side.is_file():
+        return False
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and meta.get("library") == "jaxshuffle" and "fingerprint" in meta
+            and isinstance(meta.get("merged_from"), list))
+
+
 def _check_out_is_ours(out: Path) -> None:
     """ValueError naming ``out`` unless it is missing, empty, or holds only an earlier merge's files
-    (:data:`MERGE_OUTPUTS`): merge writes only where it replaces nothing it did not write."""
+    (:data:`MERGE_OUTPUTS`): merge writes only where it replaces nothing it did not write. The names are not
+    proof: a ``results.csv`` is an earlier merge's only beside that merge's ``results.json`` (:func:`_earlier_merge`);
+    elsewhere it is the user's and ``out`` is refused."""
     if not out.exists():
         return
     if not out.is_dir():
         raise ValueError(f"out: {out} is a file, not a directory: give a new or empty directory")
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in MERGE_OUTPUTS)
+    entries = sorted(out.iterdir())
+    foreign = [p.name for p in entries if p.name not in MERGE_OUTPUTS]
+    written = [p.name for p in entries if p.name in MERGE_OUTPUTS - {"sweep.png"}]  # merge never writes sweep.png
+    if written and not _earlier_merge(out):
+        foreign = sorted(foreign + written)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ValueError(f"out: {out} holds files merge did not write ({shown}); merge writes only into a new, "
