@@ -94,6 +94,44 @@ def test_disk_full_through_the_api_names_the_file(tmp_path, monkeypatch):
     assert info.value.resumable and isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize("victim", ["results.csv", "results.npz", "results.json"])
+def test_merge_disk_full_is_one_line_naming_the_file_and_leaves_the_inputs_alone(clean, tmp_path, monkeypatch,
+                                                                                 capsys, victim):
+    """``sweep merge`` with the disk full while it writes its results: one line naming the file, the inputs
+    unchanged (bytes and times), no temporary file left; merging again once there is space works."""
+    out = tmp_path / "merged"
+    before = _snapshot(clean)
+    real = files._write_synced
+
+    def write(tmp, data):
+        if tmp.name.startswith(f".{victim}.tmp-"):
+            with open(tmp, "wb") as f:  # half of it lands, then the disk is full
+                f.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC)
+        return real(tmp, data)
+
+    monkeypatch.setattr(files, "_write_synced", write)
+    argv = ["sweep", "merge", str(clean), "--out", str(out), "--quiet"]
+    code, stdout, err = _run(capsys, argv)
+    assert code == 2 and stdout == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"jaxshuffle: error: out: cannot write {out / victim}: No space left on device (ENOSPC); "
+                          "free disk space (or use another --out), then merge again"), err
+    assert _snapshot(clean) == before
+    assert not [p for p in out.rglob(".*") if ".tmp-" in p.name]
+    assert not (out / victim).exists()  # a file is written whole or not at all
+    with pytest.raises(store.SweepStoreError, match=rf"^out: cannot write {out / victim}: No space left on device"):
+        sw.merge([clean], out, quiet=True)  # the API: the same line (the partial outputs are the merge's own)
+    assert _snapshot(clean) == before
+
+    monkeypatch.undo()
+    code, _, err = _run(capsys, argv)
+    assert code == 0, err
+    for name in ("results.csv", "results.npz"):
+        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
+    assert _snapshot(clean) == before
+
+
 # ------------------------------------------------------------------------------ read-only directory
 
 

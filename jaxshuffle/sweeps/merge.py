@@ -229,7 +229,7 @@ def _write(out: Path, result: SweepResult, order: list[str]) -> None:
     """Write ``result`` into ``out`` (made if missing); SweepStoreError naming the file a write failed on."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_results(out, result, order)
+        write_results(out, result, order, sidecar_first=True)  # the sidecar marks out as a merge's, first
     except OSError as exc:
         if not exc.filename:
             raise

@@ -570,12 +570,19 @@ METHODS = {
 }
 
 
-def write_results(out_dir: Path, result: SweepResult, order: Sequence[str]) -> None:
+def write_results(out_dir: Path, result: SweepResult, order: Sequence[str], *, sidecar_first: bool = False) -> None:
+    """Write ``results.csv``, ``results.npz`` (complete results only) and the sidecar ``results.json``, each
+    atomically; ``sidecar_first``: the sidecar before the others (merge's: it shows the folder is a merge's
+    output, so a merge stopped by a failed write may write there again)."""
     cols = result.columns
+    side = json.dumps(result.meta, indent=1, default=_json_default).encode()
+    if sidecar_first:
+        atomic_write(out_dir / "results.json", side)
     atomic_write(out_dir / "results.csv", csv_text(cols, order, True).encode())
     if result.complete:
         atomic_write(out_dir / "results.npz", npz_bytes(**cols))
-    atomic_write(out_dir / "results.json", json.dumps(result.meta, indent=1, default=_json_default).encode())
+    if not sidecar_first:
+        atomic_write(out_dir / "results.json", side)
 
 
 def _json_default(x):
