@@ -1,8 +1,10 @@
 """calibrate_n's integer search (jaxshuffle.accountant.count_search.search_n) on made-up tiers: which
-probes it asks for at the search limit, counted, with no engine run (fast)."""
+probes it asks for at the search limit, counted, with no engine run (fast); and the T-round tiers' order
+on the real bounds (slow)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant.count_search import NLanes, search_n
@@ -94,3 +96,29 @@ def test_quick_probes_accepts_the_cheap_calls_only():
     with cs.quick_probes():
         assert _programs._scoped_quick("epsilon-search", (Plan(1024, 512, 2, True, True), 1e-6, 60), [np.zeros(8)])
     assert not _programs._scoped_quick("epsilon-search", (Plan(1024, 512, 2, True, True), 1e-6, 60), [np.zeros(8)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps0, k, n, rounds", [(1.0, 10, 3000, 10), (4.0, 3, 200, 4), (0.5, 50, 2, 2)])
+def test_the_t_round_tiers_are_ordered_loosest_first(eps0, k, n, rounds):
+    """Each tier of calibrate_n over T rounds is a certified bound at least the next one's, so a count a
+    looser tier accepts the rule accepts: the two-count rules' basic/advanced composition >= the worst-case
+    pair's bounds with the two-count one-round bound (two_count_rules_upper) >= the rule (composed_upper);
+    each value checked against composed_epsilon's own columns, computed independently."""
+    from jaxshuffle.accountant import composed_epsilon
+    from jaxshuffle.accountant.count_search import round_tiers
+    from jaxshuffle.accountant.rounds import composed_upper, two_count_rules_upper
+
+    delta = 1e-6
+    lanes = NLanes(R.grr(np.array([eps0]), k), np.array([delta]), np.array([0.1]))
+    tiers, rule, _ = round_tiers(lanes, rounds, None, 16, 1.0, 1e-6)
+    x, on = np.array([float(n)]), np.array([True])
+    values = [float(t(x)(x, on)[0]) for t in tiers]
+    assert len(values) == 3 and values[0] >= values[1] >= values[2]
+    full = composed_epsilon(R.grr(eps0, k), n, rounds, delta, blanket_points=16)
+    assert values[2] == composed_upper(R.grr(eps0, k), n, rounds, delta, blanket_points=16) == float(full.upper[0, 0])
+    middle = two_count_rules_upper(R.grr(eps0, k), n, rounds, delta)
+    assert values[1] == middle
+    # the same worst-case PLD as the rule; basic and advanced from a one-round bound never below the rule's
+    assert middle >= min(float(full.pld[0, 0]), float(full.basic[0, 0]), float(full.advanced[0, 0]))
+    assert middle <= float(full.pld[0, 0])

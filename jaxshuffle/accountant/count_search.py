@@ -20,7 +20,7 @@ import numpy as np
 from jaxshuffle import _programs
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify
 from jaxshuffle.accountant.mechanism import expects_blanket
-from jaxshuffle.accountant.rounds import composed_upper
+from jaxshuffle.accountant.rounds import composed_upper, two_count_rules_upper
 from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.pld.blanket import default_blanket_points
 from jaxshuffle.randomizers import VRParams
@@ -225,9 +225,11 @@ def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int 
     ``upper``) with the blanket pair's PLD at :func:`effective_points`. Tiers, cheapest first: basic
     and advanced composition of the two-count rules' one-round bound (clients not sampled: every lane
     in one batched amplify call; never below the rule's basic and advanced composition, whose
-    one-round bound is amplify's smaller ``upper``); the rule without the blanket pair's PLD
-    (``below=inf``: the worst-case pair's PLD, basic, advanced), where a blanket PLD may be built; the
-    rule."""
+    one-round bound is amplify's smaller ``upper``); where a blanket PLD may be built, the worst-case
+    pair's bounds without any blanket work (clients not sampled:
+    :func:`~jaxshuffle.accountant.rounds.two_count_rules_upper`, basic and advanced composition from
+    the two-count rules' one-round bound, so no blanket engine search at counts the rule never
+    probes; sampled: ``below=inf``, the sampled round's basic and advanced composition); the rule."""
     from jaxshuffle.accountant.rounds import advanced_composition, basic_composition
 
     T = float(rounds)
@@ -255,10 +257,21 @@ def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int 
         basic = basic_composition(e[:d.size], T)
         return np.minimum(basic, advanced_composition(e[d.size:], T, d))
 
+    def two_count_pld(x, active):
+        out = np.full(np.shape(x), np.nan)
+        for i in np.flatnonzero(active):
+            point = lanes.point(i)
+            if float(np.asarray(point.n_blanket(x[i]))) < 1:
+                out[i] = np.inf  # as per_lane
+                continue
+            out[i] = two_count_rules_upper(point, float(x[i]), rounds, float(lanes.delta[i]),
+                                           discretization=discretization)
+        return out
+
     rule = per_lane(None)
     tiers: list[_Tier] = [] if g < 1.0 else [lambda hi: two_count]
     if (lanes.params.krr() is not None or g < 1.0) and blanket_points != 0:
-        tiers.append(lambda hi: per_lane(np.inf))
+        tiers.append(lambda hi: per_lane(np.inf) if g < 1.0 else two_count_pld)
     tiers.append(lambda hi: rule)
     return tiers, rule, None
 

@@ -207,6 +207,22 @@ def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: 
     return float(_smallest(parts, blanket, rounds_a, delta_a).upper[0, 0])
 
 
+def two_count_rules_upper(randomizer, n, rounds: int, delta: float, *, discretization: float | None = None) -> float:
+    """The smallest of the worst-case pair's bounds over ``T`` rounds, with the one-round bound of basic
+    and advanced composition from the two-count rules alone (``amplify(..., upper_from="worst-case")``:
+    no blanket pair, so no blanket engine search), at one ``(T, delta)``; clients not sampled.
+
+    Upper side, and never below :func:`composed_upper` (each of its three terms is at least its
+    counterpart in the rule: the same PLD, and amplify's ``"worst-case"`` upper is never below its
+    ``"best"``): a looser tier for :func:`~jaxshuffle.accountant.calibrate.calibrate_n`'s search that
+    costs the worst-case pair's PLD only.
+    """
+    rounds_a, delta_a = _check_rounds_delta(rounds, delta)
+    check((rounds_a.size == 1) & (delta_a.size == 1), "rounds, delta", "must be scalars here")
+    parts = _two_count_bounds(randomizer, n, rounds_a, delta_a, discretization, one_round_from="worst-case")
+    return float(np.min(np.stack([parts.basic, parts.advanced, parts.pld])))
+
+
 class _TwoCountBounds(NamedTuple):
     """The worst-case pair's bounds of :func:`composed_epsilon`, each of shape ``(R, D)``."""
 
@@ -219,10 +235,11 @@ class _TwoCountBounds(NamedTuple):
 
 
 def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization,
-                      sample_rate: float = 1.0) -> _TwoCountBounds:
+                      sample_rate: float = 1.0, one_round_from: str = "best") -> _TwoCountBounds:
     """The worst-case pair's PLD composition and basic and advanced composition of the certified
-    one-round bound. With clients sampled (``sample_rate < 1``, k-RR) the worst-case pair does not
-    hold: ``pld`` is ``inf`` (``lower`` NaN) and the one-round bound is the sampled round's."""
+    one-round bound (amplify's upper under ``one_round_from``). With clients sampled
+    (``sample_rate < 1``, k-RR) the worst-case pair does not hold: ``pld`` is ``inf`` (``lower``
+    NaN) and the one-round bound is the sampled round's."""
     from jaxshuffle.accountant.amplify import amplify
     from jaxshuffle.pld.two_count import has_finite_losses, shuffled_round
 
@@ -245,7 +262,8 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
             discretization = np.nan if discretization is None else discretization
             pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         # the round's certified upper alone: no paper value, no exact-dataset lanes beside the blanket's
-        one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False).upper)
+        one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False,
+                                 upper_from=one_round_from).upper)
     e_basic, e_adv = (x.reshape(T.shape) for x in np.split(one, 2))
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
