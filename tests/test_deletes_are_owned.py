@@ -24,6 +24,9 @@ REVIEWED: dict[tuple[str, str, str], tuple[int, str]] = {
     ("jaxshuffle/sweeps/store.py", "remove_ours", ".unlink"):
         (1, "the one delete of a sweep's files: the directory is a sweep it wrote (store_is_ours: manifest reads, "
             "or a chunk verifies) and each file has a name of ours, is regular, not a link, not a lock (_owned)"),
+    ("jaxshuffle/sweeps/merge.py", "_drop_stale_npz", ".unlink"):
+        (1, "an earlier merge's results.npz before a partial merge over it: only beside that merge's sidecar "
+            "(_earlier_merge: library, fingerprint, merged_from), a regular file, not a link"),
     ("jaxshuffle/sweeps/files.py", "atomic_write", "os.replace"):
         (1, "renames its own just-written temporary file onto the caller's path: the sweep store's names after "
             "run._claim / store_is_ours refused a folder not ours, merge after _check_out_is_ours, to_csv and "
@@ -108,11 +111,12 @@ def test_every_delete_or_replace_is_in_a_reviewed_function():
 
 
 def test_every_delete_in_sweeps_goes_through_the_ownership_check():
-    """In jaxshuffle.sweeps a file is deleted in remove_ours only, apart from the two writers' own temporary
-    files; clear_store and load_chunks' repair call it."""
+    """In jaxshuffle.sweeps a sweep's file is deleted in remove_ours only (clear_store and load_chunks' repair
+    call it); apart from it, the two writers' own temporary files and merge's stale npz of an earlier merge."""
     deletes = {k for k in _package_calls() if k[0].startswith("jaxshuffle/sweeps/")
                and k[2] in (".unlink", "os.remove", "os.unlink", ".rmdir", "os.rmdir", "shutil.rmtree")}
     assert deletes == {("jaxshuffle/sweeps/store.py", "remove_ours", ".unlink"),
+                       ("jaxshuffle/sweeps/merge.py", "_drop_stale_npz", ".unlink"),
                        ("jaxshuffle/sweeps/files.py", "atomic_write", ".unlink"),
                        ("jaxshuffle/sweeps/frames.py", "to_parquet", ".unlink")}
     tree = ast.parse((PACKAGE / "sweeps" / "store.py").read_text(encoding="utf-8"))

@@ -237,6 +237,10 @@ def test_merge_never_writes_into_its_inputs(clean, tmp_path):
     ref = sw.load(clean)
     for key in ref.keys():
         np.testing.assert_array_equal(merged[key], ref[key], err_msg=key)
+    # a partial merge over that complete one writes no npz and removes the earlier merge's: load reads its rows
+    partial = sw.merge([s0], tmp_path / "m", quiet=True, allow_partial=True)
+    assert not partial.complete and not (tmp_path / "m" / "results.npz").exists()
+    np.testing.assert_array_equal(sw.load(tmp_path / "m")["index"], partial["index"])
 
 
 def test_merge_refuses_a_directory_holding_the_users_files(clean, tmp_path, capsys):

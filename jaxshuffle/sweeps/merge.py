@@ -229,11 +229,22 @@ def _write(out: Path, result: SweepResult, order: list[str]) -> None:
     """Write ``result`` into ``out`` (made if missing); SweepStoreError naming the file a write failed on."""
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if not result.complete:
+            _drop_stale_npz(out)
         write_results(out, result, order, sidecar_first=True)  # the sidecar marks out as a merge's, first
     except OSError as exc:
         if not exc.filename:
             raise
         raise SweepStoreError("out: " + write_error(exc, "merge again"), exc.filename, resumable=True) from None
+
+
+def _drop_stale_npz(out: Path) -> None:
+    """Remove an earlier merge's ``results.npz`` before a partial merge writes into ``out``: a partial merge writes
+    no npz and :func:`~jaxshuffle.sweeps.store.load` reads the npz first, so the earlier merge's rows would be
+    read under the new sidecar. Only an earlier merge's (:func:`_earlier_merge`), a regular file, not a link."""
+    npz = out / "results.npz"
+    if _earlier_merge(out) and npz.is_file() and not npz.is_symlink():
+        npz.unlink()
 
 
 def read_shard(path: Path) -> tuple[dict, dict]:
