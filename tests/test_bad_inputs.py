@@ -127,5 +127,60 @@ def test_wrong_kinds_and_names(call, param):
     assert str(err.value).startswith(param), str(err.value)
 
 
+def _reproducers():
+    """The silent-wrong and unclear-error reproducers found by trying the newer surfaces as a user would:
+    ``(call, parameter, words the message must hold)``. Each once answered wrongly or with a traceback."""
+    from jaxshuffle.accountant import composed_epsilon
+    from jaxshuffle.blanket_matrix import matrix_bounds
+    from jaxshuffle.pld.interop import from_dp_accounting
+    from jaxshuffle.sweeps.grid import eval_rule
+
+    complex_matrix = np.array([[0.5 + 1j, 0.5], [0.5, 0.5]])
+    rows = [
+        # a 5-input matrix on 3-input parameters: certified 0.1080, below grr(1, 3)'s own lower bound 0.13057
+        (lambda: js.amplify(R.with_matrix(R.grr(1.0, 3), exact.grr_matrix(5, 1.0)), 1e3, 1e-6), "matrix",
+         ["as many rows", "(3)", "5 rows"]),
+        # a 5-LDP matrix on eps0 = 1 parameters: the eps0 = 1 worst case had been reported
+        (lambda: R.with_matrix(R.grr(1.0, 3), exact.grr_matrix(3, 5.0)), "matrix", ["eps0 = 5", "eps0 = 1"]),
+        # a complex matrix had its imaginary part dropped: a certified upper of 0.0
+        (lambda: R.with_matrix(R.grr(1.0, 2), complex_matrix), "matrix", ["real numbers", "complex128"]),
+        (lambda: matrix_bounds(complex_matrix, 1e3, 1e-6), "matrix", ["real numbers", "complex128"]),
+        (lambda: matrix_bounds(np.array([[0.5, 0.5], [0.5, "a"]], dtype=object), 1e3, 1e-6), "matrix",
+         ["real numbers", "object"]),
+        # numpy's third positional argument is ``out``: rules wrote into the grid
+        (lambda: eval_rule("floor(eps0,eps0)+3", env={"eps0": np.array([1.5, 2.5])}, what="k"), "k",
+         ["floor()", "2 argument"]),
+        (lambda: eval_rule("max(1e-9, 1e-6, n)", np.array([1e3, 2e3])), "delta", ["max()", "3 argument"]),
+        # a valid T that asked XLA for 26.8 GB; a T that overflowed the int64 cast to -9.2e18
+        (lambda: composed_epsilon(R.grr(1.0, 10), 1e4, 10 ** 7, 1e-6, blanket_points=0), "rounds",
+         ["at most 4000 rounds"]),
+        (lambda: composed_epsilon(R.grr(1.0, 10), 1e4, 1e20, 1e-6, blanket_points=0), "rounds",
+         ["at most 2^53", "got 1e+20"]),
+        # a NaN utility was blamed on eps0
+        (lambda: js.tune([js.query("grr", n=1e3, k=3)], lambda e: float("nan"), 1.0, 1e-6, steps=0), "utility",
+         ["finite value", "nan"]),
+        (lambda: from_dp_accounting(object(), 1e-3), "pessimistic", ["PrivacyLossDistribution"]),
+    ]
+    return [pytest.param(*row, id=f"{row[1]}-{i}") for i, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize("call,param,words", _reproducers())
+def test_the_reproducers_are_refused_naming_the_parameter(call, param, words):
+    with pytest.raises((ValueError, TypeError)) as err:
+        call()
+    msg = str(err.value)
+    assert msg.startswith(f"{param}: "), msg
+    assert "\n" not in msg and all(w in msg for w in words), msg
+
+
+def test_a_refused_rule_leaves_its_inputs_unchanged():
+    from jaxshuffle.sweeps.grid import eval_rule
+
+    n = np.array([1e3, 2e3])
+    with pytest.raises(ValueError):
+        eval_rule("max(1e-9, 1e-6, n)", n)
+    assert n.tolist() == [1e3, 2e3]
+
+
 def test_the_table_is_large():
     assert len(_CATALOG_CASES) + len(list(_engine_cases())) >= 250
