@@ -21,6 +21,7 @@ from jaxshuffle import _programs
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify
 from jaxshuffle.accountant.mechanism import expects_blanket
 from jaxshuffle.accountant.rounds import composed_upper, two_count_rules_upper
+from jaxshuffle.engine.blanket import plan_cells
 from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.pld.blanket import default_blanket_points
 from jaxshuffle.randomizers import VRParams
@@ -53,7 +54,7 @@ STEP_MARGIN = 0.02
 #: 6-8x slower evaluation, 0.14 s against 0.02 s at window 131072 and one lane).
 QUICK_SEARCH_COUNTS = 2**17
 #: Inside :func:`quick_probes`, the blanket kernel runs its quickly compiled program where a call's
-#: cells (window x lines x lanes x ``1 + max_step / 1024``, as :func:`jaxshuffle.blanket.point_cells`)
+#: cells (lanes x :func:`jaxshuffle.engine.blanket.plan_cells`, the model of ``point_cells``)
 #: are at most this (measured on a CPU: 2-3 s to compile against 7-11 s, and 2-4x slower evaluation,
 #: 0.54 s against 0.24 s at 0.2 M cells).
 QUICK_BLANKET_CELLS = 2**18
@@ -66,12 +67,13 @@ def _cheap_program(name: str, static, arrays: list) -> bool:
     if name == "epsilon-search":
         return plan.window * lanes <= QUICK_SEARCH_COUNTS
     if name == "blanket-lanes":
-        return plan.window * plan.lines * lanes * (1.0 + plan.max_step / 1024) <= QUICK_BLANKET_CELLS
+        return lanes * plan_cells(plan) <= QUICK_BLANKET_CELLS
     return False
 
 
 def quick_probes():
-    """The block in which :func:`calibrate_n` searches: its probes plan a window per count, so a cold
+    """The block in which :func:`calibrate_n` and ``calibrate_eps0`` search: their probes plan a window
+    per count (per eps0), so a cold
     call meets a dozen engine programs, each run a few times, and their compilation (3-11 s each on a
     CPU, the blanket kernel's the longest) dominates. Inside, each cheap call
     (:func:`_cheap_program`) runs the quickly compiled program

@@ -193,6 +193,12 @@ def _cells(window, lines, step):
     return window * (lines + 1) * (1.0 + step / 1024.0)
 
 
+def plan_cells(plan: BlanketPlan) -> float:
+    """The cost of one lane's evaluation under ``plan``, in cells: :func:`point_cells`' model at the
+    plan's own window, lines and max step."""
+    return float(_cells(plan.window, plan.lines, plan.max_step))
+
+
 def _point_shapes(eps0, k, n, delta, block: int, kinds: tuple[str, ...]):
     """Per point (validated numpy arrays), the shape of its own plan for the sum forms ``kinds``:
     ``(window, lines, max_step)`` as :func:`plan_blanket` (one kind) or ``krr_bounds``' merged plan
