@@ -28,6 +28,7 @@ from jaxshuffle.accountant.count_search import (  # noqa: F401  (CALIBRATION_BLA
     effective_points,
     largest_window,
     one_round_tiers,
+    quick_probes,
     round_tiers,
     search_n,
 )
@@ -231,42 +232,45 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         return np.asarray(amplify(family(jnp.asarray(x)), n_b, d_b, rtol=engine_rtol, scaled_variant=scaled_variant,
                                   with_paper=False, upper_from=source, sample_rate=g).upper)
 
-    x0 = np.minimum(target_np, eps0_max)
-    probes = 0
-    blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
-    blanket_points = checked_blanket_points(blanket_points)
-    if rounds > 1:
-        def upper_at(x, target=target_np):
-            return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization,
-                                   blanket_points, target, g)
-    elif blanket and g == 1.0:  # with clients sampled the blanket pair at k' is the only bound: one stage
-        # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
-        # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
-        lo_wc, *_, probes = search(lambda x: amplified_upper(x, "worst-case"), x0, max(max_probes // 2, 1))
-        x0 = np.where(lo_wc > 0, lo_wc, x0)
-        # amplify's automatic source skips points above the cost cap; so does its calibration, judged
-        # where the blanket probes start (the stage-one answer and the first expansion, 2 x0)
-        blanket = upper_from == "blanket" or (_blanket_affordable(family, x0, n_b, d_b)
-                                              and _blanket_affordable(family, np.minimum(2 * x0, eps0_max), n_b, d_b))
-    if blanket:
-        upper_at = _krr_upper(family, n_b, d_b, x0, eps0_max, only=upper_from == "blanket", rtol=engine_rtol,
-                              scaled_variant=scaled_variant, sample_rate=g)
-    elif rounds == 1:
-        upper_at = amplified_upper
+    # many programs (a plan per probed eps0), each run a few times: compilation dominates a cold call
+    with quick_probes():
+        x0 = np.minimum(target_np, eps0_max)
+        probes = 0
+        blanket = rounds == 1 and upper_from != "worst-case" and _blanket_applies(probe0, eps0_max, np.asarray(n_b))
+        blanket_points = checked_blanket_points(blanket_points)
+        if rounds > 1:
+            def upper_at(x, target=target_np):
+                return _composed_upper(family(jnp.asarray(x)), np.asarray(n_b), np.asarray(d_b), rounds, discretization,
+                                       blanket_points, target, g)
+        elif blanket and g == 1.0:  # with clients sampled the blanket pair at k' is the only bound: one stage
+            # Two stages. The two-count (worst-case) calibration is cheap, and its answer is where the
+            # blanket search starts (feasible for "best", which is <= the worst-case bound; still probed).
+            lo_wc, *_, probes = search(lambda x: amplified_upper(x, "worst-case"), x0, max(max_probes // 2, 1))
+            x0 = np.where(lo_wc > 0, lo_wc, x0)
+            # amplify's automatic source skips points above the cost cap; so does its calibration, judged
+            # where the blanket probes start (the stage-one answer and the first expansion, 2 x0)
+            x1 = np.minimum(2 * x0, eps0_max)
+            blanket = upper_from == "blanket" or (_blanket_affordable(family, x0, n_b, d_b)
+                                                  and _blanket_affordable(family, x1, n_b, d_b))
+        if blanket:
+            upper_at = _krr_upper(family, n_b, d_b, x0, eps0_max, only=upper_from == "blanket", rtol=engine_rtol,
+                                  scaled_variant=scaled_variant, sample_rate=g)
+        elif rounds == 1:
+            upper_at = amplified_upper
 
-    # d log eps / d log eps0 is about 1 at small eps0 and eps0 / 2 at large (eps ~ e^(eps0/2) / sqrt(n)):
-    # the first expansion's guess, which keeps the blanket search inside its first plan
-    lo, hi, up_lo, capped, done, more = search(upper_at, x0, max_probes - probes, np.maximum(1.0, 0.5 * x0))
-    probes += more
-    # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
-    # rule's full value (a probe may have stopped at the cheaper bounds)
-    # (a sampled round's probes are amplify's own batch, or a shared plan's: amplify re-certifies it too)
-    recertify = amplified_upper if blanket or (rounds == 1 and g < 1.0) else \
-        (lambda x: upper_at(x, None)) if rounds > 1 else None
-    if recertify is not None:
-        lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
+        # d log eps / d log eps0 is about 1 at small eps0 and eps0 / 2 at large (eps ~ e^(eps0/2) / sqrt(n)):
+        # the first expansion's guess, which keeps the blanket search inside its first plan
+        lo, hi, up_lo, capped, done, more = search(upper_at, x0, max_probes - probes, np.maximum(1.0, 0.5 * x0))
         probes += more
-        done = done & ~(hi - lo > rtol * hi)
+        # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
+        # rule's full value (a probe may have stopped at the cheaper bounds)
+        # (a sampled round's probes are amplify's own batch, or a shared plan's: amplify re-certifies it too)
+        recertify = amplified_upper if blanket or (rounds == 1 and g < 1.0) else \
+            (lambda x: upper_at(x, None)) if rounds > 1 else None
+        if recertify is not None:
+            lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
+            probes += more
+            done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     _, proof = certified_clone(family(jnp.asarray(np.where(lo > 0, lo, 1.0))))
@@ -536,7 +540,7 @@ def calibrate_n(randomizer: str | VRParams, target_eps, delta, *, n_max: float =
         tiers, rule, verify = round_tiers(lanes, rounds, discretization, blanket_points, g, engine_rtol)
     else:
         tiers, rule, verify = one_round_tiers(lanes, upper_from, g, engine_rtol, scaled_variant)
-    from jaxshuffle.accountant.count_search import krr_floor, quick_probes
+    from jaxshuffle.accountant.count_search import krr_floor
 
     # a certified lower bound above the target at the limit refuses without the rule's probe there
     floor = krr_floor(lanes, engine_rtol) if g == 1.0 else None
