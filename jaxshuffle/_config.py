@@ -168,6 +168,30 @@ def cache_dir() -> str | None:
 
 _CACHE: dict[str, str | None] = {"root": None}
 
+#: The file jaxshuffle writes into each cache folder it creates (``<root>/xla``, ``<root>/programs``).
+#: ``cache clear`` deletes nothing in a folder without it: only a folder the package made is its own.
+CACHE_MARKER = ".jaxshuffle-cache"
+_MARKER_TEXT = ("This folder was made by jaxshuffle as a cache. `jaxshuffle cache clear` deletes the files in\n"
+                "it whose names jaxshuffle or JAX's compilation cache write, and nothing else.\n")
+
+_CACHE_FOLDERS = ("xla", "programs")
+
+
+def _make_cache_folder(folder: str) -> None:
+    """Create ``folder`` and its :data:`CACHE_MARKER`; a folder that already exists is used as it is,
+    unmarked when the package did not make it (``cache clear`` then leaves it alone)."""
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        if os.path.isdir(folder):
+            return
+        raise
+    try:
+        with open(os.path.join(folder, CACHE_MARKER), "x", encoding="utf-8") as fh:
+            fh.write(_MARKER_TEXT)
+    except OSError:  # a full disk: the cache works, cache clear reports the folder and keeps it
+        pass
+
 
 def enable_compilation_cache(path: str | None = None) -> str | None:
     """Turn on the caches at ``path`` (default :func:`cache_dir`): JAX's persistent compilation
@@ -177,13 +201,16 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
     loads it in a fraction of a second. JAX reads its setting before its first compilation, so
     jaxshuffle calls this on import. A compilation cache directory the user already set for JAX
     is left alone (and used). An unwritable folder means no cache, silently. Returns the folder
-    in use, or ``None``.
+    in use, or ``None``. The ``xla`` and ``programs`` folders it creates get a :data:`CACHE_MARKER`
+    file; folders that were there before are used unmarked.
     """
     path = path or cache_dir()
     if path is None:
         return None
     try:
-        os.makedirs(os.path.join(path, "xla"), exist_ok=True)
+        os.makedirs(path, exist_ok=True)
+        for sub in _CACHE_FOLDERS:
+            _make_cache_folder(os.path.join(path, sub))
     except OSError:  # read-only home: run without the cache
         return None
     _CACHE["root"] = path

@@ -137,3 +137,19 @@ def test_cache_clear_leaves_a_users_jax_cache_and_other_files_alone(tmp_path):
     assert res.stdout.startswith("removed 1 ") and f"left JAX's compilation cache at {theirs} alone" in res.stdout
     assert (theirs / "other-program-entry").read_text() == "keep" and (ours / "notes.txt").read_text() == "keep"
     assert not (ours / "programs" / "engine.bin").exists()
+
+
+def test_cache_folders_are_marked_only_when_jaxshuffle_creates_them(tmp_path):
+    """A cache folder the package creates holds the ``.jaxshuffle-cache`` marker (what ``cache clear``
+    requires before deleting anything); a folder that was there before is used as it is, never marked."""
+    from jaxshuffle import _config
+
+    _config._make_cache_folder(str(tmp_path / "new"))
+    assert (tmp_path / "new" / ".jaxshuffle-cache").is_file()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "thesis.tex").write_text("keep")
+    _config._make_cache_folder(str(tmp_path / "old"))
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["thesis.tex"]
+    (tmp_path / "a-file").write_text("keep")
+    with pytest.raises(FileExistsError):
+        _config._make_cache_folder(str(tmp_path / "a-file"))
