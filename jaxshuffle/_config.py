@@ -27,6 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import stat
+import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -174,7 +178,23 @@ CACHE_MARKER = ".jaxshuffle-cache"
 _MARKER_TEXT = ("This folder was made by jaxshuffle as a cache. `jaxshuffle cache clear` deletes the files in\n"
                 "it whose names jaxshuffle or JAX's compilation cache write, and nothing else.\n")
 
-_CACHE_FOLDERS = ("xla", "programs")
+#: The names written in each of jaxshuffle's cache folders, and only those are ever deleted there:
+#: ``programs/``: ``_programs.run``'s ``{name}-{key}.bin`` (key: 32 hex digits) and its temporary
+#: ``{name}-{key}.bin.{pid}.tmp``; ``xla/``: JAX's persistent compilation cache (jax 0.10,
+#: ``jax/_src/lru_cache.py``) ``{module}-{sha256 hex}-cache`` and, with a size limit, ``...-atime``
+#: (``{module}`` is ``mlir.sanitize_name``'s ``[\w.-]``). JAX's ``.lockfile`` (size limit set) and the
+#: marker are kept: another process may hold the lock.
+_OWN_NAMES = {
+    "xla": re.compile(r"[\w.-]+-[0-9a-f]{64}-(?:cache|atime)", re.ASCII),
+    "programs": re.compile(r"[\w.-]+-[0-9a-f]{32}\.bin(?:\.[0-9]+\.tmp)?", re.ASCII),
+}
+_KEPT = {CACHE_MARKER, ".lockfile"}
+
+# Deletes by name relative to an open folder (no path is looked up again, so a folder swapped for a
+# link meanwhile is never entered); the paths instead where the platform lacks *at calls (Windows).
+# os.remove takes dir_fd wherever os.unlink does (one function; supports_dir_fd lists unlink only).
+_AT_CALLS = (os.unlink in os.supports_dir_fd and os.stat in os.supports_dir_fd and os.scandir in os.supports_fd
+             and hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW"))
 
 
 def _make_cache_folder(folder: str) -> None:
@@ -202,14 +222,14 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
     jaxshuffle calls this on import. A compilation cache directory the user already set for JAX
     is left alone (and used). An unwritable folder means no cache, silently. Returns the folder
     in use, or ``None``. The ``xla`` and ``programs`` folders it creates get a :data:`CACHE_MARKER`
-    file; folders that were there before are used unmarked.
+    file; folders that were there before are used unmarked (:func:`clear_cache` keeps them).
     """
     path = path or cache_dir()
     if path is None:
         return None
     try:
         os.makedirs(path, exist_ok=True)
-        for sub in _CACHE_FOLDERS:
+        for sub in _OWN_NAMES:
             _make_cache_folder(os.path.join(path, sub))
     except OSError:  # read-only home: run without the cache
         return None
@@ -231,18 +251,10 @@ def program_dir() -> str | None:
     return None if _CACHE["root"] is None else os.path.join(_CACHE["root"], "programs")
 
 
-def _cache_folders() -> list[str]:
-    folders = [_xla_cache_dir(), program_dir()]
-    return [f for f in folders if f and os.path.isdir(f)]
-
-
-def _own_cache_folders() -> list[str]:
-    """The cache folders jaxshuffle made: ``<root>/xla`` (when JAX uses it) and ``<root>/programs``."""
-    root = _CACHE["root"]
-    if root is None:
-        return []
-    ours = {os.path.realpath(os.path.join(root, "xla")), os.path.realpath(os.path.join(root, "programs"))}
-    return [f for f in _cache_folders() if os.path.realpath(f) in ours and not os.path.islink(f)]
+def _cache_folders() -> list[tuple[str, re.Pattern[str]]]:
+    """The cache folders in use, each with the names of its entries."""
+    folders = [(_xla_cache_dir(), _OWN_NAMES["xla"]), (program_dir(), _OWN_NAMES["programs"])]
+    return [(f, names) for f, names in folders if f and os.path.isdir(f)]
 
 
 def foreign_compilation_cache() -> str | None:
@@ -261,41 +273,132 @@ def cache_info() -> dict:
 
     Returns:
       A dict: ``dir`` (jaxshuffle's cache root, None when the cache is off), ``xla_dir`` (JAX's compilation
-        cache folder, None when unset), ``files`` and ``bytes`` (what the cache folders hold).
+        cache folder, None when unset), ``files`` and ``bytes`` (the cache entries the folders hold: regular
+        files named as jaxshuffle and JAX name them; other files, links and subfolders are not counted).
     """
     files, size = 0, 0
-    for folder in _cache_folders():
-        for root, _, names in os.walk(folder):
-            for name in names:
-                files += 1
-                try:
-                    size += os.path.getsize(os.path.join(root, name))
-                except OSError:
-                    pass
+    for folder, names in _cache_folders():
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if names.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                    files += 1
+                    size += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                pass
     return {"dir": _CACHE["root"], "xla_dir": _xla_cache_dir() or None, "files": files,
             "bytes": size}
 
 
-def clear_cache() -> int:
-    """Delete the files of jaxshuffle's own caches (``<root>/xla`` and ``<root>/programs`` of
-    :func:`cache_dir`); returns how many were removed.
+class CacheClear(NamedTuple):
+    """What :func:`clear_cache_report` did: ``removed`` files, and one line ``"PATH: why"`` for each thing
+    in or of jaxshuffle's cache folders it ``left`` (foreign files, links, subfolders, unmarked folders,
+    files it could not remove)."""
 
-    A JAX compilation cache folder the user set elsewhere (:func:`foreign_compilation_cache`) is left
-    alone: it may hold other programs' entries. Symbolic links are removed as links, never followed.
+    removed: int
+    left: tuple[str, ...]
+
+
+def _clear_own_folder(folder: str, names: re.Pattern[str]) -> tuple[int, list[str]]:
+    """Delete the regular files named by ``names`` directly in ``folder`` when it holds :data:`CACHE_MARKER`;
+    returns how many it removed and a line for each thing it left (the contract: :func:`clear_cache`).
+    Never enters a subfolder or follows a link."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return 0, []
+    except OSError as exc:
+        return 0, [f"{folder}: not read ({exc.strerror or exc})"]
+    if stat.S_ISLNK(st.st_mode):
+        return 0, [f"{folder}: a link, not followed"]
+    if not stat.S_ISDIR(st.st_mode):
+        return 0, [f"{folder}: not a folder"]
+    fd = None
+    try:
+        if _AT_CALLS:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            marked = stat.S_ISREG(os.stat(CACHE_MARKER if fd is not None else os.path.join(folder, CACHE_MARKER),
+                                          dir_fd=fd, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            marked = False
+        entries = sorted(os.scandir(fd if fd is not None else folder), key=lambda e: e.name)
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        return 0, [f"{folder}: not read ({exc.strerror or exc})"]
+    try:
+        if not marked:
+            like = sum(1 for e in entries if names.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+            return 0, [f"{folder}: left alone, it has no {CACHE_MARKER} marker (jaxshuffle did not make this "
+                       f"folder, or jaxshuffle 0.2.0 or earlier did); {like} of its files have names jaxshuffle or "
+                       "JAX writes: delete them by hand if they are not yours"]
+        removed, left = 0, []
+        for e in entries:
+            path = os.path.join(folder, e.name)
+            if e.is_symlink():
+                left.append(f"{path}: a link, not followed")
+            elif e.is_dir(follow_symlinks=False):
+                left.append(f"{path}: a folder (jaxshuffle writes none here)")
+            elif e.name in _KEPT:
+                continue  # the marker, and JAX's lock file (another process may hold it)
+            elif not names.fullmatch(e.name):
+                left.append(f"{path}: not a name jaxshuffle or JAX writes here")
+            elif not e.is_file(follow_symlinks=False):
+                left.append(f"{path}: not a regular file")
+            else:
+                try:
+                    os.remove(e.name if fd is not None else path, dir_fd=fd)
+                    removed += 1
+                except OSError as exc:
+                    left.append(f"{path}: not removed ({exc.strerror or exc})")
+        return removed, left
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def clear_cache_report() -> CacheClear:
+    """:func:`clear_cache`, returning what it removed and a line for each thing it left."""
+    root = _CACHE["root"]
+    if root is None:
+        return CacheClear(0, ())
+    removed, left = 0, []
+    for sub, names in _OWN_NAMES.items():
+        n, kept = _clear_own_folder(os.path.join(root, sub), names)
+        removed += n
+        left += kept
+    return CacheClear(removed, tuple(left))
+
+
+def clear_cache() -> int:
+    """Delete the entries of jaxshuffle's own caches (``<root>/xla`` and ``<root>/programs`` of
+    :func:`cache_dir`); returns how many files were removed.
+
+    The package deletes only files it wrote. In a folder it made (it holds :data:`CACHE_MARKER`, which
+    the package writes when it creates the folder) it deletes the regular files directly inside whose
+    names it or JAX's compilation cache write there: ``{name}-{32 hex}.bin`` (and their ``.{pid}.tmp``)
+    in ``programs``, ``{module}-{64 hex}-cache`` / ``-atime`` in ``xla``. Any other file, every
+    subfolder and every symbolic link (never followed) is left, and so is a folder without the marker
+    (one that was there before jaxshuffle used it, or a cache of jaxshuffle 0.2.0 or earlier: its files'
+    names are no proof that jaxshuffle wrote them; delete such a folder by hand). A JAX compilation
+    cache folder the user set elsewhere (:func:`foreign_compilation_cache`) is left alone: it may hold
+    other programs' entries.
+
+    Whatever is left in or of these folders is named in one :class:`UserWarning`
+    (:func:`clear_cache_report` returns the lines instead).
 
     Returns:
-      The number of files removed (files that could not be removed are skipped, not counted).
+      The number of files removed (files that could not be removed are named in the warning, not counted).
     """
-    removed = 0
-    for folder in _own_cache_folders():
-        for root, _, names in os.walk(folder):  # followlinks=False: a linked folder is not entered
-            for name in names:
-                try:
-                    os.remove(os.path.join(root, name))
-                    removed += 1
-                except OSError:
-                    pass
-    return removed
+    report = clear_cache_report()
+    if report.left:
+        warnings.warn(f"cache clear left {len(report.left)} things in place:\n  " + "\n  ".join(report.left),
+                      stacklevel=2)
+    return report.removed
 
 
 def use_every_cpu_core() -> None:

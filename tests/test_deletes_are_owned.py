@@ -40,9 +40,10 @@ REVIEWED: dict[tuple[str, str, str], tuple[int, str]] = {
         (1, "its own temporary file .NAME.tmp-PID, in the finally of the write that created it"),
     ("jaxshuffle/_programs.py", "run", "os.replace"):
         (1, "its own temporary file onto <cache>/programs/NAME-KEY.bin, an entry of the package's program cache"),
-    ("jaxshuffle/_config.py", "clear_cache", "os.remove"):
-        (1, "`jaxshuffle cache clear`: files under <root>/xla and <root>/programs, the cache folders jaxshuffle "
-            "made (_own_cache_folders; a JAX cache the user set elsewhere is left alone; links are not followed)"),
+    ("jaxshuffle/_config.py", "_clear_own_folder", "os.remove"):
+        (1, "`jaxshuffle cache clear`: in <root>/xla or <root>/programs only when the folder holds the marker the "
+            "package writes on creating it, only regular files directly inside named as the package or JAX's "
+            "compilation cache write them there; links, subfolders and other names are left and named"),
 }
 
 _MODULE_CALLS = {"os": {"remove", "unlink", "rmdir", "removedirs", "replace", "rename", "renames"},
