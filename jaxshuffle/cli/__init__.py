@@ -20,6 +20,8 @@ differs (labelled NOT certified).
 User errors (unknown randomizer, invalid option or value) print one line
 ``jaxshuffle: error: <parameter>: <valid range>`` and exit with status 2; a parameter spelled
 differently as an option (``upper_from``) is named as the option given (``--upper-from``).
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop every command with one line on stderr, within a fraction
+of a second: the computations run in a worker thread while the main thread waits.
 
 JAX's persistent compilation cache is enabled (``$JAXSHUFFLE_CACHE`` or
 ``~/.cache/jaxshuffle/xla``) because each engine program takes seconds to compile.
@@ -61,6 +63,7 @@ from jaxshuffle.cli.tune import add_tune_parser
 from jaxshuffle.engine.two_count.search import Status
 from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.sweeps.grid import MAX_GRID_POINTS, eval_rule, parse_delta
+from jaxshuffle.sweeps.stops import run_interruptible
 
 
 class _Parser(argparse.ArgumentParser):
@@ -238,9 +241,9 @@ def _cmd_epsilon(args) -> int:
     names, cols = _cartesian(grid)
     opts = {k: cols[k] for k in names if k not in ("n", "delta")}
     params = entry.fn(**opts)
-    report = amplify(params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
-                     rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from,
-                     sample_rate=args.sample_rate)
+    report = run_interruptible(amplify, params, cols["n"], cols["delta"], lower_params=_lower_params(entry, opts),
+                               rtol=args.rtol, scaled_variant=args.scaled, upper_from=args.upper_from,
+                               sample_rate=args.sample_rate)
     sampled = args.sample_rate < 1.0
     rep = {k: np.asarray(v) for k, v in report._asdict().items()}
     p, beta, q = (np.broadcast_to(np.asarray(x), cols["n"].shape) for x in (params.p, params.beta, params.q))
@@ -323,14 +326,14 @@ def _cmd_calibrate(args) -> int:
     # parameter of calibrate_eps0 and calibrate_n, and none of them is an option name)
     opts: dict[str, Any] = {k: cols[k] for k in names if k not in fixed}
     if solve_eps0:
-        cal = calibrate_eps0(args.randomizer, cols["target"], cols["n"], cols["delta"], rtol=args.rtol,
-                             upper_from=args.upper_from, sample_rate=args.sample_rate, **opts)
+        cal = run_interruptible(calibrate_eps0, args.randomizer, cols["target"], cols["n"], cols["delta"],
+                                rtol=args.rtol, upper_from=args.upper_from, sample_rate=args.sample_rate, **opts)
         eps0 = np.asarray(cal.value)
         full = dict(opts, eps0=eps0)
         n = cols["n"]
     else:
-        cal = calibrate_n(args.randomizer, cols["target"], cols["delta"], upper_from=args.upper_from,
-                          sample_rate=args.sample_rate, **opts)
+        cal = run_interruptible(calibrate_n, args.randomizer, cols["target"], cols["delta"],
+                                upper_from=args.upper_from, sample_rate=args.sample_rate, **opts)
         full = opts
         n = np.asarray(cal.value)
     status = np.asarray(cal.status)
@@ -338,8 +341,9 @@ def _cmd_calibrate(args) -> int:
     rep: dict[str, np.ndarray] = {}  # the reports of the points calibrated (ok), in order
     if ok.any():
         sel = {k: v[ok] for k, v in full.items()}
-        report = amplify(entry.fn(**sel), n[ok], cols["delta"][ok], lower_params=_lower_params(entry, sel),
-                         upper_from=args.upper_from, sample_rate=args.sample_rate)
+        report = run_interruptible(amplify, entry.fn(**sel), n[ok], cols["delta"][ok],
+                                   lower_params=_lower_params(entry, sel), upper_from=args.upper_from,
+                                   sample_rate=args.sample_rate)
         rep = {k: np.asarray(v) for k, v in report._asdict().items()}
     rows, j = [], 0
     for i in range(cols["target"].size):
@@ -462,7 +466,8 @@ def _cmd_sandwich(args) -> int:
     reports = []
     try:
         for n in args.n:  # integers >= 1: grid_type("n") rounds and checks as a sweep does
-            reports.append(sandwich(matrix, args.x0, args.x1, int(n), args.delta, candidates=args.candidates))
+            reports.append(run_interruptible(sandwich, matrix, args.x0, args.x1, int(n), args.delta,
+                                             candidates=args.candidates))
     except OrderViolation as exc:
         print(f"jaxshuffle: ORDER VIOLATED (a certified bound is wrong; please report): {exc}", file=sys.stderr)
         return 1
@@ -486,17 +491,25 @@ def _cmd_compare(args) -> int:
             raise UsageError(f"{k}: compare takes one value per randomizer option")
     e0 = np.asarray(args.eps0)[:, None]
     n = np.asarray(args.n)[None, :]
-    table = compare(args.randomizer, e0, n, args.delta, upper_from=args.upper_from, sample_rate=args.sample_rate,
-                    **{k: v[0] for k, v in opts.items()})
+    options: dict[str, Any] = {k: v[0] for k, v in opts.items()}  # Any: as calibrate's (see there)
+    table = run_interruptible(compare, args.randomizer, e0, n, args.delta, upper_from=args.upper_from,
+                              sample_rate=args.sample_rate, **options)
     os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "compare.csv")
-    table.to_csv(csv_path)
     png_path = os.path.join(args.out, "compare.png")
+    written: list[str] = []  # files written so far (a stop's message names them)
     try:
-        table.figure(png_path)
-        figure = png_path
-    except ImportError as exc:
-        figure = f"(no figure: {exc})"
+        table.to_csv(csv_path)
+        written.append(csv_path)
+        try:
+            table.figure(png_path)
+            written.append(png_path)
+            figure = png_path
+        except ImportError as exc:
+            figure = f"(no figure: {exc})"
+    except KeyboardInterrupt as exc:
+        exc.written = written  # type: ignore[attr-defined]
+        raise
     if args.json:
         print(json.dumps(table.rows()))
         return 0
@@ -528,6 +541,10 @@ def _user_facing(msg: str, argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 user error, 128 + signal when stopped).
 
+    Ctrl-C (130) and SIGTERM (143) stop every command with one line on stderr (``sweep`` sets its own SIGTERM
+    handler, saving its finished chunks); the commands that compute (epsilon, calibrate, compose, tune, sandwich,
+    compare, sweep) run their long XLA calls in a worker thread while the main thread waits
+    (:func:`jaxshuffle.sweeps.stops.run_interruptible`), so the stop acts within a fraction of a second.
     Called without ``argv`` (the console script, ``python -m jaxshuffle.cli``), a stop that left a computation
     running in its worker thread (:func:`jaxshuffle.sweeps.stops.run_interruptible`) ends the process at once
     after the message, with the exit status: every file is written and closed by then, and waiting for the
@@ -545,15 +562,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_every_cpu_core()  # before JAX starts its backends; sweeps shard over every device
         parser = _build_parser(argv)
         args = parser.parse_args(argv)
-        if args.command in ("tune", "compose"):  # long computations: SIGTERM stops them as Ctrl-C does (143)
-            with sigterm_raises():
-                return args.func(args)
-        if args.command in ("sweep", "plot"):
-            return args.func(args)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate,
                     "randomizers": _cmd_randomizers,
                     "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
-        return commands[args.command](args)
+        command = getattr(args, "func", None) or commands[args.command]
+        if args.command == "sweep" and args.sweep_command is None:
+            return command(args)  # sets its own SIGTERM handler, around the sweep (after reaching a scheduler)
+        with sigterm_raises():  # every other command: SIGTERM stops it as Ctrl-C does (one line, 143)
+            return command(args)
     except (UsageError, ValueError) as exc:
         msg = _user_facing(re.sub(r" \(first bad index \([0-9, ]*\)\)", "", " ".join(str(exc).split())), argv)
         if getattr(exc, "resumable", False):  # a sweep's write failed (disk full ...): its chunks are kept
@@ -563,8 +579,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg += f": jaxshuffle {shlex.join(argv)}"
         print(f"jaxshuffle: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C (and SIGTERM in sweep, compose, tune): one line, 128 + signal
+    except KeyboardInterrupt as exc:  # Ctrl-C and SIGTERM: one line, 128 + signal
         return _interrupted(exc, argv, whole_process)
+
+
+#: The commands that print or write their output only once everything is computed: a stop's line says
+#: that nothing was saved (or which files were written before it) and that the same command must run again.
+KEEPS_NO_PARTIAL_RESULTS = ("epsilon", "calibrate", "compose", "tune", "sandwich", "compare")
 
 
 def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -> int:
@@ -579,7 +600,7 @@ def _interrupted(exc: KeyboardInterrupt, argv: list[str], whole_process: bool) -
     saved = getattr(exc, "saved", "")
     if saved:
         line += f": {saved}; rerun the same command to resume: jaxshuffle {shlex.join(argv)}"
-    elif argv and argv[0] in ("compose", "tune"):  # they write their output only once computed
+    elif argv and argv[0] in KEEPS_NO_PARTIAL_RESULTS:  # they write their output only once computed
         written = getattr(exc, "written", None)
         line += (f": wrote {', '.join(written)} before the stop, nothing else saved" if written else
                  ": nothing saved") + f" ({argv[0]} keeps no partial results; rerun the same command)"
