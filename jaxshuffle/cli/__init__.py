@@ -51,6 +51,7 @@ from jaxshuffle.cli._common import (
     add_sample_rate,
     assumptions,
     catalog_entry,
+    check_output_dir,
     entry_options,
     fmt,
     grid_type,
@@ -481,6 +482,10 @@ def _cmd_sandwich(args) -> int:
     return 0
 
 
+#: The files ``compare`` writes into ``--out``.
+COMPARE_FILES = ("compare.csv", "compare.png")
+
+
 def _cmd_compare(args) -> int:
     from jaxshuffle.comparison import compare
 
@@ -489,24 +494,26 @@ def _cmd_compare(args) -> int:
     for k, v in opts.items():
         if len(v) != 1:
             raise UsageError(f"{k}: compare takes one value per randomizer option")
+    check_output_dir("out", args.out, files=COMPARE_FILES)  # before computing, not after
     e0 = np.asarray(args.eps0)[:, None]
     n = np.asarray(args.n)[None, :]
     options: dict[str, Any] = {k: v[0] for k, v in opts.items()}  # Any: as calibrate's (see there)
     table = run_interruptible(compare, args.randomizer, e0, n, args.delta, upper_from=args.upper_from,
                               sample_rate=args.sample_rate, **options)
-    os.makedirs(args.out, exist_ok=True)
-    csv_path = os.path.join(args.out, "compare.csv")
-    png_path = os.path.join(args.out, "compare.png")
+    csv_path, png_path = (os.path.join(args.out, name) for name in COMPARE_FILES)
     written: list[str] = []  # files written so far (a stop's message names them)
     try:
-        table.to_csv(csv_path)
-        written.append(csv_path)
         try:
+            os.makedirs(args.out, exist_ok=True)
+            table.to_csv(csv_path)
+            written.append(csv_path)
             table.figure(png_path)
             written.append(png_path)
             figure = png_path
         except ImportError as exc:
             figure = f"(no figure: {exc})"
+        except OSError as exc:  # changed since the check (or a full disk): one line, no traceback
+            raise UsageError(f"out: cannot write {exc.filename or args.out}: {exc.strerror or exc}") from None
     except KeyboardInterrupt as exc:
         exc.written = written  # type: ignore[attr-defined]
         raise

@@ -140,7 +140,8 @@ def check_output_path(param: str, path: str, example: str = "compose.png", *, ma
     if target.is_dir():
         raise UsageError(f"{param}: {path} is a directory; give a file name such as {target / example}")
     if not parent.is_dir():
-        raise UsageError(f"{param}: the folder {parent} of {path} does not exist")
+        raise UsageError(f"{param}: the folder {parent} of {path} " +
+                         ("is a file" if parent.exists() else "does not exist"))
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UsageError(f"{param}: {path} is not writable")
     if not matplotlib:
@@ -151,6 +152,39 @@ def check_output_path(param: str, path: str, example: str = "compose.png", *, ma
         jplot.require_matplotlib()
     except ImportError as exc:
         raise UsageError(f"{param}: {exc}") from None
+
+
+def check_output_dir(param: str, path: str, files: tuple[str, ...] = ()) -> None:
+    """Refuse an output folder that cannot be made or written, before any computation (the folder's
+    counterpart of :func:`check_output_path`).
+
+    Args:
+      param: the option as the messages name it (``out``).
+      path: the output folder given; it may not exist yet (it is made, parents included, as ``os.makedirs``
+        does), then its nearest existing ancestor must be a writable folder.
+      files: the names written inside it: each one that exists must be a writable file.
+
+    Raises:
+      UsageError: ``path`` or an ancestor is a file, the folder that would hold it is not writable, or one of
+        ``files`` there is a folder or not writable.
+    """
+    target = Path(path)
+    existing = target
+    while not (existing.exists() or existing.is_symlink()) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == target else f" (in the way of {path})"
+        raise UsageError(f"{param}: {existing} is a file, not a folder{where}; give a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{param}: {path} is not writable" if existing == target else
+                         f"{param}: {path} cannot be made: the folder {existing} is not writable")
+    if existing != target:
+        return
+    for name in files:
+        f = target / name
+        if f.is_dir() or (f.exists() and not os.access(f, os.W_OK)):
+            why = "a folder where the file is written" if f.is_dir() else "not writable"
+            raise UsageError(f"{param}: {f} is {why}; give another folder")
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxshuffle.cli._common import check_output_path, sigterm_raises
+from jaxshuffle.cli._common import check_output_dir, check_output_path, sigterm_raises
 from jaxshuffle.sweeps.grid import (
     catalog_rows,
     default_grid,
@@ -19,7 +19,7 @@ from jaxshuffle.sweeps.grid import (
     parse_rounds,
     parse_sample_rate,
 )
-from jaxshuffle.sweeps.merge import merge
+from jaxshuffle.sweeps.merge import MERGE_OUTPUTS, merge
 from jaxshuffle.sweeps.run import SweepLocked, parse_shard, sweep
 from jaxshuffle.sweeps.store import load
 
@@ -183,6 +183,8 @@ def _cmd_sweep(args) -> int:
         if delta is None:
             raise ValueError("delta: required (e.g. --delta 1e-6 or --delta 0.01/n)")
     out = args.out or "jaxshuffle-sweep"
+    if args.plot and not args.no_plot and _shard_n(args.shard) == 1:  # drawn: checked before computing
+        check_output_path("plot", args.plot, example="sweep.png")
     client = _connect(args)
     with sigterm_raises(), (client if client is not None else contextlib.nullcontext()):
         try:
@@ -288,6 +290,13 @@ def _shard_n(shard) -> int:
 
 
 def _cmd_merge(args) -> int:
+    for inp in args.inputs:  # a sweep directory keeps its finished chunks in chunks/ (made when it started)
+        p = Path(inp)
+        if p.is_dir() and (p / "sweep.json").exists() and not (p / "chunks").is_dir() \
+                and not any(p.glob("shard-*-of-*.npz")):
+            raise ValueError(f"inputs: {inp} has no chunks/ folder (a sweep directory keeps its finished chunks "
+                             "there) and no shard file: give a whole sweep directory or its shard-i-of-N.npz files")
+    check_output_dir("out", args.out, files=tuple(sorted(MERGE_OUTPUTS)))  # before reading the inputs
     res = merge(args.inputs, args.out, allow_partial=args.allow_partial, quiet=args.quiet)
     print(f"{len(res)} points -> {Path(args.out) / 'results.csv'}")
     return 0
