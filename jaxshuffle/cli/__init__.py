@@ -55,12 +55,14 @@ from jaxshuffle.cli._common import (
     entry_options,
     fmt,
     grid_type,
+    int_type,
     num,
     sigterm_raises,
 )
 from jaxshuffle.cli.compose import add_compose_parser
 from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
 from jaxshuffle.cli.tune import add_tune_parser
+from jaxshuffle.engine.matrix.forms import MAX_INPUTS
 from jaxshuffle.engine.two_count.search import Status
 from jaxshuffle.randomizers.clone import CloneProof
 from jaxshuffle.sweeps.grid import MAX_GRID_POINTS, eval_rule, parse_delta
@@ -171,7 +173,8 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                                     "certified bound is on the wrong side.", **common)
     src = ps.add_mutually_exclusive_group(required=True)
     src.add_argument("--matrix", help="rows separated by ';', entries by ',' (row x = P[R(x) = .])")
-    src.add_argument("--grr", type=int, metavar="K", help="k-ary randomized response with --eps0")
+    src.add_argument("--grr", type=int_type("grr", 2, MAX_INPUTS, "the most inputs of a matrix"),
+                     metavar="K", help=f"k-ary randomized response with --eps0 (K in [2, {MAX_INPUTS}])")
     ps.add_argument("--eps0", type=float, help="eps0 of --grr")
     ps.add_argument("--x0", type=int, default=0, help="victim input under P (default 0)")
     ps.add_argument("--x1", type=int, default=1, help="victim input under Q (default 1)")

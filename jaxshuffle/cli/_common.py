@@ -48,6 +48,30 @@ def grid_type(name: str, *, integer: bool = False) -> Callable[[str], list[float
     return values
 
 
+def int_type(name: str, low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """The argparse ``type`` of the single-integer option ``--name``: an integer in ``[low, high]``, else a
+    one-line UsageError naming the option, the value given and the range (``why``, if given, says where
+    ``high`` comes from).
+
+    Read as ``--rounds`` is (:func:`jaxshuffle.sweeps.grid.parse_rounds`): as a float64 first and compared
+    there, so ``1e3`` is 1000 and ``1e30`` or ``99999999999999999999999`` is refused as out of range, with
+    nothing converted to an integer (or allocated) before the check. Raised as :class:`UsageError`, past
+    argparse, as :func:`grid_type` does.
+    """
+    def value(text: str) -> int:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not (low <= v <= high and v == math.floor(v)):
+            raise UsageError(f"--{name}: must be an integer in [{low}, {high}]{f' ({why})' if why else ''}, "
+                             f"got {text!r}")
+        return int(v)
+
+    value.__name__ = name
+    return value
+
+
 @overload
 def catalog_entry(name: str) -> Entry: ...
 @overload

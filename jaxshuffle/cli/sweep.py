@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxshuffle.cli._common import check_output_dir, check_output_path, sigterm_raises
+from jaxshuffle.cli._common import check_output_dir, check_output_path, int_type, sigterm_raises
 from jaxshuffle.sweeps.grid import (
     catalog_rows,
     default_grid,
@@ -22,6 +22,13 @@ from jaxshuffle.sweeps.grid import (
 from jaxshuffle.sweeps.merge import MERGE_OUTPUTS, merge
 from jaxshuffle.sweeps.run import SweepLocked, parse_shard, sweep
 from jaxshuffle.sweeps.store import load
+
+#: Largest ``--chunk-size``: a chunk is padded to its size (one compiled shape), so its arrays are allocated
+#: at that size whatever the grid; the automatic size is at most 4096 searches (``sweeps.schedule``).
+MAX_CHUNK_SIZE = 1 << 20
+#: Largest ``--dpi`` of ``plot``: there one 6.6 x 4.9 inch panel is 7920 x 5880 pixels (190 MB of RGBA), a
+#: figure several panels wide or high a multiple of that, and Agg refuses 2^16 pixels a side.
+MAX_DPI = 1200
 
 #: The name this module's callers (and tests) know the SIGTERM handler by; it lives in _common, shared
 #: with compose and tune.
@@ -135,7 +142,9 @@ def add_sweep_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
                    help="seconds to reach the scheduler before giving up (default 10)")
     p.add_argument("--devices", type=int, default=None, metavar="K", help="use the first K local devices (default all)")
-    p.add_argument("--chunk-size", type=int, default=None, metavar="C", help="searches per chunk (default: automatic)")
+    p.add_argument("--chunk-size", type=int_type("chunk-size", 1, MAX_CHUNK_SIZE, "a chunk is padded to its size"),
+                   default=None, metavar="C",
+                   help=f"searches per chunk, at most {MAX_CHUNK_SIZE} (default: automatic, at most 4096)")
     p.add_argument("--memory", type=float, default=None, metavar="BYTES", help="working memory per device for a chunk")
     p.add_argument("--plot", default=None, metavar="PNG", help="figure path (default OUT/sweep.png)")
     p.add_argument("--no-plot", action="store_true", help="do not draw the figure")
@@ -323,7 +332,8 @@ def add_plot_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
                    help="overlay the std of the k-ary RR frequency estimator (default: the panel's k on grr "
                         "panels, none elsewhere; an explicit K is drawn on grr panels with that k and on "
                         "general; 0: none)")
-    p.add_argument("--dpi", type=int, default=150)
+    p.add_argument("--dpi", type=int_type("dpi", 1, MAX_DPI), default=150,
+                   help=f"resolution in dots per inch, 1 to {MAX_DPI} (default 150)")
     p.set_defaults(func=_cmd_plot)
     return p
 

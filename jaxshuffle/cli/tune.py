@@ -21,8 +21,12 @@ import json
 import math
 from typing import Any
 
-from jaxshuffle.cli._common import add_sample_rate, num
+from jaxshuffle.cli._common import add_sample_rate, int_type, num
 from jaxshuffle.sweeps.stops import run_interruptible
+
+#: Largest ``--steps``: 500 times the default; each step is one optimiser update, and the history keeps one
+#: value per step.
+MAX_STEPS = 100_000
 
 #: which queries take --sample-rate (or sample_rate=) below 1
 SAMPLED_SCOPE = "k-ary RR queries (grr) only; a query's own sample_rate= overrides it"
@@ -59,7 +63,9 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     p.add_argument("--n", type=float, default=None, help="users per query (integer >= 2)")
     p.add_argument("--target", type=float, required=True, help="composed epsilon, > 0")
     p.add_argument("--delta", type=float, required=True, help="composed delta in (0, 1)")
-    p.add_argument("--steps", type=int, default=200, help="optimiser steps (default 200)")
+    p.add_argument("--steps", type=int_type("steps", 0, MAX_STEPS), default=200,
+                   help=f"optimiser steps, 0 to {MAX_STEPS} (default 200; 0: no optimiser step, the equal split "
+                        "scaled to the target)")
     add_sample_rate(p, SAMPLED_SCOPE)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_tune)
