@@ -413,11 +413,13 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from jaxshuffle._config import cache_info, clear_cache, foreign_compilation_cache
+    from jaxshuffle._config import cache_info, clear_cache_report, foreign_compilation_cache
 
     if args.action == "clear":
-        removed = clear_cache()
-        print(f"removed {removed} cached program files from {cache_info()['dir']}")
+        report = clear_cache_report()  # only files jaxshuffle or JAX wrote, in folders jaxshuffle made
+        print(f"removed {report.removed} cached program files from {cache_info()['dir']}")
+        for line in report.left:
+            print(f"kept {line}")
         foreign = foreign_compilation_cache()
         if foreign is not None:
             print(f"left JAX's compilation cache at {foreign} alone (set outside jaxshuffle; clear it yourself)")
