@@ -269,3 +269,31 @@ def test_merge_refuses_a_directory_holding_the_users_files(clean, tmp_path, caps
         with pytest.raises(ValueError, match=r"^out: .* holds files merge did not write \(results.csv"):
             sw.merge([clean], folder, quiet=True)
         assert _snapshot(folder) == before
+
+
+def test_the_default_figure_never_replaces_a_users_sweep_png(tmp_path, capsys):
+    """``sweep --overwrite`` into a folder of the user's writes its results beside their files; their own
+    ``sweep.png`` is left byte for byte (one stderr line says so), while a figure a sweep drew (PNG with the
+    sweep's mark) is redrawn, and an explicit ``--plot`` path is the user's choice."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "mine"
+    out.mkdir()
+    theirs = b"\x89PNG\r\n\x1a\n the user's own figure"
+    (out / "sweep.png").write_bytes(theirs)
+    argv = ["sweep", "--randomizer", "general", "--eps0", "0.5:4:12", "--n", "12", "--delta", "1e-3",
+            "--chunk-size", "8", "--devices", "1", "--quiet", "--out", str(out)]
+    assert cli.main(argv + ["--overwrite"]) == 0
+    assert (out / "sweep.png").read_bytes() == theirs
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no figure: {out / 'sweep.png'} exists and jaxshuffle did not write it" in err
+    (out / "sweep.png").unlink()  # the user moves theirs away: the sweep draws its own, then redraws it
+    assert cli.main(argv) == 0
+    drawn = (out / "sweep.png").read_bytes()
+    assert drawn.startswith(b"\x89PNG") and b"jaxshuffle sweep" in drawn[:4096]
+    (out / "sweep.png").write_bytes(drawn[:-10] + b"0123456789")  # still ours (the mark), content changed
+    assert cli.main(argv) == 0
+    assert (out / "sweep.png").read_bytes() == drawn
+    named = tmp_path / "named.png"
+    named.write_bytes(theirs)
+    assert cli.main(argv + ["--plot", str(named)]) == 0
+    assert named.read_bytes().startswith(b"\x89PNG") and named.read_bytes() != theirs

@@ -244,3 +244,16 @@ def sigterm_raises() -> Iterator[None]:
         sys.unraisablehook = old_hook
         signal.signal(signal.SIGALRM, old_alarm)
         signal.signal(signal.SIGTERM, old)
+
+
+def file_is_ours(path: Path, start: bytes, mark: bytes) -> bool:
+    """``path`` is a regular file (not a link) whose first bytes begin with ``start`` and hold ``mark``:
+    a file a command wrote, so one it may replace (a command replaces only its own files)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(start) and mark in head

@@ -30,6 +30,7 @@ from jaxshuffle.cli._common import (
     catalog_entry,
     check_output_path,
     entry_options,
+    file_is_ours,
     fmt,
     grid_type,
     num,
@@ -181,24 +182,12 @@ def run_compose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ours(path: Path, start: bytes, mark: bytes) -> bool:
-    """``path`` is a regular file (not a link) whose first bytes begin with ``start`` and hold ``mark``."""
-    if path.is_symlink() or not path.is_file():
-        return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return head.startswith(start) and mark in head
-
-
 def _refuse_foreign(table: Path, figure: Path) -> None:
     """UsageError where the CSV or the PNG beside it exists and ``--curve`` did not write it."""
     header = (",".join(CURVE_COLUMNS) + "\n").encode()
     for path, what, start, mark in ((table, "", header, b""),
                                     (figure, "the figure beside it, ", b"\x89PNG", CURVE_FIGURE_MARK.encode())):
-        if (path.exists() or path.is_symlink()) and not _ours(path, start, mark):
+        if (path.exists() or path.is_symlink()) and not file_is_ours(path, start, mark):
             raise UsageError(f"curve: {what}{path} exists and jaxshuffle did not write it; give another file name "
                              "(only files that --curve wrote are replaced)")
 

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jaxshuffle.cli._common import check_output_dir, check_output_path, int_type, sigterm_raises
+from jaxshuffle.cli._common import check_output_dir, check_output_path, file_is_ours, int_type, sigterm_raises
 from jaxshuffle.sweeps.grid import (
     catalog_rows,
     default_grid,
@@ -267,15 +267,39 @@ def _scheduler_file_address(path: Path, flag: str) -> str:
     return info["address"]
 
 
+#: the PNG metadata (Software) of the figure a sweep draws: the default OUT/sweep.png is replaced only
+#: where it holds this (a sweep wrote it), never a user's file of that name
+SWEEP_FIGURE_MARK = "jaxshuffle sweep"
+
+
+def _draw_summary(res, png: Path, explicit: bool) -> bool:
+    """Draw the sweep's figure to ``png`` (atomically, marked); False where the default path holds a
+    file no sweep wrote (left as it is). ``explicit``: the user named the path (``--plot``)."""
+    import io
+
+    from jaxshuffle import plot as jplot
+    from jaxshuffle.sweeps.files import atomic_write
+
+    if not explicit and (png.exists() or png.is_symlink()) and not file_is_ours(png, b"\x89PNG",
+                                                                                 SWEEP_FIGURE_MARK.encode()):
+        return False
+    fig = jplot.summary_figure(res)
+    data = io.BytesIO()
+    fig.savefig(data, format="png", dpi=150, metadata={"Software": SWEEP_FIGURE_MARK})
+    atomic_write(png, data.getvalue())
+    return True
+
+
 def _finish_sweep(args, res, out) -> int:
     msg = f"{len(res)} points -> {Path(out) / 'results.csv'}"
     if res.complete and not args.no_plot and _shard_n(args.shard) == 1:
         png = Path(args.plot) if args.plot else Path(out) / "sweep.png"
         try:
-            from jaxshuffle import plot as jplot
-
-            jplot.summary_figure(res, png)
-            msg += f", {png}"
+            if _draw_summary(res, png, explicit=bool(args.plot)):
+                msg += f", {png}"
+            else:
+                print(f"[sweep] no figure: {png} exists and jaxshuffle did not write it (left as it is; "
+                      "name another file with --plot)", file=sys.stderr)
         except ImportError as exc:
             if args.plot:
                 raise ValueError(f"plot: {exc}") from None
