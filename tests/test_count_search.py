@@ -122,3 +122,28 @@ def test_the_t_round_tiers_are_ordered_loosest_first(eps0, k, n, rounds):
     # the same worst-case PLD as the rule; basic and advanced from a one-round bound never below the rule's
     assert middle >= min(float(full.pld[0, 0]), float(full.basic[0, 0]), float(full.advanced[0, 0]))
     assert middle <= float(full.pld[0, 0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps0, k, n, rounds", [(1.0, 10, 3000, 10), (1.0, 10, 3000, 1), (6.0, 3, 50, 3),
+                                                (0.5, 50, 2, 2), (2.0, 4, 400, 200)])
+def test_composed_upper_is_the_rule_whether_or_not_it_composes_the_one_round_bound(monkeypatch, eps0, k, n, rounds):
+    """composed_upper (below unset) leaves basic and advanced composition uncomputed where a certified
+    lower bound on them (krr_epsilon_floor's one-round lower bound, composed) exceeds the PLDs' value; its
+    value is composed_epsilon's upper exactly either way, and where it skips them they are indeed above."""
+    from jaxshuffle.accountant import composed_epsilon
+    from jaxshuffle.accountant import rounds as rounds_mod
+
+    calls = []
+    real = rounds_mod._with_compositions
+    monkeypatch.setattr(rounds_mod, "_with_compositions", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    value = rounds_mod.composed_upper(R.grr(eps0, k), n, rounds, 1e-6, blanket_points=16)
+    skipped = not calls
+    full = composed_epsilon(R.grr(eps0, k), n, rounds, 1e-6, blanket_points=16)
+    assert value == float(full.upper[0, 0])
+    if skipped:
+        assert min(float(full.basic[0, 0]), float(full.advanced[0, 0])) > value
+        floor = rounds_mod.krr_epsilon_floor(R.grr(eps0, k), n, np.array([1e-6 / rounds]))
+        assert 0 < float(floor[0]) <= float(full.basic[0, 0]) / rounds  # a lower bound on the one-round bound
+    if (eps0, k, n, rounds) == (1.0, 10, 3000, 10):
+        assert skipped  # the typical case: the PLDs win by far

@@ -20,7 +20,7 @@ import numpy as np
 from jaxshuffle import _programs
 from jaxshuffle.accountant.amplify import amplification_jobs, amplify
 from jaxshuffle.accountant.mechanism import expects_blanket
-from jaxshuffle.accountant.rounds import composed_upper, two_count_rules_upper
+from jaxshuffle.accountant.rounds import composed_upper, krr_epsilon_floor, two_count_rules_upper
 from jaxshuffle.engine.blanket import plan_cells
 from jaxshuffle.engine.two_count.plan import R_FLOOR, TRUNC_FRACTION, plan_windows
 from jaxshuffle.pld.blanket import default_blanket_points
@@ -190,21 +190,13 @@ def krr_floor(lanes: NLanes, rtol: float):
     round is a post-processing of all of them). So a value above the target at the search's limit
     proves that no count up to the limit meets it, under any certified rule: :func:`search_n`
     refuses there without the rule's probe (minutes at the limit where the blanket pair runs)."""
-    from jaxshuffle.engine.two_count.search import epsilon
-    from jaxshuffle.randomizers import grr_lower
-
-    mech = lanes.params.krr()
-    if mech is None:
+    if lanes.params.krr() is None:
         return None
 
     def at(x, active):  # every lane (one batched search: at the limit all share one window)
-        x = np.asarray(x, np.float64)
-        try:
-            lp = grr_lower(mech.eps0, mech.k)
-        except ValueError:  # no Theorem 5.1 parameters (a k the catalog's k-RR does not take): no claim
-            return np.zeros(np.shape(x))
-        n_engine = np.asarray(lp.n_blanket(x), np.float64) + 1.0  # as amplify searches a lower pair
-        return np.asarray(epsilon(lp.pair(), n_engine, lanes.delta, rtol=rtol).lower, np.float64)
+        floor = krr_epsilon_floor(lanes.params, np.asarray(x, np.float64), lanes.delta, rtol)
+        assert floor is not None  # k-ary RR, checked above
+        return floor
 
     return at
 

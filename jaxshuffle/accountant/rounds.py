@@ -194,17 +194,74 @@ def composed_upper(randomizer, n, rounds: int, delta: float, *, discretization: 
     certified upper bound that is ``>= composed_epsilon(...).upper``, and is that value exactly
     whenever it is ``> below``: a calibration asking "is the rule's epsilon ``<= below``?" gets
     the rule's answer. Upper side.
+
+    Without ``below`` (clients not sampled) the PLDs come first, and basic and advanced composition
+    (for k-ary RR a one-round blanket engine search) are computed only where a certified lower bound
+    on them (:func:`krr_epsilon_floor`'s at ``delta/T`` and ``delta/(2T)``, composed) does not exceed
+    the PLDs' value by :data:`COMPOSITION_FLOOR_MARGIN`: the value is the rule's exactly either way
+    (docs/math.md 13; ``tests/test_count_search.py``).
     """
     rounds_a, delta_a = _check_rounds_delta(rounds, delta)
     check((rounds_a.size == 1) & (delta_a.size == 1), "rounds, delta", "must be scalars here")
     blanket_points = checked_blanket_points(blanket_points)
     g = _checked_rate(randomizer, sample_rate)
+    if below is None and g == 1.0:
+        # the PLDs first: basic and advanced composition (a one-round blanket engine search for k-RR)
+        # are computed only where a certified lower bound on them does not already exceed both PLDs'
+        # value (then the rule's value is that of the PLDs, exactly)
+        pld = _worst_case_pld(randomizer, n, rounds_a, delta_a, discretization)
+        blanket = _blanket_bound(randomizer, n, rounds_a, delta_a, pld.discretization, blanket_points, g)
+        value = float(np.fmin(pld.upper[0, 0], blanket[0, 0]))  # inf where neither is finite
+        if _compositions_above(randomizer, n, int(rounds_a[0]), float(delta_a[0]), value):
+            return value
+        parts = _with_compositions(pld, randomizer, n, rounds_a, delta_a, g)
+        return float(_smallest(parts, blanket, rounds_a, delta_a).upper[0, 0])
     parts = _two_count_bounds(randomizer, n, rounds_a, delta_a, discretization, g)
     cheap = float(np.min(np.stack([parts.basic, parts.advanced, parts.pld])))
     if below is not None and cheap <= below:
         return cheap
     blanket = _blanket_bound(randomizer, n, rounds_a, delta_a, parts.discretization, blanket_points, g)
     return float(_smallest(parts, blanket, rounds_a, delta_a).upper[0, 0])
+
+
+#: relative margin by which a lower bound on basic and advanced composition must exceed the PLDs' value
+#: before they are left uncomputed (their float evaluation is monotone in the one-round epsilon up to a
+#: few roundings)
+COMPOSITION_FLOOR_MARGIN = 1e-9
+
+
+def krr_epsilon_floor(randomizer, n, delta, rtol: float = 1e-6) -> np.ndarray | None:
+    """A certified *lower* bound on the epsilon of one round of ``n`` users' shuffled k-ary RR at each
+    ``delta`` (numpy): the lower end of the certified bracket of the Theorem 5.1 pair of
+    :func:`~jaxshuffle.randomizers.grr_lower` (one two-count search); 0 (no claim) where those
+    parameters are not defined; None where ``randomizer`` is not k-ary RR. Lower side."""
+    from jaxshuffle.engine.two_count.search import epsilon
+    from jaxshuffle.randomizers import grr_lower
+
+    mech = randomizer.krr()
+    if mech is None:
+        return None
+    delta = np.asarray(delta, np.float64)
+    try:
+        lp = grr_lower(mech.eps0, mech.k)
+    except ValueError:  # no Theorem 5.1 parameters (a k the catalog's k-RR does not take): no claim
+        return np.zeros(np.broadcast_shapes(np.shape(n), delta.shape))
+    n_engine = np.asarray(lp.n_blanket(np.asarray(n, np.float64)), np.float64) + 1.0  # as amplify searches a lower pair
+    return np.asarray(epsilon(lp.pair(), n_engine, delta, rtol=rtol).lower, np.float64)
+
+
+def _compositions_above(randomizer, n, rounds: int, delta: float, value: float) -> bool:
+    """Whether basic and advanced composition of any certified one-round bound are certainly above
+    ``value``: their one-round epsilons (at ``delta/T`` and ``delta/(2T)``) are at least the mechanism's
+    own, which :func:`krr_epsilon_floor` bounds from below, and both compositions increase with it
+    (k-ary RR only; False elsewhere, and wherever ``value`` is not finite)."""
+    if not np.isfinite(value) or float(np.asarray(randomizer.n_blanket(n))) < 1:
+        return False
+    floor = krr_epsilon_floor(randomizer, n, np.array([delta / rounds, delta / (2.0 * rounds)]))
+    if floor is None:
+        return False
+    least = min(float(basic_composition(floor[0], rounds)), float(advanced_composition(floor[1], rounds, delta)))
+    return least > value * (1.0 + COMPOSITION_FLOOR_MARGIN)
 
 
 def two_count_rules_upper(randomizer, n, rounds: int, delta: float, *, discretization: float | None = None) -> float:
@@ -234,33 +291,60 @@ class _TwoCountBounds(NamedTuple):
     clone_proof: str
 
 
+class _WorstCasePLD(NamedTuple):
+    """The worst-case pair's PLD composition, each of shape ``(R, D)`` (clients not sampled)."""
+
+    upper: np.ndarray
+    lower: np.ndarray
+    discretization: float
+
+
+def _worst_case_pld(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization) -> _WorstCasePLD:
+    """The worst-case pair's PLD composed over each ``T`` (``inf`` where the pair has infinite losses:
+    multi-message protocols, ``p = inf``)."""
+    from jaxshuffle.pld.two_count import has_finite_losses, shuffled_round
+
+    pair, _ = certified_worst_case_pair(randomizer)
+    shape = (rounds.size, delta.size)
+    if has_finite_losses(pair):
+        r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
+        comp = _over_rounds(r, rounds, delta)
+        return _WorstCasePLD(np.asarray(comp.upper), np.asarray(comp.lower),
+                             float(r.upper_forward.discretization))
+    # p = inf (multi-message protocols): no PLD (infinite losses), basic and advanced composition remain
+    return _WorstCasePLD(np.full(shape, np.inf), np.full(shape, np.nan),
+                         np.nan if discretization is None else float(discretization))
+
+
 def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization,
                       sample_rate: float = 1.0, one_round_from: str = "best") -> _TwoCountBounds:
     """The worst-case pair's PLD composition and basic and advanced composition of the certified
     one-round bound (amplify's upper under ``one_round_from``). With clients sampled
     (``sample_rate < 1``, k-RR) the worst-case pair does not hold: ``pld`` is ``inf`` (``lower``
     NaN) and the one-round bound is the sampled round's."""
-    from jaxshuffle.accountant.amplify import amplify
-    from jaxshuffle.pld.two_count import has_finite_losses, shuffled_round
+    if sample_rate < 1.0:
+        grid = round_grid(randomizer, n, int(rounds.max()), discretization)
+        shape = (rounds.size, delta.size)
+        pld = _WorstCasePLD(np.full(shape, np.inf), np.full(shape, np.nan), float(grid))
+    else:
+        pld = _worst_case_pld(randomizer, n, rounds, delta, discretization)
+    return _with_compositions(pld, randomizer, n, rounds, delta, sample_rate, one_round_from)
 
-    pair, proof = certified_worst_case_pair(randomizer)
+
+def _with_compositions(pld: _WorstCasePLD, randomizer, n, rounds: np.ndarray, delta: np.ndarray,
+                       sample_rate: float = 1.0, one_round_from: str = "best") -> _TwoCountBounds:
+    """``pld`` with basic and advanced composition of the certified one-round bound (at ``delta/T`` and
+    ``delta/(2T)``: amplify's upper under ``one_round_from``, or the sampled round's)."""
+    from jaxshuffle.accountant.amplify import amplify
+
+    _, proof = certified_worst_case_pair(randomizer)
     T, d = np.broadcast_arrays(rounds[:, None].astype(np.float64), delta[None, :])
     targets = np.concatenate([(d / T).ravel(), (d / (2 * T)).ravel()])
     if sample_rate < 1.0:
         from jaxshuffle.accountant.subsampling import subsampled_epsilon
 
-        discretization = round_grid(randomizer, n, int(rounds.max()), discretization)
-        pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         one = np.asarray(subsampled_epsilon(randomizer, n, targets, sample_rate=sample_rate).upper)
     else:
-        if has_finite_losses(pair):
-            r = shuffled_round(randomizer, n, discretization=discretization, rounds=int(rounds.max()))
-            discretization = r.upper_forward.discretization
-            comp = _over_rounds(r, rounds, delta)
-            pld, lower = np.asarray(comp.upper), np.asarray(comp.lower)
-        else:  # p = inf (multi-message protocols): no PLD (infinite losses), basic and advanced composition remain
-            discretization = np.nan if discretization is None else discretization
-            pld, lower = np.full(T.shape, np.inf), np.full(T.shape, np.nan)
         # the round's certified upper alone: no paper value, no exact-dataset lanes beside the blanket's
         one = np.asarray(amplify(randomizer, n, targets, with_paper=False, with_lower=False,
                                  upper_from=one_round_from).upper)
@@ -268,7 +352,7 @@ def _two_count_bounds(randomizer, n, rounds: np.ndarray, delta: np.ndarray, disc
     basic = basic_composition(e_basic, T)
     advanced = np.minimum(advanced_composition(e_adv, T, d), basic)
     proof = CloneProof.NONE if sample_rate < 1.0 else CloneProof(int(np.asarray(proof)))
-    return _TwoCountBounds(pld, lower, basic, advanced, float(discretization), proof.name.lower())
+    return _TwoCountBounds(pld.upper, pld.lower, basic, advanced, pld.discretization, proof.name.lower())
 
 
 def _blanket_bound(randomizer, n, rounds: np.ndarray, delta: np.ndarray, discretization: float,
