@@ -34,7 +34,7 @@ CASES = {
 
 def shown(case: int) -> str:
     """The case's call as a user writes it (o = 0)."""
-    return CASES[case].replace(" + o", "").replace(" * (1 + o / 1000)", "")
+    return CASES[case].replace(" * (1 + o / 1000)", "").replace(" + o", "")
 
 
 def child(case: int) -> None:
