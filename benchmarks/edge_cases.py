@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -87,9 +88,10 @@ def main() -> None:
     if args.child is not None:
         child(args.child)
         return
-    lines = [f"k-RR edge cases, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start, "
+    lines = [f"# python3 benchmarks/edge_cases.py --cases {args.cases}",
+             f"k-RR edge cases, {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at start, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; each case: a fresh process, empty cache"]
-    print(lines[0], flush=True)
+    print("\n".join(lines), flush=True)
     for case in (int(c) for c in args.cases.split(",")):
         with tempfile.TemporaryDirectory(prefix="jaxshuffle-bench-") as cache:
             env = dict(os.environ, JAXSHUFFLE_CACHE=cache, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
