@@ -46,19 +46,24 @@ def _run(capsys, argv):
 # ------------------------------------------------------------------------------ disk full
 
 
-@pytest.mark.parametrize("victim", ["c000001.sha256", "c000001.npz", "results.npz"])
-def test_disk_full_is_one_line_keeps_every_finished_chunk_and_resumes(clean, tmp_path, monkeypatch, capsys, victim):
-    out = tmp_path / "full"
+def _disk_full_at(monkeypatch, victim: str) -> None:
+    """The disk fills while the package writes ``victim``: half of it lands, then ENOSPC."""
     real = files._write_synced
 
     def write(tmp, data):
         if tmp.name.startswith(f".{victim}.tmp-"):
-            with open(tmp, "wb") as f:  # half of it lands, then the disk is full
+            with open(tmp, "wb") as f:
                 f.write(data[: len(data) // 2])
             raise OSError(errno.ENOSPC)
         return real(tmp, data)
 
     monkeypatch.setattr(files, "_write_synced", write)
+
+
+@pytest.mark.parametrize("victim", ["c000001.sha256", "c000001.npz", "results.npz"])
+def test_disk_full_is_one_line_keeps_every_finished_chunk_and_resumes(clean, tmp_path, monkeypatch, capsys, victim):
+    out = tmp_path / "full"
+    _disk_full_at(monkeypatch, victim)
     argv = ARGV + ["--out", str(out)]
     code, stdout, err = _run(capsys, argv)
     assert code == 2 and stdout == ""
@@ -101,16 +106,7 @@ def test_merge_disk_full_is_one_line_naming_the_file_and_leaves_the_inputs_alone
     unchanged (bytes and times), no temporary file left; merging again once there is space works."""
     out = tmp_path / "merged"
     before = _snapshot(clean)
-    real = files._write_synced
-
-    def write(tmp, data):
-        if tmp.name.startswith(f".{victim}.tmp-"):
-            with open(tmp, "wb") as f:  # half of it lands, then the disk is full
-                f.write(data[: len(data) // 2])
-            raise OSError(errno.ENOSPC)
-        return real(tmp, data)
-
-    monkeypatch.setattr(files, "_write_synced", write)
+    _disk_full_at(monkeypatch, victim)
     argv = ["sweep", "merge", str(clean), "--out", str(out), "--quiet"]
     code, stdout, err = _run(capsys, argv)
     assert code == 2 and stdout == ""
