@@ -41,6 +41,11 @@ kernel's included; such calls do not count against :data:`QUICK_CALLS`. The rule
 name, static key and argument shapes (never timing), and the block is per thread. The allowance holds for
 a program inside the first block that runs it only: a later block (the user's next ``calibrate_n``) runs
 the optimised program, so repeated calls are as fast as the optimised program, as outside a block.
+
+**Re-certification runs the optimised programs.** Inside :func:`optimised_programs` every call runs the
+optimised program, whatever a block or the first-call rule would allow: a calibration re-certifies its
+answer there, so the value it reports is the one any later call of the same question returns, bit for
+bit. Once a program's optimised version is compiled in a process, its quick version never runs again.
 """
 
 from __future__ import annotations
@@ -129,6 +134,17 @@ def quick_while(rule: Callable[[str, object, list], bool]) -> Iterator[None]:
         rules.pop()
 
 
+@contextlib.contextmanager
+def optimised_programs() -> Iterator[None]:
+    """Inside the block, this thread's :func:`run` calls run the optimised program (module docstring)."""
+    previous = getattr(_SCOPES, "optimised", False)
+    _SCOPES.optimised = True
+    try:
+        yield
+    finally:
+        _SCOPES.optimised = previous
+
+
 def _scoped_quick(name: str, static, arrays: list, key: str | None = None) -> bool:
     """Whether the innermost open block's rule accepts the call and, for a program ``key``, no earlier
     block's allowance ran that program (it then belongs to this block)."""
@@ -176,9 +192,10 @@ def run(name: str, fn: Callable, static, arrays: list, *, quick: bool = False):
                 except OSError:
                     pass
         _LOADED[key] = exported
-    on_cpu = jax.default_backend() == "cpu"
-    scoped = on_cpu and _scoped_quick(name, static, arrays, key)
-    quick = scoped or (bool(quick) and on_cpu and _QUICK_SERVED.get(key, 0) < QUICK_CALLS)
+    # quick only on a CPU, never once the optimised program exists, never inside optimised_programs()
+    may = jax.default_backend() == "cpu" and (key, False) not in _CALLERS and not getattr(_SCOPES, "optimised", False)
+    scoped = may and _scoped_quick(name, static, arrays, key)
+    quick = scoped or (bool(quick) and may and _QUICK_SERVED.get(key, 0) < QUICK_CALLS)
     if quick and not scoped:
         _QUICK_SERVED[key] = _QUICK_SERVED.get(key, 0) + 1
     caller = _CALLERS.get((key, quick))

@@ -20,6 +20,7 @@ from test_randomizers import rows_binary_rr, rows_grr, rows_local_hash
 
 from jaxshuffle import exact
 from jaxshuffle import randomizers as R
+from jaxshuffle._programs import optimised_programs
 from jaxshuffle.accountant import (
     JOB_ROLES,
     AmplificationReport,
@@ -262,19 +263,22 @@ def test_amplify_is_jobs_then_combine():
     e, k = np.array([0.5, 1.0, 3.0]), np.array([2.0, 3.0, 3.0])
     params, lp = R.grr(e, k), R.grr_lower(e, k)
     n, delta = 12, np.array([0.2, 0.01, 1e-3])
-    # the two-count rules only: the k-RR blanket pair is folded in after combine (with_mechanism_bounds)
-    rep = amplify(params, n, delta, lower_params=lp, scaled_variant=True, upper_from="worst-case")
-    info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=True)
-    roles = [j.role for j in jobs]
-    assert roles == ["worst_case", "scaled", "paper", "lower", "lower_x0"] and set(roles) <= set(JOB_ROLES)
-    assert np.asarray(jobs[1].needed).tolist() == [False, True, True]  # binary RR (w = 0): no scaled pair
-    stacked = TwoCountPair(*(np.stack([np.broadcast_to(np.asarray(getattr(j.pair, f)), (3,)) for j in jobs])
-                             for f in ("u", "v", "w", "r0", "r1")))
-    res = epsilon(stacked, np.broadcast_to(np.asarray(info.n_engine), (5, 3)), np.stack([j.delta for j in jobs]))
-    needed = np.stack([np.broadcast_to(np.asarray(j.needed), (3,)) for j in jobs])
-    lower = np.where(needed, np.asarray(res.lower), 0.0)
-    upper = np.where(needed, np.asarray(res.upper), np.inf)
-    status = np.where(needed, np.asarray(res.status), Status.INVALID).astype(np.int8)
+    # the two-count rules only: the k-RR blanket pair is folded in after combine (with_mechanism_bounds).
+    # Both halves by the optimised programs: a process's first small call may run the quickly compiled
+    # one, a few ulps apart (jaxshuffle._programs), and this compares the two paths bit for bit.
+    with optimised_programs():
+        rep = amplify(params, n, delta, lower_params=lp, scaled_variant=True, upper_from="worst-case")
+        info, jobs = amplification_jobs(params, n, delta, lp, scaled_variant=True)
+        roles = [j.role for j in jobs]
+        assert roles == ["worst_case", "scaled", "paper", "lower", "lower_x0"] and set(roles) <= set(JOB_ROLES)
+        assert np.asarray(jobs[1].needed).tolist() == [False, True, True]  # binary RR (w = 0): no scaled pair
+        stacked = TwoCountPair(*(np.stack([np.broadcast_to(np.asarray(getattr(j.pair, f)), (3,)) for j in jobs])
+                                 for f in ("u", "v", "w", "r0", "r1")))
+        res = epsilon(stacked, np.broadcast_to(np.asarray(info.n_engine), (5, 3)), np.stack([j.delta for j in jobs]))
+        needed = np.stack([np.broadcast_to(np.asarray(j.needed), (3,)) for j in jobs])
+        lower = np.where(needed, np.asarray(res.lower), 0.0)
+        upper = np.where(needed, np.asarray(res.upper), np.inf)
+        status = np.where(needed, np.asarray(res.status), Status.INVALID).astype(np.int8)
     got = combine_amplification(info, roles, lower, upper, status, xp=np)
     for key, want in rep._asdict().items():
         np.testing.assert_array_equal(np.asarray(getattr(got, key)), np.asarray(want), err_msg=key)

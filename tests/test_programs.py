@@ -270,3 +270,35 @@ def test_one_to_four_points_of_a_small_window_share_one_program():
         plan = Plan(window, 512, 2, True, True)
         assert {padded_lanes(plan, p) for p in (1, 2, 3, 4)} == {max(4, 16384 // window)}
     assert padded_lanes(Plan(131072, 512, 2, True, True), 1) == 1
+
+
+def test_optimised_programs_overrides_every_quick_allowance_and_quick_never_follows_optimised(monkeypatch):
+    """Inside optimised_programs() a call runs the optimised program, even a process's first call and
+    even where a quick_while block's rule accepts it (a calibration's re-certification: the value it
+    reports is what later calls return, bit for bit); once a program's optimised version exists, no
+    later call runs its quick one, inside a block or not."""
+    import jax
+
+    from jaxshuffle import _programs
+    if jax.default_backend() != "cpu":
+        pytest.skip("the quick program exists on a CPU only")
+    monkeypatch.setattr(_programs, "_QUICK_SERVED", {})
+    monkeypatch.setattr(_programs, "_CALLERS", {})
+    monkeypatch.setattr(_programs, "_QUICK_BLOCK", {})
+    pair = js.stronger_clone_pair(1.0)
+    with _programs.quick_while(lambda *a: True), _programs.optimised_programs():
+        first = js.epsilon(pair, 1e4, 1e-6)
+    assert sorted(q for _, q in _programs._CALLERS) == [False]  # the first call, optimised
+    with _programs.quick_while(lambda *a: True):
+        again = js.epsilon(pair, 1e4, 1e-6)
+    later = js.epsilon(pair, 1e4, 1e-6)
+    assert sorted(q for _, q in _programs._CALLERS) == [False]  # never the quick one after it
+    np.testing.assert_array_equal(np.asarray(first.upper), np.asarray(again.upper))
+    np.testing.assert_array_equal(np.asarray(first.upper), np.asarray(later.upper))
+    other = js.stronger_clone_pair(2.0)  # the same program: shapes and plan
+    with _programs.quick_while(lambda *a: True):
+        js.epsilon(other, 1e4, 1e-6)
+    assert sorted(q for _, q in _programs._CALLERS) == [False]
+    # outside the block the flag is off again: a new program's first call is quick as before
+    js.epsilon(js.stronger_clone_pair(1.0), 1e8, 1e-6)
+    assert sorted(q for _, q in _programs._CALLERS) == [False, True]

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxshuffle import _programs
 from jaxshuffle._bisect import BracketSettings, bracket_monotone
 from jaxshuffle._config import broadcast_shapes_or_raise, check, f64
 from jaxshuffle.accountant.amplify import amplify, check_upper_from
@@ -262,15 +263,15 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
         # the first expansion's guess, which keeps the blanket search inside its first plan
         lo, hi, up_lo, capped, done, more = search(upper_at, x0, max_probes - probes, np.maximum(1.0, 0.5 * x0))
         probes += more
-        # the answer re-certified from scratch: by amplify itself (its own blanket plan), or by the T-round
-        # rule's full value (a probe may have stopped at the cheaper bounds)
-        # (a sampled round's probes are amplify's own batch, or a shared plan's: amplify re-certifies it too)
-        recertify = amplified_upper if blanket or (rounds == 1 and g < 1.0) else \
-            (lambda x: upper_at(x, None)) if rounds > 1 else None
-        if recertify is not None:
-            lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
-            probes += more
-            done = done & ~(hi - lo > rtol * hi)
+    # the answer re-certified from scratch, by the optimised programs (the probes may have run quickly
+    # compiled ones, a few ulps apart): by amplify itself (its own blanket plan), or by the T-round rule's
+    # full value (a probe may have stopped at the cheaper bounds); so the reported upper is what any later
+    # call of amplify or composed_epsilon at that eps0 returns
+    recertify = (lambda x: upper_at(x, None)) if rounds > 1 else amplified_upper
+    with _programs.optimised_programs():
+        lo, hi, up_lo, capped, more = _recertify(recertify, lo, hi, up_lo, capped, target_np, rtol)
+    probes += more
+    done = done & ~(hi - lo > rtol * hi)
     status = np.where(capped, CalibrationStatus.CAPPED,
                       np.where(done, CalibrationStatus.CONVERGED, CalibrationStatus.MAX_ITER)).astype(np.int8)
     _, proof = certified_clone(family(jnp.asarray(np.where(lo > 0, lo, 1.0))))

@@ -121,10 +121,11 @@ def one_round_tiers(lanes: NLanes, upper_from: str, g: float, rtol: float, scale
     if g < 1.0 or upper_from != "best" or lanes.params.krr() is None:
         return [lambda hi: rule], rule, None
 
-    def verify(v, below):  # the rule at two counts per point, one batched call
-        up = np.asarray(amplify(lanes.twice(), jnp.asarray(np.concatenate([v, below])),
-                                np.concatenate([lanes.delta, lanes.delta]), rtol=rtol, scaled_variant=scaled_variant,
-                                with_paper=False, upper_from=upper_from).upper)
+    def verify(v, below):  # the rule at two counts per point, one batched call, by the optimised programs
+        with _programs.optimised_programs():
+            up = np.asarray(amplify(lanes.twice(), jnp.asarray(np.concatenate([v, below])),
+                                    np.concatenate([lanes.delta, lanes.delta]), rtol=rtol,
+                                    scaled_variant=scaled_variant, with_paper=False, upper_from=upper_from).upper)
         return up[:v.size], up[v.size:]
 
     return [lambda hi: amplified("worst-case"),
