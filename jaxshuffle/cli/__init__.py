@@ -44,14 +44,14 @@ import numpy as np
 
 from jaxshuffle._config import enable_compilation_cache, use_every_cpu_core
 from jaxshuffle.accountant import CalibrationStatus, UpperSource
-from jaxshuffle.accountant.amplify import UPPER_FROM
 from jaxshuffle.cli._common import (
+    SAMPLED_SCOPE,
     UsageError,
     add_entry_options,
     add_sample_rate,
+    add_upper_from,
     assumptions,
     catalog_entry,
-    check_output_dir,
     entry_options,
     fmt,
     grid_type,
@@ -59,6 +59,7 @@ from jaxshuffle.cli._common import (
     num,
     sigterm_raises,
 )
+from jaxshuffle.cli.compare import add_compare_parser
 from jaxshuffle.cli.compose import add_compose_parser
 from jaxshuffle.cli.sweep import add_plot_parser, add_sweep_parser
 from jaxshuffle.cli.tune import add_tune_parser
@@ -92,24 +93,11 @@ def _randomizer_name(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _add_upper_from(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--upper-from", dest="upper_from", choices=UPPER_FROM, default="best",
-                   help="certified upper bound: the smallest over every sound source (best, default), the "
-                        "two-count worst-case pair only (any eps0-LDP randomizer with this p, q), or the "
-                        "randomizer's own blanket pair (k-ary RR; the subset-selection, hadamard-response and "
-                        "binary-rr rows' matrices, where they build one)")
-
-
-#: which randomizers take --sample-rate below 1 in one round (epsilon, calibrate)
-SAMPLED_SCOPE = ("single-message randomizers: k-ary RR's blanket pair, a row's matrix (subset selection, Hadamard "
-                 "response, binary RR), or the three-count pair; no two-count pair applies")
-
-
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The command line's parser; the randomizer's own options appear once ``argv`` names a command taking them.
 
-    Size: an argparse builder that declares every subcommand here (epsilon, calibrate, info, cache, randomizers,
-    sandwich, compare) and all their options in one place.
+    Size: an argparse builder that declares the subcommands without a module of their own (epsilon, calibrate,
+    info, cache, randomizers, sandwich) and all their options in one place.
     """
     takes_options = argv and argv[0] in ("epsilon", "calibrate", "compare", "compose")
     entry = catalog_entry(_randomizer_name(argv)) if takes_options else None
@@ -130,7 +118,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pe.add_argument("--scaled", action="store_true",
                     help="also use the (u+v)-scaled pair for the upper bound (proven only when every pair of "
                          "inputs has total variation exactly beta, e.g. k-ary RR)")
-    _add_upper_from(pe)
+    add_upper_from(pe)
     add_sample_rate(pe, SAMPLED_SCOPE)
     pe.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
@@ -149,7 +137,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     pc.add_argument("--delta", type=_delta_items, required=True, metavar="D[,D...]",
                     help="delta in (0, 1), or a rule in n such as 0.01/n (with --n)")
     pc.add_argument("--rtol", type=float, default=1e-6, help="relative width of the eps0 bracket")
-    _add_upper_from(pc)
+    add_upper_from(pc)
     add_sample_rate(pc, SAMPLED_SCOPE)
     pc.add_argument("--json", action="store_true", help="print a JSON list, one object per grid point")
 
@@ -185,20 +173,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                     help="datasets of the other users to search for the worst case")
     ps.add_argument("--json", action="store_true", help="print a JSON list, one object per n")
 
-    pm = sub.add_parser("compare", help="every applicable bound side by side over a grid (table + figure)",
-                        description="Certified upper, lower bound, the paper's value, numerical clones, "
-                                    "closed forms and earlier bounds for one randomizer over (eps0, n, delta).",
-                        **common)
-    pm.add_argument("--randomizer", required=True, help="catalog name with an eps0 option")
-    add_entry_options(pm, entry if argv and argv[0] == "compare" else None, skip=("eps0",))
-    pm.add_argument("--eps0", type=grid_type("eps0"), required=True, metavar="GRID",
-                    help="local budgets, e.g. 0.1:5:50")
-    pm.add_argument("--n", type=grid_type("n"), required=True, metavar="GRID", help="numbers of users")
-    pm.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    _add_upper_from(pm)
-    add_sample_rate(pm, SAMPLED_SCOPE)
-    pm.add_argument("--out", default="compare-out", help="folder for compare.csv and compare.png")
-    pm.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
+    add_compare_parser(sub, entry if argv and argv[0] == "compare" else None)
     return parser
 
 
@@ -487,58 +462,6 @@ def _cmd_sandwich(args) -> int:
     return 0
 
 
-#: The files ``compare`` writes into ``--out``.
-COMPARE_FILES = ("compare.csv", "compare.png")
-
-
-def _cmd_compare(args) -> int:
-    from jaxshuffle.comparison import compare
-
-    entry = catalog_entry(args.randomizer)
-    opts = entry_options(args, entry, skip=("eps0",))
-    for k, v in opts.items():
-        if len(v) != 1:
-            raise UsageError(f"{k}: compare takes one value per randomizer option")
-    check_output_dir("out", args.out, files=COMPARE_FILES)  # before computing, not after
-    e0 = np.asarray(args.eps0)[:, None]
-    n = np.asarray(args.n)[None, :]
-    options: dict[str, Any] = {k: v[0] for k, v in opts.items()}  # Any: as calibrate's (see there)
-    table = run_interruptible(compare, args.randomizer, e0, n, args.delta, upper_from=args.upper_from,
-                              sample_rate=args.sample_rate, **options)
-    csv_path, png_path = (os.path.join(args.out, name) for name in COMPARE_FILES)
-    written: list[str] = []  # files written so far (a stop's message names them)
-    try:
-        try:
-            os.makedirs(args.out, exist_ok=True)
-            table.to_csv(csv_path)
-            written.append(csv_path)
-            table.figure(png_path)
-            written.append(png_path)
-            figure = png_path
-        except ImportError as exc:
-            figure = f"(no figure: {exc})"
-        except OSError as exc:  # changed since the check (or a full disk): one line, no traceback
-            raise UsageError(f"out: cannot write {exc.filename or args.out}: {exc.strerror or exc}") from None
-    except KeyboardInterrupt as exc:
-        exc.written = written  # type: ignore[attr-defined]
-        raise
-    if args.json:
-        print(json.dumps(table.rows()))
-        return 0
-    sampled = f", clients sampled at rate {args.sample_rate:g}" if args.sample_rate < 1 else ""
-    print(f"{args.randomizer} {opts}, delta = {args.delta:g}{sampled}: epsilon by bound "
-          "(certified = sound upper bound; paper/reference/pitfall values are not certified)")
-    for j, nn in enumerate(args.n):
-        print(f"\nn = {nn:g}")
-        print(f"  {'bound':36s} {'kind':9s} " + " ".join(f"{f'eps0={e:g}':>10s}" for e in args.eps0[:8])
-              + (" ..." if len(args.eps0) > 8 else ""))
-        for name, b in table.bounds.items():
-            vals = " ".join(f"{fmt(float(b.value[i, j])):>10s}" for i in range(min(8, len(args.eps0))))
-            print(f"  {name:36s} {b.kind:9s} {vals}")
-    print(f"\nwrote {csv_path} and {figure}")
-    return 0
-
-
 def _user_facing(msg: str, argv: Sequence[str]) -> str:
     """An error that names an API parameter (``upper_from: ...``) names the option the user gave
     (``--upper-from: ...``) where the two are spelled differently."""
@@ -576,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         commands = {"epsilon": _cmd_epsilon, "calibrate": _cmd_calibrate,
                     "randomizers": _cmd_randomizers,
-                    "sandwich": _cmd_sandwich, "compare": _cmd_compare, "info": _cmd_info, "cache": _cmd_cache}
+                    "sandwich": _cmd_sandwich, "info": _cmd_info, "cache": _cmd_cache}
         command = getattr(args, "func", None) or commands[args.command]
         if args.command == "sweep" and args.sweep_command is None:
             return command(args)  # sets its own SIGTERM handler, around the sweep (after reaching a scheduler)

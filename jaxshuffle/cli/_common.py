@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, SupportsFloat, overload
 
+from jaxshuffle.accountant.amplify import UPPER_FROM
 from jaxshuffle.sweeps.grid import parse_n, parse_option
 from jaxshuffle.sweeps.stops import SweepInterrupted, waiting
 
@@ -257,3 +258,17 @@ def file_is_ours(path: Path, start: bytes, mark: bytes) -> bool:
     except OSError:
         return False
     return head.startswith(start) and mark in head
+
+
+def add_upper_from(p: argparse.ArgumentParser) -> None:
+    """``--upper-from`` (amplify's ``upper_from``) of the one-round commands (epsilon, calibrate, compare)."""
+    p.add_argument("--upper-from", dest="upper_from", choices=UPPER_FROM, default="best",
+                   help="certified upper bound: the smallest over every sound source (best, default), the "
+                        "two-count worst-case pair only (any eps0-LDP randomizer with this p, q), or the "
+                        "randomizer's own blanket pair (k-ary RR; the subset-selection, hadamard-response and "
+                        "binary-rr rows' matrices, where they build one)")
+
+
+#: which randomizers take --sample-rate below 1 in one round (epsilon, calibrate, compare)
+SAMPLED_SCOPE = ("single-message randomizers: k-ary RR's blanket pair, a row's matrix (subset selection, Hadamard "
+                 "response, binary RR), or the three-count pair; no two-count pair applies")
