@@ -1,7 +1,7 @@
 """Every delete or replace of a file in the package sits in a reviewed function (an allow-list).
 
 The package touches only files it wrote: a delete or replace acts on a file whose ownership is shown
-(a sweep directory's manifest or verified chunk, :func:`jaxshuffle.sweeps.store.remove_ours`), on a
+(a sweep directory's manifest or verified chunk, :func:`jaxshuffle.sweeps.ownership.remove_ours`), on a
 temporary file the same function has just created, on an entry of the package's own cache, or on the
 path a user named for that write. The test reads the source (no import) and finds every call of
 ``os.remove``, ``os.unlink``, ``os.rmdir``, ``os.removedirs``, ``os.replace``, ``os.rename``,
@@ -21,7 +21,7 @@ PACKAGE = ROOT / "jaxshuffle"
 
 #: (file, function, call) -> (how many such calls, why that is a delete or replace of the package's own file)
 REVIEWED: dict[tuple[str, str, str], tuple[int, str]] = {
-    ("jaxshuffle/sweeps/store.py", "remove_ours", ".unlink"):
+    ("jaxshuffle/sweeps/ownership.py", "remove_ours", ".unlink"):
         (1, "the one delete of a sweep's files: the directory is a sweep it wrote (store_is_ours: manifest reads, "
             "or a chunk verifies) and each file has a name of ours, is regular, not a link, not a lock (_owned)"),
     ("jaxshuffle/sweeps/merge.py", "_drop_stale_npz", ".unlink"):
@@ -102,7 +102,7 @@ def test_every_delete_or_replace_is_in_a_reviewed_function():
     calls = _package_calls()
     unreviewed = {k: lines for k, lines in calls.items() if k not in REVIEWED}
     assert not unreviewed, ("deletes or replaces outside the reviewed functions (route a sweep file's delete through "
-                            "jaxshuffle.sweeps.store.remove_ours, or review the call and list it in REVIEWED with "
+                            "jaxshuffle.sweeps.ownership.remove_ours, or review the call and list it in REVIEWED with "
                             f"its reason): {unreviewed}")
     more = {k: lines for k, lines in calls.items() if k in REVIEWED and len(lines) != REVIEWED[k][0]}
     assert not more, f"a reviewed function has a different number of such calls than was reviewed: {more}"
@@ -116,12 +116,13 @@ def test_every_delete_in_sweeps_goes_through_the_ownership_check():
     call it); apart from it, the two writers' own temporary files and merge's stale npz of an earlier merge."""
     deletes = {k for k in _package_calls() if k[0].startswith("jaxshuffle/sweeps/")
                and k[2] in (".unlink", "os.remove", "os.unlink", ".rmdir", "os.rmdir", "shutil.rmtree")}
-    assert deletes == {("jaxshuffle/sweeps/store.py", "remove_ours", ".unlink"),
+    assert deletes == {("jaxshuffle/sweeps/ownership.py", "remove_ours", ".unlink"),
                        ("jaxshuffle/sweeps/merge.py", "_drop_stale_npz", ".unlink"),
                        ("jaxshuffle/sweeps/files.py", "atomic_write", ".unlink"),
                        ("jaxshuffle/sweeps/frames.py", "to_parquet", ".unlink")}
-    tree = ast.parse((PACKAGE / "sweeps" / "store.py").read_text(encoding="utf-8"))
-    callers = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+    trees = [ast.parse((PACKAGE / "sweeps" / name).read_text(encoding="utf-8"))
+             for name in ("store.py", "ownership.py")]
+    callers = {f.name for tree in trees for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
                for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                and c.func.id == "remove_ours"}
     assert callers == {"clear_store", "load_chunks"}

@@ -19,28 +19,22 @@ recomputed with a warning naming the file on resume, and refused by merge (which
 its inputs). Directories written before checksums existed (no ``"chunk_checksum"`` in the
 manifest) are resumed as before, their chunks unverified.
 
-Only our files. Deleting or replacing is limited to names this module owns (:func:`is_ours`:
-``sweep.json``, ``results.{csv,npz,json}``, ``shard-I-of-N.{npz,sha256}``, ``chunks/cNNNNNN.{npz,sha256}``
-and the temporary names of their atomic writes), regular files only: a symbolic link is never
-followed, read through or deleted, and a ``chunks`` that is a symbolic link is refused. Anything
-else in the directory (a user's ``chunks/MY_NOTES.txt``) is left alone. A name is not proof: those
-files are ours only in a directory that is a sweep this package wrote (:func:`store_is_ours`: its
-manifest reads as one, or, where the manifest is damaged, a chunk file verifies against its
-checksum sidecar). Elsewhere a ``results.csv`` is the user's: :func:`would_replace` names it and the
-sweep refuses the directory, ``--overwrite`` or not. Every delete goes through :func:`remove_ours`.
+Only our files (:mod:`jaxshuffle.sweeps.ownership`): deleting or replacing is limited to the names the
+package gives its files, regular files only, in a directory that is a sweep this package wrote (its
+manifest reads as one, or, damaged, a chunk verifies against its checksum sidecar); a symbolic link is
+never followed, read through or deleted, and a user's files (``chunks/MY_NOTES.txt``, a ``results.csv``
+of their own) are left alone. Every delete goes through :func:`~jaxshuffle.sweeps.ownership.remove_ours`.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime
-import hashlib
 import io
 import json
 import math
 import os
 import platform
-import re
 import warnings
 from collections.abc import KeysView, Sequence
 from pathlib import Path
@@ -49,8 +43,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxshuffle._config import VERSION
+from jaxshuffle.sweeps.checksums import (  # noqa: F401
+    arrays_digest,
+    checksum_bytes,
+    checksum_path,
+    checksum_problem,
+    read_job_arrays,
+    recorded_digest,
+)
 
-# the columns and the file primitives have homes of their own; their names stay importable here
+# the columns, the file primitives, the checksums and what the package owns have homes of their own;
+# their names stay importable here
 from jaxshuffle.sweeps.columns import (  # noqa: F401
     BOOL_COLUMNS,
     CLONE_PROOF_NAMES,
@@ -70,6 +73,18 @@ from jaxshuffle.sweeps.files import (  # noqa: F401
     tmp_name,
     write_error,
 )
+from jaxshuffle.sweeps.ownership import (  # noqa: F401
+    CHUNK_FILE,
+    TMP_NAME,
+    chunk_dir_of,
+    clear_store,
+    holds_other_files,
+    is_ours,
+    read_manifest,
+    remove_ours,
+    store_is_ours,
+    would_replace,
+)
 
 if TYPE_CHECKING:
     import jax
@@ -85,239 +100,6 @@ STORE_SCHEMA = 3
 RESUMABLE_SCHEMAS = (2, 3)
 # ----------------------------------------------------------------------------------------
 # Storage: manifest, atomic chunk files, CSV
-
-
-# ----------------------------------------------------------------------------------------
-# What the package owns in a sweep directory
-
-
-_TOP_NAMES = re.compile(r"(sweep\.json|results\.csv|results\.npz|results\.json|shard-\d+-of-\d+\.(npz|sha256))")
-_CHUNK_NAMES = re.compile(r"c\d{6,}\.(npz|sha256)")
-_LOCK_NAMES = re.compile(r"(sweep|shard-\d+-of-\d+)\.lock")
-_TMP = re.compile(r"\.(.+)\.tmp-\d+")
-CHUNK_FILE = re.compile(r"c(\d{6,})\.npz")
-
-
-def _named_ours(name: str, *, in_chunks: bool, locks: bool = False) -> bool:
-    """Whether ``name`` is one this package gives its files (see :func:`is_ours`), whatever the entry is."""
-    m = _TMP.fullmatch(name)
-    if m:
-        name = m.group(1)
-    pats: tuple[re.Pattern[str], ...] = (_CHUNK_NAMES,) if in_chunks else (_TOP_NAMES,)
-    if in_chunks and locks:
-        pats += (_LOCK_NAMES,)
-    return any(p.fullmatch(name) for p in pats)
-
-
-def is_ours(path: Path, *, in_chunks: bool, locks: bool = False) -> bool:
-    """Whether ``path`` is a regular file (not a symbolic link) whose name this package owns.
-
-    ``in_chunks``: ``path`` is in ``chunks/`` (chunk files, sidecars, locks) or else at the top of
-    the sweep directory; the temporary name of an atomic write of one of those names is ours too.
-    Lock files count only with ``locks`` (they are never deleted). The name alone: a file is the
-    package's only in a directory :func:`store_is_ours` accepts (:func:`remove_ours` checks both).
-    """
-    if not _named_ours(path.name, in_chunks=in_chunks, locks=locks):
-        return False
-    return path.is_file() and not path.is_symlink()
-
-
-def _parse_manifest(path: Path) -> dict:
-    """The manifest at ``path``; OSError where unreadable, ValueError where it is not a sweep manifest."""
-    m = json.loads(path.read_text())
-    if not isinstance(m, dict) or "fingerprint" not in m or "chunks" not in m:
-        raise ValueError("not a sweep manifest: no fingerprint and chunks")
-    return m
-
-
-def _has_verified_chunk(out_dir: Path) -> bool:
-    """Whether ``out_dir/chunks`` (not a link) holds a chunk file (not a link) whose arrays match its checksum
-    sidecar: both are written by a sweep only, so the directory is one this package wrote."""
-    chunk_dir = out_dir / "chunks"
-    if chunk_dir.is_symlink() or not chunk_dir.is_dir():
-        return False
-    for p in sorted(chunk_dir.iterdir()):
-        if CHUNK_FILE.fullmatch(p.name) is None or p.is_symlink() or not p.is_file():
-            continue
-        try:
-            stored, _ = read_job_arrays(p)
-        except Exception:  # unreadable: no proof, try the next one
-            continue
-        if recorded_digest(p) and checksum_problem(p, stored, required=True) is None:
-            return True
-    return False
-
-
-def store_is_ours(out_dir: Path) -> bool:
-    """Whether ``out_dir`` is a sweep directory this package wrote, the condition for deleting or replacing
-    any file in it: its manifest ``sweep.json`` (a regular file, not a link) reads as a sweep manifest, or,
-    where that manifest is damaged, a chunk file verifies against its checksum sidecar.
-
-    A directory without either (a user's folder holding a ``results.csv`` of its own) is not: the names
-    the package gives its files (:func:`is_ours`) are then the user's files.
-    """
-    out_dir = Path(out_dir)
-    mpath = out_dir / "sweep.json"
-    if mpath.is_symlink() or not mpath.is_file():
-        return False
-    try:
-        _parse_manifest(mpath)
-    except (OSError, ValueError):
-        return _has_verified_chunk(out_dir)
-    return True
-
-
-def _owned(path: Path, out_dir: Path) -> bool:
-    """The ownership predicate of a file in the sweep directory ``out_dir`` (which :func:`store_is_ours`
-    accepted): directly in ``out_dir`` or its ``chunks/``, a regular file with a name of ours, not a lock."""
-    if path.parent == out_dir:
-        return is_ours(path, in_chunks=False)
-    return path.parent == out_dir / "chunks" and is_ours(path, in_chunks=True)
-
-
-def remove_ours(paths: Sequence[Path], out_dir: Path) -> int:
-    """Delete those of ``paths`` that are the package's files of the sweep directory ``out_dir``; every delete
-    in :mod:`jaxshuffle.sweeps` goes through here. Returns how many were removed.
-
-    ``out_dir`` must be a sweep this package wrote (:func:`store_is_ours`, checked once, before anything is
-    removed), else SweepStoreError naming it and nothing is removed; of ``paths``, only regular files (not
-    links) with a name of ours directly in ``out_dir`` or ``out_dir/chunks`` are removed (lock files never),
-    the others are left alone.
-    """
-    out_dir = Path(out_dir)
-    paths = [Path(p) for p in paths]
-    if not paths:
-        return 0
-    if not store_is_ours(out_dir):
-        raise SweepStoreError(f"out: {out_dir} is not a sweep directory jaxshuffle wrote (no readable sweep.json, "
-                              "no verified chunk file); nothing was removed", out_dir)
-    removed = 0
-    for p in paths:
-        if _owned(p, out_dir):
-            p.unlink(missing_ok=True)
-            removed += 1
-    return removed
-
-
-def chunk_dir_of(out_dir: Path) -> Path:
-    """``out_dir/chunks``; SweepStoreError if it is a symbolic link (the sweep keeps its files inside ``out_dir``)."""
-    chunk_dir = Path(out_dir) / "chunks"
-    if chunk_dir.is_symlink():
-        raise SweepStoreError(f"out: {chunk_dir} is a symbolic link (to {os.readlink(chunk_dir)}); a sweep reads and "
-                              f"writes only inside {out_dir}: remove the link or use another --out", chunk_dir)
-    return chunk_dir
-
-
-def holds_other_files(out_dir: Path) -> list[Path]:
-    """Entries of ``out_dir`` that are not the sweep's own (a ``chunks`` folder counts by its contents).
-
-    Files with the package's names are its own only where ``out_dir`` is a sweep it wrote
-    (:func:`store_is_ours`); elsewhere only lock files and a killed first write of ``sweep.json``
-    (``.sweep.json.tmp-PID``) are, and a ``results.csv`` is the user's.
-    """
-    out_dir = Path(out_dir)
-    if not out_dir.is_dir():
-        return []
-    owned = store_is_ours(out_dir)
-    other = []
-    for p in sorted(out_dir.iterdir()):
-        if p.name == "chunks" and p.is_dir() and not p.is_symlink():
-            other += [q for q in sorted(p.iterdir()) if not (is_ours(q, in_chunks=True, locks=True) and (
-                owned or _LOCK_NAMES.fullmatch(q.name)))]
-        elif not (is_ours(p, in_chunks=False) and (owned or _TMP.fullmatch(p.name) and p.name.startswith(
-                ".sweep.json."))):
-            other.append(p)
-    return other
-
-
-def would_replace(out_dir: Path, entries: Sequence[Path]) -> list[Path]:
-    """Those of ``entries`` (:func:`holds_other_files`' answer for ``out_dir``) that bear a name a sweep writes
-    or removes (``results.csv``, ``chunks/c000000.npz``, ...; not lock files), files or not: in a directory that
-    is not a sweep this package wrote they are the user's, and a sweep there would replace them."""
-    out_dir = Path(out_dir)
-    return [p for p in entries if (p.parent == out_dir and _named_ours(p.name, in_chunks=False)
-                                   and not (_TMP.fullmatch(p.name) and p.name.startswith(".sweep.json.")))
-            or (p.parent == out_dir / "chunks" and _named_ours(p.name, in_chunks=True))]
-
-
-def read_manifest(path: Path) -> dict:
-    """The manifest ``sweep.json``; SweepStoreError naming the file for an unreadable or garbage one.
-
-    For a garbage one the message says what to do: where a chunk file beside it verifies (the directory is a
-    sweep this package wrote, :func:`store_is_ours`), restore it or recompute with ``--overwrite``; else
-    restore it or use another ``--out`` (``--overwrite`` does not replace files the package cannot show it
-    wrote).
-    """
-    path = Path(path)
-    try:
-        m = _parse_manifest(path)
-    except OSError as exc:
-        raise SweepStoreError(f"out: cannot read {path} ({exc.strerror or exc})", path) from None
-    except ValueError as exc:  # JSON errors included
-        why = " ".join(str(exc).split())
-        if _has_verified_chunk(path.parent):
-            todo = (f"rerun with --overwrite to recompute the sweep in {path.parent} (only the sweep's own files "
-                    "are replaced)")
-        else:
-            todo = (f"use another --out (no chunk file in {path.parent} verifies, so nothing shows that jaxshuffle "
-                    "wrote it: --overwrite leaves it alone)")
-        raise SweepStoreError(f"out: {path} is damaged ({why}); nothing was changed: restore it from a copy, or "
-                              f"{todo}", path) from None
-    return m
-
-
-def arrays_digest(arrays: dict) -> str:
-    """SHA-256 over the arrays' names, dtypes, shapes and bytes, in sorted key order."""
-    h = hashlib.sha256()
-    for key in sorted(arrays):
-        a = np.ascontiguousarray(np.asarray(arrays[key]))
-        h.update(json.dumps([key, a.dtype.str, list(a.shape)]).encode() + b"\0")
-        h.update(a.tobytes())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def checksum_path(chunk_path: Path) -> Path:
-    return chunk_path.with_suffix(".sha256")
-
-
-def checksum_bytes(chunk_path: Path, arrays: dict) -> bytes:
-    """The sidecar of a chunk file: its name, the keys and :func:`arrays_digest`."""
-    return json.dumps({"chunk": chunk_path.name, "keys": sorted(arrays), "sha256": arrays_digest(arrays)}).encode()
-
-
-def read_job_arrays(path: Path) -> tuple[dict, dict]:
-    """``(every array stored, the job arrays)`` of a chunk or shard file (``jobs, lower, upper, status,
-    iterations`` and ``extra`` where stored); numpy's error where the file is unreadable."""
-    with np.load(path, allow_pickle=False) as z:
-        stored = {k: z[k] for k in z.files}
-    data = {k: stored[k] for k in ("jobs", "lower", "upper", "status", "iterations")}
-    if "extra" in stored:
-        data["extra"] = stored["extra"]
-    return stored, data
-
-
-def checksum_problem(path: Path, stored: dict, *, required: bool) -> str | None:
-    """Why the arrays ``stored`` from ``path`` fail their checksum sidecar, or None where they pass (no
-    sidecar passes unless ``required``: a file written before checksums existed)."""
-    recorded = recorded_digest(path)
-    if recorded is None:
-        return f"its checksum file {checksum_path(path).name} is missing" if required else None
-    if recorded != arrays_digest(stored):
-        return (f"its arrays do not match the checksum in {checksum_path(path).name} (the file changed after it was "
-                "written)")
-    return None
-
-
-def recorded_digest(chunk_path: Path) -> str | None:
-    side = checksum_path(chunk_path)
-    if side.is_symlink() or not side.is_file():
-        return None
-    try:
-        rec = json.loads(side.read_text())
-        return str(rec["sha256"]) if rec.get("chunk") == chunk_path.name else ""
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return ""
 
 
 def npz_bytes(**arrays: np.ndarray) -> bytes:
@@ -597,19 +379,6 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def clear_store(out_dir: Path) -> None:
-    """Remove the sweep's own files from ``out_dir`` (:func:`remove_ours`), nothing else.
-
-    The writers' lock files (held by the caller) stay; symbolic links and files of other names
-    (a user's notes) are left alone. SweepStoreError naming ``out_dir``, nothing removed, where it is not
-    a sweep this package wrote (:func:`store_is_ours`).
-    """
-    out_dir = Path(out_dir)
-    chunk_dir = chunk_dir_of(out_dir)
-    doomed = sorted(out_dir.iterdir()) + (sorted(chunk_dir.iterdir()) if chunk_dir.is_dir() else [])
-    remove_ours(doomed, out_dir)  # all at once: the manifest that shows the directory is ours goes too
-
-
 def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None, *, checksums: bool = False,
                 repair: bool = True, strict: bool = False) -> dict[int, dict]:
     """Finished chunks, each verified against its checksum sidecar (see the module docstring).
@@ -628,7 +397,7 @@ def load_chunks(chunk_dir: Path, n_chunks: int, fingerprint: str | None = None, 
         return done
     doomed: list[Path] = []  # removed at the end with repair, through the ownership check (remove_ours)
     for p in sorted(chunk_dir.iterdir()):
-        if _TMP.fullmatch(p.name):  # temporary file of an interrupted atomic write
+        if TMP_NAME.fullmatch(p.name):  # temporary file of an interrupted atomic write
             doomed.append(p)
             continue
         m = CHUNK_FILE.fullmatch(p.name)
