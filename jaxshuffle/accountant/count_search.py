@@ -229,7 +229,8 @@ def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int 
 
     T = float(rounds)
 
-    def per_lane(below):
+    def per_lane(bound):
+        """``(n, active) -> bound(point, n, delta)`` lane by lane (each lane's PLD is its own)."""
         def at(x, active):
             out = np.full(np.shape(x), np.nan)
             for i in np.flatnonzero(active):
@@ -237,12 +238,19 @@ def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int 
                 if float(np.asarray(point.n_blanket(x[i]))) < 1:
                     out[i] = np.inf  # one user and no blanket: no shuffle, no round PLD; inf is an upper bound
                     continue
-                pts = int(effective_points(point, x[i], blanket_points, g))
-                out[i] = composed_upper(point, float(x[i]), rounds, float(lanes.delta[i]),
-                                        discretization=discretization, blanket_points=pts, sample_rate=g,
-                                        below=below)
+                out[i] = bound(point, float(x[i]), float(lanes.delta[i]))
             return out
         return at
+
+    def composed(below):
+        def bound(point, n, delta):
+            pts = int(effective_points(point, n, blanket_points, g))
+            return composed_upper(point, n, rounds, delta, discretization=discretization, blanket_points=pts,
+                                  sample_rate=g, below=below)
+        return bound
+
+    def two_count_pld(point, n, delta):
+        return two_count_rules_upper(point, n, rounds, delta, discretization=discretization)
 
     def two_count(x, active):
         d = lanes.delta
@@ -252,21 +260,11 @@ def round_tiers(lanes: NLanes, rounds: int, discretization, blanket_points: int 
         basic = basic_composition(e[:d.size], T)
         return np.minimum(basic, advanced_composition(e[d.size:], T, d))
 
-    def two_count_pld(x, active):
-        out = np.full(np.shape(x), np.nan)
-        for i in np.flatnonzero(active):
-            point = lanes.point(i)
-            if float(np.asarray(point.n_blanket(x[i]))) < 1:
-                out[i] = np.inf  # as per_lane
-                continue
-            out[i] = two_count_rules_upper(point, float(x[i]), rounds, float(lanes.delta[i]),
-                                           discretization=discretization)
-        return out
-
-    rule = per_lane(None)
+    rule = per_lane(composed(None))
+    middle = per_lane(composed(np.inf) if g < 1.0 else two_count_pld)
     tiers: list[_Tier] = [] if g < 1.0 else [lambda hi: two_count]
     if (lanes.params.krr() is not None or g < 1.0) and blanket_points != 0:
-        tiers.append(lambda hi: per_lane(np.inf) if g < 1.0 else two_count_pld)
+        tiers.append(lambda hi: middle)
     tiers.append(lambda hi: rule)
     return tiers, rule, None
 
