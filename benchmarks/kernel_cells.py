@@ -12,7 +12,9 @@ pmf ratios, and the certificate's error terms. This script prints:
 [2] nanoseconds per value of ``_binomial.log_pmf`` (Loader's form) on 2^14 and 2^20 values, beside the
     same form with the division-per-term series of ``bd0`` and two divisions in ``stirlerr`` (the
     baseline: the package's form before its series lost their divisions), run in the same process, and
-    the largest difference between the two in the log (ulps).
+    the largest difference between the two in the log (ulps);
+[3] [1]'s cost per cell at chunk sizes 1, 2, 4 and 8 (blocks evaluated together: memory, and how large
+    the arrays of one step are), beside the planner's choice.
 
 Usage: python3 benchmarks/kernel_cells.py [--out benchmarks/results/kernel_cells_cpu.txt]
 """
@@ -47,10 +49,12 @@ def best_of(fn, repeats: int = 5) -> float:
 
 
 def kernel_ns_per_cell(eps0: float, k: float, n: float, max_step: int | None = None,
-                       baseline: bool = False) -> tuple[float, object]:
+                       baseline: bool = False, chunk: int | None = None) -> tuple[float, object]:
     plan = plan_blanket(eps0, k, n, 1e-6)
     if max_step is not None:
         plan = plan._replace(max_step=max_step)
+    if chunk is not None:
+        plan = plan._replace(chunk=chunk)
     form = kernel.krr_sum_form(jnp.float64(eps0), jnp.float64(k), "blanket")
     s_lo = kernel.window_start(n, float(form.pS), plan.window)
     run = jax.jit(jax.vmap(lambda e: kernel.point_divergence(form, n, e, s_lo, plan)))
@@ -138,6 +142,14 @@ def main() -> None:
         ulps = np.max(np.abs(a - b) / np.spacing(np.abs(b)))
         say(f"  {size:8d} values: {t_ours:5.1f} | {t_base:5.1f} ns ({t_base / t_ours:.2f}x); largest difference "
             f"{ulps:.0f} ulps of the log")
+    say("[3] kernel per cell at each chunk size (blocks evaluated together; the planner takes the largest that "
+        "fits memory, up to 8)")
+    for eps0, k, n in POINTS[:3]:
+        plan = plan_blanket(eps0, k, n, 1e-6)
+        chunks = [c for c in (1, 2, 4, 8) if c <= plan.window // (2 * plan.block)]
+        costs = [kernel_ns_per_cell(eps0, k, n, chunk=c)[0] for c in chunks]
+        say(f"  eps0 {eps0:4.1f} k {k:4.0f} n {n:7.0e} (planned chunk {plan.chunk}): "
+            + ", ".join(f"chunk {c} {x:4.0f} ns" for c, x in zip(chunks, costs)))
     if args.out:
         with open(args.out, "w") as fh:
             fh.write("# " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + "\n" + "\n".join(lines) + "\n")
