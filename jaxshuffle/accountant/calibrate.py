@@ -280,16 +280,18 @@ def calibrate_eps0(randomizer: str | Callable[[jax.Array], VRParams], target_eps
                        jnp.asarray(status), probes, jnp.broadcast_to(jnp.asarray(proof, jnp.int8), np.shape(lo)))
 
 
-def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, tries: int = 6):
-    """``value = lo`` re-evaluated by :func:`amplify` from scratch (which plans its own blanket window).
+def _recertify(certified_upper, lo, hi, up_lo, capped, target, rtol: float, tries: int = 6):
+    """``value = lo`` re-evaluated from scratch by ``certified_upper``, the calibrated rule: :func:`amplify`
+    (which plans its own blanket window) for one round, the T-round rule's full value over several.
 
     Where that certified value exceeds the target (the probes' shared plan and amplify's differ in
-    the last digits), ``lo`` becomes ``over`` (now verified infeasible by amplify) and the value
-    steps down by ``rtol``, ``4 rtol``, ... until amplify certifies it; after ``tries`` steps
-    nothing is claimed (``value = 0``). Returns ``(lo, hi, upper, capped, calls)``.
+    the last digits, or a probe stopped at a cheaper bound), ``lo`` becomes ``over`` (now verified
+    infeasible by the rule) and the value steps down by ``rtol``, ``4 rtol``, ... until the rule
+    certifies it; after ``tries`` steps nothing is claimed (``value = 0``). Returns
+    ``(lo, hi, upper, capped, calls)``.
     """
     probed = lo > 0
-    up = np.where(probed, amplified_upper(np.where(probed, lo, target)), up_lo)
+    up = np.where(probed, certified_upper(np.where(probed, lo, target)), up_lo)
     capped = capped & (up <= target)
     calls = 1
     for j in range(tries):
@@ -298,7 +300,7 @@ def _recertify(amplified_upper, lo, hi, up_lo, capped, target, rtol: float, trie
             break
         hi = np.where(bad, lo, hi)
         lo = np.where(bad, lo * (1.0 - rtol * 4.0 ** j), lo)
-        up = np.where(bad, amplified_upper(lo), up)
+        up = np.where(bad, certified_upper(lo), up)
         calls += 1
     bad = up > target
     return np.where(bad, 0.0, lo), hi, np.where(bad, 0.0, up), capped, calls
