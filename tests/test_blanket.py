@@ -325,7 +325,8 @@ def test_amplify_falls_back_when_the_blanket_plan_is_over_budget(monkeypatch):
 
 
 def _plan_cells(plan) -> float:
-    return plan.window * (plan.lines + 1) * (1.0 + plan.max_step / 1024.0)
+    """A plan's cells times its walk's length per cell: the outward walk's steps where the plan has one."""
+    return plan.window * (plan.lines + 1) * (1.0 + (plan.walk or plan.max_step) / 1024.0)
 
 
 @settings(derandomize=True, deadline=None, max_examples=30)
@@ -444,8 +445,12 @@ def test_amplify_skips_the_blanket_above_its_cost_cap():
     from jaxshuffle.randomizers import grr
     cells = bl.point_cells(1.0, 10, np.array([1e4, 1e6, 1e8, 1e10]), 1e-6)
     assert np.all(np.diff(cells) > 0) and cells[2] <= bl.AUTO_MAX_CELLS < cells[3]
-    # large eps0: a small window, but lines that move ~1e6 counts per step (a run stopped after 400 s)
-    assert bl.point_cells(20.0, 10, 1e6, 1e-8) > bl.AUTO_MAX_CELLS >= bl.point_cells(4.0, 10, 1e6, 1e-8)
+    # large eps0: a small window, but lines that move ~1e6 counts per step (a log-ratio walk that long
+    # did not finish in 400 s); the outward walk's length follows C's spread instead, and the model
+    # prices that walk: the point is within the cap, below a log-ratio walk's price
+    big = bl.plan_blanket(20.0, 10, 1e6, 1e-8)
+    assert 0 < big.walk < big.max_step
+    assert bl.point_cells(20.0, 10, 1e6, 1e-8) <= bl.AUTO_MAX_CELLS < bl.plan_cells(big._replace(walk=0))
     rep = amplify(grr(1.0, 10), np.array([1e4, 1e10]), 1e-6)
     src, up, wc = (np.asarray(x) for x in (rep.upper_source, rep.upper, rep.worst_case))
     assert src[0] == UpperSource.BLANKET and up[0] < wc[0]
@@ -474,3 +479,105 @@ def test_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_frac, leng
         ref = mpmath.fsum(mpmath.binomial(nw, i) * mp ** i * mq ** (nw - i) for i in range(max(lo, 0), min(hi, nw) + 1))
     ref = float(ref)
     assert abs(float(total) - ref) <= float(rel) * ref + (M + 4) * 2.3e-308, (float(total), ref)
+
+
+def _binomial_sum_60_digits(nw, p, lo, hi) -> float:
+    import mpmath
+    with mpmath.workdps(60):
+        mp, mq = mpmath.mpf(p), mpmath.mpf(1.0 - p)  # the float pair's own binomial, as the kernel's pmf uses it
+        return float(mpmath.fsum(mpmath.binomial(nw, i) * mp ** i * mq ** (nw - i)
+                                 for i in range(max(lo, 0), min(hi, nw) + 1)))
+
+
+@settings(max_examples=120)
+@given(nw=st.integers(0, 3000), p=st.sampled_from([0.0, 1e-22, 1e-12, 0.003, 0.3, 0.5, 0.77, 1 - 1e-9, 1.0]),
+       lo_frac=st.floats(-0.05, 1.05), length=st.integers(-2, 3100), S=st.sampled_from([1, 2, 3, 8, 64, 256]))
+def test_outward_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_frac, length, S):
+    """The outward walk (docs/math.md section 10, "Recurrences along lines"): the sum of Bin(nw, p)'s pmf over
+    [lo, hi] of any length lies within its stated relative error plus its charged remainder, against the sum
+    at 60 digits, for walks too short to reach the ends (S = 1: the geometric bound does all the work) and
+    long enough, intervals inside, across and outside the support, and p at 0, 1 and extremes."""
+    from jaxshuffle.engine.blanket import kernel
+
+    lo = math.floor(lo_frac * nw)
+    hi = lo + length - 1
+    total, rel, rem = (float(x) for x in kernel._walk_outward(
+        jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(1.0 - p), S))
+    ref = _binomial_sum_60_digits(nw, p, lo, hi)
+    assert total * (1.0 - rel) <= ref <= total * (1.0 + rel) + rem, (total, ref, rel, rem)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(nw=st.sampled_from([1, 40, 3000, 10**5, 10**7, 10**10]), p=st.floats(1e-9, 1.0 - 1e-9),
+       lo_frac=st.floats(-0.5, 1.5), width=st.floats(0.0, 80.0))
+def test_the_planned_outward_walk_leaves_out_nothing_that_matters(nw, p, lo_frac, width):
+    """At the planner's length (walk_steps of the binomial's standard deviation) the walk's charged
+    remainder is negligible beside its sum: at most 1e-12 of it (or flush-sized), whether the interval
+    holds the mode or lies in a tail, so the outward walk costs the band nothing (REL_ERR is 1e-10)."""
+    from jaxshuffle.blanket import plan as bp
+    from jaxshuffle.engine.blanket import kernel
+
+    sd = math.sqrt(nw * p * (1.0 - p))
+    mean = nw * p
+    lo = math.floor(mean + (lo_frac - 0.5) * 40.0 * (sd + 1.0))
+    hi = lo + math.ceil(width * (sd + 1.0))
+    S = int(bp.walk_steps(sd))
+    total, _, rem = (float(x) for x in jax.jit(kernel._walk_outward, static_argnums=5)(
+        jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(1.0 - p), S))
+    assert rem <= 1e-12 * total + 1e-290, (S, total, rem)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(eps0=st.floats(0.1, 6.0), k=st.sampled_from([2, 3, 5, 10]), n=st.integers(1, 60),
+       frac=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
+def test_band_with_the_outward_walk_contains_enumeration(eps0, k, n, frac, kind):
+    """The kernel with the outward walk (plan.walk > 0, max_step 1: no line move is refused) against
+    enumeration: sound when the walk is too short to reach the ends (walk 2: the geometric remainders
+    are charged), and as tight as the log-ratio walk's band when it is long enough (walk 64)."""
+    if kind == "all_z" and k < 3:
+        k = 3
+    eps = frac * eps0
+    ref = krr_delta(eps0, k, n, eps, kind)
+    for walk in (2, 64):
+        d = _div(jnp.float64(eps0), jnp.float64(k), jnp.float64(n), jnp.float64(eps), kind=kind,
+                 plan=SMALL._replace(max_step=1, walk=walk))
+        assert not bool(d.step_overflow)
+        lo, up = float(d.lower), float(d.upper)
+        assert lo - REF_REL * ref <= ref <= up + REF_REL * ref, (walk, lo, ref, up)
+    _band_contains(d, ref)
+
+
+@pytest.mark.slow
+def test_both_walks_give_the_same_band_where_lines_move_far():
+    """eps0 = 8, k = 10, n = 1e4: lines move about e^8 = 2981 counts per step. The planner gives the
+    outward walk (fewer steps than max_step); its bands at three eps overlap the log-ratio walk's
+    (max_step steps) and are no wider than them (within 1e-9 relative)."""
+    plan = bl.plan_blanket(8.0, 10, 1e4, 1e-6)
+    assert 0 < plan.walk < plan.max_step
+    classic = plan._replace(walk=0)
+    for eps in (0.5, 2.0, 4.0):
+        d_out = _div(jnp.float64(8.0), jnp.float64(10), jnp.float64(1e4), jnp.float64(eps), kind="blanket", plan=plan)
+        d_log = _div(jnp.float64(8.0), jnp.float64(10), jnp.float64(1e4), jnp.float64(eps), kind="blanket",
+                     plan=classic)
+        assert not bool(d_log.step_overflow)
+        lo_o, up_o, lo_l, up_l = (float(x) for x in (d_out.lower, d_out.upper, d_log.lower, d_log.upper))
+        assert lo_o <= up_l and lo_l <= up_o, (eps, lo_o, up_o, lo_l, up_l)
+        assert up_o - lo_o <= (up_l - lo_l) * (1 + 1e-9) + 1e-300, (eps, up_o - lo_o, up_l - lo_l)
+
+
+@pytest.mark.parametrize("eps0, n, outward", [(8.0, 1e5, True), (8.0, 1e3, True), (12.0, 1e6, True),
+                                              (0.5, 1e5, False), (2.0, 1e7, False)])
+def test_the_planner_walks_outward_where_that_is_shorter(eps0, n, outward):
+    """plan_blanket and krr_bounds' merged plan take the outward walk exactly where its length (walk_steps of
+    the largest binomial spread, on the quarter-octave ladder) is below max_step: at large eps0, where lines
+    move about e^eps0 counts per step while C's binomial spreads over sqrt(n pC qC); never at small eps0."""
+    from jaxshuffle.blanket import plan as bp
+    for plan, kinds in ((bl.plan_blanket(eps0, 10, n, 1e-6), ("blanket",)),
+                        (bl.plan_krr_bounds(eps0, 10, n, 1e-6), ("blanket",) + bl.LOWER_KINDS)):
+        spread = max(bp.plan_spread(np.float64(eps0), np.float64(10), np.float64(n), np.float64(1e-6), kind, plan.block)
+                     for kind in kinds)
+        assert (plan.walk > 0) == outward
+        if outward:
+            assert bp.walk_steps(spread) <= plan.walk < plan.max_step
+            assert plan.walk == bl.quarter_octave(plan.walk)

@@ -72,8 +72,13 @@ class BlanketPlan(NamedTuple):
     window: s counts summed (a power of two, a multiple of ``2 * block``).
     block: steps ``s -> s+2`` per anchor (one continued-fraction tail per line and block).
     lines: stretches tracked per block (``lines + 1`` boundary lines).
-    max_step: largest integer move of a line per step (larger: the point claims nothing).
+    max_step: largest integer move of a line per step (larger: the point claims nothing), with ``walk = 0``.
     chunk: blocks evaluated together (memory).
+    walk: ``0`` (default): each sum of pmfs between two positions walks up to ``max_step`` log ratios
+      (:func:`_walk`). ``S > 0``: it walks ``S`` linear ratios each way from the interval's largest term
+      and bounds the rest geometrically (:func:`_walk_outward`), so a line may move any distance per step
+      (``max_step`` is then unused): the cheaper walk where lines move far more than the binomial's
+      spread (large eps0), docs/math.md section 10 ("Recurrences along lines").
     """
 
     window: int
@@ -81,6 +86,7 @@ class BlanketPlan(NamedTuple):
     lines: int
     max_step: int
     chunk: int = 8
+    walk: int = 0
 
 
 class SumForm(NamedTuple):
@@ -218,6 +224,73 @@ def _walk(nw, lo, hi, p, q, M: int):
     return acc, rel
 
 
+def _walk_outward(nw, lo, hi, p, q, S: int):
+    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` for an interval of any length: ``(sum, rel_err, rem)``,
+    the true sum within ``[sum (1 - rel_err), sum (1 + rel_err) + rem]``.
+
+    From the interval's largest term ``b(a)`` (``a`` the mode clipped to the interval: the pmf is
+    unimodal), ``S`` terms are summed downward by the linear ratios ``b(i-1) = b(i) i/(nw-i+1) q/p`` and
+    ``S`` upward by ``b(i+1) = b(i) (nw-i)/(i+1) p/q``; past the mode the ratios shrink monotonically, so
+    what is left of each side is at most its next term times ``min(terms left, 1/(1 - ratio))``
+    (geometric). Each term carries at most ``5 (S + 1)`` roundings after Loader's ``b(a)`` (``REL_ERR``;
+    a ratio's quotient, its factor ``q/p`` and product, the reciprocal XLA may form, the term's product),
+    the sum ``2S`` more; a term below the normal range may flush: ``2 (2S + 2)`` flush units charged.
+    Derivation: docs/math.md section 10 ("Recurrences along lines"); checked against 60-digit sums by
+    ``tests/test_blanket.py::test_outward_walk_sums_the_binomial_pmf_within_its_stated_error``.
+    A level with ``p = 0`` or ``q = 0`` is a point mass, summed exactly (as :func:`_walk`)."""
+    top = jnp.minimum(hi, nw)
+    bot = jnp.maximum(lo, 0.0)
+    count = jnp.maximum(top - bot + 1.0, 0.0)
+    mass = (p > 0) & (q > 0)
+    live = mass & (count > 0)
+    ps, qs = jnp.where(mass, p, 0.5), jnp.where(mass, q, 0.5)
+    nws = jnp.where(live, nw, 1.0)
+    # the mode floor((nw+1) p) clipped into the interval: within one of the true mode, where neighbouring
+    # terms differ by a factor 1 + O(1/sqrt(nw)), so b(a) is the interval's largest term up to that factor
+    a = jnp.where(live, jnp.clip(jnp.floor((nws + 1.0) * ps), bot, top), 0.0)
+    # q/p and p/q capped: they exceed 1e300 only where p (or q) < 1e-300, and then the mode sits at the
+    # support's end, so the walk on that side has no term of the interval to reach (values stay finite)
+    qp = jnp.minimum(qs / ps, 1e300)
+    pq = jnp.minimum(ps / qs, 1e300)
+    b_a = jnp.where(live, _pmf(nws, a, ps, qs), 0.0)
+    count_d = jnp.where(live, a - bot + 1.0, 0.0)  # terms a, a-1, ..., bot
+    count_u = jnp.where(live, top - a, 0.0)  # terms a+1, ..., top
+
+    def down(i):  # b(i-1)/b(i), 0 below the support
+        return jnp.where(i >= 1.0, jnp.maximum(i, 1.0) / (nws - i + 1.0) * qp, 0.0)
+
+    def up(i):  # b(i+1)/b(i), 0 above the support
+        return jnp.maximum(nws - i, 0.0) / (i + 1.0) * pq
+
+    def step(o, carry):
+        td, tu, acc = carry  # td = b(a - o), tu = b(a + 1 + o)
+        acc = acc + jnp.where(o < count_d, td, 0.0) + jnp.where(o < count_u, tu, 0.0)
+        td = jnp.minimum(td * down(a - o), 1.0)  # a pmf is at most 1: a capped term never enters the sum
+        tu = jnp.minimum(tu * up(a + 1.0 + o), 1.0)
+        return td, tu, acc
+
+    tu0 = jnp.minimum(b_a * up(a), 1.0)
+    td, tu, acc = jax.lax.fori_loop(0, S, step, (b_a, tu0, jnp.zeros_like(b_a)))
+    rel = jnp.full_like(b_a, REL_ERR + (8.0 * S + 8.0) * _ULP * 1.01)  # _ULP is 2 units of rounding: margin
+
+    def rest(t_next, ratio, left):
+        """What ``left`` terms from ``t_next`` on can add, ratios at most ``ratio`` each: geometric."""
+        r_up = ratio * (1.0 + 16.0 * _ULP)
+        geo = jnp.where(r_up < 1.0, 1.0 / jnp.maximum(1.0 - r_up, 1e-300), jnp.inf)
+        bound = (t_next * (1.0 + rel) + _FLUSH) * jnp.minimum(left, geo) * (1.0 + 16.0 * _ULP)
+        # past the mode the ratios fall below 1 within two steps; a ratio >= 1 still (S < 2) gives no
+        # geometric bound, and then every left term is at most 1
+        return jnp.where(left > 0, jnp.where(r_up < 1.0, bound, left), 0.0)
+
+    rem = (rest(td, down(a - S), count_d - S) + rest(tu, up(a + 1.0 + S), count_u - S)
+           + 2.0 * (2.0 * S + 2.0) * _FLUSH)
+    point = jnp.where(p > 0, nw, 0.0)  # the one point of a level with p = 0 or q = 0
+    exact = (point >= bot) & (point <= top)
+    acc = jnp.where(mass, acc, jnp.where(exact, 1.0, 0.0))
+    rem = jnp.where(mass, rem, 0.0)
+    return acc, rel, rem
+
+
 def _stacked(fn, *args, p, q):
     """``[fn(*a, p_i, q_i) for a in args]`` as one call of ``fn`` (one copy of it in the program) on the
     arguments broadcast, flattened and concatenated; returns each output split back into one array
@@ -335,7 +408,8 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
     """Certified ``delta(e^eps)`` of one sum form (scalars) at ``eps >= 0``; band, Q-mass and tangent.
 
     ``lower <= delta <= upper``; invalid points (``g <= 0``, ``n < 1``, NaN) get ``upper = inf``,
-    ``lower = 0``. A line moving more than ``plan.max_step`` per step gives ``[0, inf]``.
+    ``lower = 0``. A line moving more than ``plan.max_step`` per step gives ``[0, inf]`` (unless
+    ``plan.walk``: then any move is walked, the walks' remainders charged).
 
     Size: one traced kernel: the per-block sums (``block``, mapped by ``lax.map``) and the certificate
     assembled after them read the same stored swapped form, geometry ``(g, h0, hs, hc)``, coefficients and
@@ -402,9 +476,15 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
                         (sl - 1.0, j[..., 1:] - 1.0), (sl, jb), (n, s),
                         p=(pC,) * 3 + (pA,) * 4 + (pS,), q=(qC,) * 3 + (qA,) * 4 + (qS,))
         b1, b2, bN, bj1, bj2, pb, b_jb, W = pmfs
-        (walk, walkA), (wrel, wrelA) = _stacked_walk(
-            (Nl - 2.0, jnp.minimum(m, m_next) + 1.0, jnp.maximum(m, m_next), pC, qC),
-            (sl, jnp.minimum(j, j_next), jnp.maximum(j, j_next) - 1.0, pA, qA), M)
+        walk_c = (Nl - 2.0, jnp.minimum(m, m_next) + 1.0, jnp.maximum(m, m_next), pC, qC)
+        walk_a = (sl, jnp.minimum(j, j_next), jnp.maximum(j, j_next) - 1.0, pA, qA)
+        if plan.walk:  # any move per step; what the walks leave out is charged (wrem, absolute)
+            (walk, walkA), (wrel, wrelA), (wrem, wremA) = _stacked(
+                lambda nw, lo, hi, p, q: _walk_outward(nw, lo, hi, p, q, plan.walk), walk_c[:3], walk_a[:3],
+                p=(pC, pA), q=(qC, qA))
+        else:
+            (walk, walkA), (wrel, wrelA) = _stacked_walk(walk_c, walk_a, M)
+            wrem = wremA = jnp.zeros(())
         (F_anchor, S_anchor), (eF_anchor, eS_anchor) = _stacked(
             _tail_small_side, (N_a[..., None], N_a[..., None] - m[:, :1]), (s_a[..., None], j[:, :1]),
             p=(qC, pA), q=(pC, qA))  # P[C <= m] and P[A >= j] at the anchors
@@ -412,14 +492,16 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         sgn = jnp.sign(m_next - m)
         incF = jnp.where(step_live, pC * (b1 + b2) + sgn * walk, 0.0)
         absF = jnp.where(step_live, pC * (b1 + b2) + walk, 0.0)
-        overflow = jnp.any(step_live & live[..., None] & (jnp.abs(m_next - m) > M))
+        overflow = jnp.any(step_live & live[..., None] & (jnp.abs(m_next - m) > M)) & (plan.walk == 0)
         known_a, exact_a = _cdf_exact(N_a[..., None], m[:, :1], pC)
         F_anchor = jnp.where(known_a, exact_a, F_anchor)
         eF_anchor = jnp.where(known_a, 0.0, eF_anchor)
         cum = jnp.cumsum(incF, axis=1) - incF
         cum_abs = jnp.cumsum(absF, axis=1) - absF
         F = F_anchor + cum
-        eF = eF_anchor + wrel * cum_abs + (B + 4.0) * _ULP * (F_anchor + cum_abs) + (M + 4.0) * B * _FLUSH
+        remF = jnp.where(step_live, wrem, 0.0)
+        eF = (eF_anchor + wrel * cum_abs + (jnp.cumsum(remF, axis=1) - remF)
+              + (B + 4.0) * _ULP * (F_anchor + cum_abs) + (M + 4.0) * B * _FLUSH)
         known, exact = _cdf_exact(Nl, m, pC)
         F = jnp.clip(jnp.where(known, exact, F), 0.0, 1.0)
         eF = jnp.where(known, 0.0, eF)
@@ -429,11 +511,13 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         sgnA = jnp.sign(j_next - j)
         incS = jnp.where(step_live, -sgnA * walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
         absS = jnp.where(step_live, walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
-        overflow = overflow | jnp.any(step_live & live[..., None] & (jnp.abs(j_next - j) > M))
+        overflow = overflow | (jnp.any(step_live & live[..., None] & (jnp.abs(j_next - j) > M)) & (plan.walk == 0))
         cumS = jnp.cumsum(incS, axis=1) - incS
         cumS_abs = jnp.cumsum(absS, axis=1) - absS
         SF = S_anchor + cumS
-        eSF = eS_anchor + wrelA * cumS_abs + (B + 4.0) * _ULP * (S_anchor + cumS_abs) + (M + 4.0) * B * _FLUSH
+        remS = jnp.where(step_live, wremA, 0.0)
+        eSF = (eS_anchor + wrelA * cumS_abs + (jnp.cumsum(remS, axis=1) - remS)
+               + (B + 4.0) * _ULP * (S_anchor + cumS_abs) + (M + 4.0) * B * _FLUSH)
         s_known = (j <= 0) | (j > sl)
         SF = jnp.clip(jnp.where(s_known, jnp.where(j <= 0, 1.0, 0.0), SF), 0.0, 1.0)
         eSF = jnp.where(s_known, 0.0, eSF)

@@ -121,9 +121,10 @@ _PLAN_MEMO: dict = {}
 
 
 def _plan_numbers(eps0, k, n, delta, kind: str,
-                  block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per point: s-window length, lines and max step needed up to the planned eps, and the Gaussian
-    model's root (numpy, read-only arrays; remembered for small batches)."""
+                  block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per point: s-window length, lines and max step needed up to the planned eps, the Gaussian
+    model's root and the walks' binomial spread (:func:`form_spread`) (numpy, read-only arrays;
+    remembered for small batches)."""
     args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (eps0, k, n, delta)))
     if args[0].size > PLAN_MEMO_MAX_POINTS:
         return _plan_numbers_uncached(args[0], args[1], args[2], args[3], kind, block)
@@ -139,7 +140,7 @@ def _plan_numbers(eps0, k, n, delta, kind: str,
 
 
 def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                              np.ndarray]:
+                                                                              np.ndarray, np.ndarray]:
     f = krr_sum_form(np.asarray(eps0, np.float64), np.asarray(k, np.float64), kind)
     f = SumForm._make(np.asarray(x) for x in f)  # numpy fields: planning runs no XLA program
     E0 = np.exp(eps0)
@@ -154,7 +155,53 @@ def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int) -> tuple[np
     for frac in np.linspace(0.0, 1.0, 17):
         ln, st = plan_geometry(f, n, np.exp(frac * eps_hi), block)
         lines, step = np.maximum(lines, ln), np.maximum(step, st)
-    return L, np.ceil(lines), np.minimum(step, n + 3.0), hi
+    return L, np.ceil(lines), np.minimum(step, n + 3.0), hi, form_spread(f, n, L)
+
+
+def form_spread(f: SumForm, n, window) -> np.ndarray:
+    """Largest standard deviation of the binomial levels the kernel's walks sum over (numpy): ``C | s ~
+    Bin(N, pC)`` with ``N <= n`` and ``A | s ~ Bin(s, pA)`` with ``s`` at most the window's top
+    (``n pS + window``, or ``n``); :func:`walk_steps` covers each side of the mode by a multiple of it."""
+    s_top = np.minimum(n, n * f.pS + window)
+    return np.sqrt(np.maximum(n * f.pC * f.qC, s_top * f.pA * f.qA))
+
+
+#: An outward walk (``BlanketPlan.walk``) sums this many standard deviations of its binomial on each
+#: side of the mode, plus :data:`WALK_EXTRA` terms: the first term it leaves out is below ``e^-50`` of
+#: the mode's (computed for standard deviations 1 to 500, Poisson-like levels included), far inside
+#: the pmfs' own relative budget ``REL_ERR``; a walk too short for a point only widens its band (the
+#: rest is charged), never its soundness.
+WALK_SPREADS = 10.0
+WALK_EXTRA = 32
+
+
+def walk_steps(spread) -> np.ndarray:
+    """Per point, the steps an outward walk needs each way (numpy; :data:`WALK_SPREADS`)."""
+    return np.ceil(WALK_SPREADS * np.asarray(spread, np.float64)) + WALK_EXTRA
+
+
+def choose_walk(max_step: int, spread) -> int:
+    """``BlanketPlan.walk`` for a plan of ``max_step`` over points of binomial ``spread`` (numpy):
+    the outward walk's steps (:func:`walk_steps`, the largest over the points, rounded up by
+    :func:`quarter_octave`) where they are fewer than ``max_step``, else 0 (the log-ratio walk of
+    ``max_step`` terms). Measured (``benchmarks/kernel_cells.py``): a step of either walk costs about
+    the same per cell (the outward one sums four terms without a log or exp, the other two with)."""
+    return int(_walks(np.float64(max_step), np.max(np.asarray(spread, np.float64), initial=0.0)))
+
+
+def _walks(max_step, spread) -> np.ndarray:
+    """:func:`choose_walk` per point (numpy arrays, 0 where the log-ratio walk is kept)."""
+    steps = _quarter_octaves(walk_steps(spread))
+    return np.where(steps < max_step, steps, 0.0)
+
+
+def _quarter_octaves(v) -> np.ndarray:
+    """:func:`quarter_octave` of each entry of ``v`` (numpy, exact for integers below 2^53)."""
+    v = np.maximum(np.ceil(np.asarray(v, np.float64)), 1.0)
+    bits = np.frexp(v)[1]  # v < 2^bits: Python's int.bit_length
+    small = 2.0 ** np.ceil(np.log2(v))
+    base = 2.0 ** np.maximum(bits - 3, 0)
+    return np.where(v <= 4, small, np.ceil(v / base) * base)
 
 
 #: Largest evaluation cost (:func:`point_cells`) for which ``amplify``'s automatic blanket source
@@ -174,7 +221,8 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
                 kinds: tuple[str, ...] = ("blanket",)) -> np.ndarray:
     """Per point, the cost of one lane's evaluation in cells (numpy; the model behind
     :data:`AUTO_MAX_CELLS`): window counts x boundary lines of the plan for that point alone,
-    times ``1 + max_step / 1024`` (each cell walks up to ``max_step`` pmf ratios, about a
+    times ``1 + steps / 1024`` (each cell walks ``steps`` pmf ratios: the outward walk's length where
+    :func:`choose_walk` picks it, else up to ``max_step``; about a
     thousandth of a cell's cost each; measured: 1.6 s per evaluation at 0.9 M cells and max step 7,
     6 s at 0.15 M cells and max step 29412, eps0 = 10.3, n = 1e10).
 
@@ -186,7 +234,7 @@ def point_cells(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, b
     the blanket's and all_z's max step is 28007).
     """
     eps0, k, n, delta = check_points(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
-    return _cells(*_point_shapes(eps0, k, n, delta, block, kinds))
+    return _shape_cells(*_point_shapes(eps0, k, n, delta, block, kinds))
 
 
 def _cells(window, lines, step):
@@ -195,25 +243,34 @@ def _cells(window, lines, step):
 
 def plan_cells(plan: BlanketPlan) -> float:
     """The cost of one lane's evaluation under ``plan``, in cells: :func:`point_cells`' model at the
-    plan's own window, lines and max step."""
-    return float(_cells(plan.window, plan.lines, plan.max_step))
+    plan's own window, lines and walk length (``walk`` where set, else ``max_step``)."""
+    return float(_cells(plan.window, plan.lines, plan.walk or plan.max_step))
 
 
 def _point_shapes(eps0, k, n, delta, block: int, kinds: tuple[str, ...]):
     """Per point (validated numpy arrays), the shape of its own plan for the sum forms ``kinds``:
-    ``(window, lines, max_step)`` as :func:`plan_blanket` (one kind) or ``krr_bounds``' merged plan
-    (several) would make it for that point alone."""
-    window = lines = step = 0.0
+    ``(window, lines, max_step, spread)`` as :func:`plan_blanket` (one kind) or ``krr_bounds``' merged
+    plan (several) would make it for that point alone (the spread decides its walk: :func:`_shape_cells`)."""
+    window = lines = step = spread = 0.0
     for kind in kinds:
         z = kind == "all_z"
-        shape = _shapes(*_plan_numbers(eps0, np.maximum(k, 3) if z else k, n, delta, kind, block)[:3], block)
+        numbers = _plan_numbers(eps0, np.maximum(k, 3) if z else k, n, delta, kind, block)
+        shape = _shapes(*numbers[:3], block) + (numbers[4],)
         if z and np.any(k < 3):  # k = 2: the lane repeats all_x0
-            x0 = _shapes(*_plan_numbers(eps0, k, n, delta, "all_x0", block)[:3], block)
-            shape = tuple(np.where(k < 3, a0, a) for a0, a in zip(x0, shape))
-        window, lines, step = (np.maximum(a, b) for a, b in zip((window, lines, step), shape))
+            x0 = _plan_numbers(eps0, k, n, delta, "all_x0", block)
+            x0_shape = _shapes(*x0[:3], block) + (x0[4],)
+            shape = tuple(np.where(k < 3, a0, a) for a0, a in zip(x0_shape, shape))
+        window, lines, step, spread = (np.maximum(a, b) for a, b in zip((window, lines, step, spread), shape))
     if len(kinds) > 1:  # as _merged_plan
         lines, step = (2.0 ** np.ceil(np.log2(np.maximum(x, 1.0))) for x in (lines, step))
-    return window, lines, step
+    return window, lines, step, spread
+
+
+def _shape_cells(window, lines, step, spread):
+    """:func:`_cells` of a plan shape ``(window, lines, max_step, spread)``: the walk's length per cell
+    is the outward walk's where :func:`choose_walk` would pick it for that max step and spread."""
+    walk = _walks(step, spread)
+    return _cells(window, lines, np.where(walk > 0, walk, step))
 
 
 #: How much more work than its points' own plans one shared plan may cost (:func:`plan_groups`).
@@ -239,17 +296,19 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     on the same arrays as here, so the planner's memo serves it).
     """
     eps0, k, n, delta = check_points(eps0, k, n, delta, "blanket", integer_k=False)  # a plan only sets cost
-    window, lines, step = (np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
-    own = _cells(window, lines, step)
+    shapes = tuple(np.ravel(x) for x in _point_shapes(eps0, k, n, delta, block, kinds))
+    own = _shape_cells(*shapes)
+    window, lines, step, _ = shapes
     groups: list = []
     current: list = []
     top, total = None, 0.0
     for i in np.lexsort((lines, step, window)):
-        shape = (window[i], lines[i], step[i]) if top is None else tuple(
-            max(a, b) for a, b in zip(top, (window[i], lines[i], step[i])))
-        if current and (len(current) + 1) * _cells(*shape) > max(GROUP_SLACK * (total + own[i]), GROUP_FREE_CELLS):
+        point = tuple(x[i] for x in shapes)
+        shape = point if top is None else tuple(max(a, b) for a, b in zip(top, point))
+        if current and (len(current) + 1) * _shape_cells(*shape) > max(GROUP_SLACK * (total + own[i]),
+                                                                         GROUP_FREE_CELLS):
             groups.append(np.sort(current))
-            current, shape, total = [], (window[i], lines[i], step[i]), 0.0
+            current, shape, total = [], point, 0.0
         current.append(i)
         top, total = shape, total + own[i]
     if current:
@@ -295,9 +354,17 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     """
     eps0, k, n, delta = check_points(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
-    window, lines, step = (int(np.max(x)) for x in _shapes(*_plan_numbers(eps0, k, n, delta, kind, b)[:3], b))
+    numbers = _plan_numbers(eps0, k, n, delta, kind, b)
+    window, lines, step = (int(np.max(x)) for x in _shapes(*numbers[:3], b))
     return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
-                                  chunk=int(max(1, min(chunk, window // (2 * b))))), n)
+                                  chunk=int(max(1, min(chunk, window // (2 * b)))),
+                                  walk=choose_walk(step, numbers[4])), n)
+
+
+def plan_spread(eps0, k, n, delta, kind: str, block: int) -> float:
+    """The largest binomial spread (:func:`form_spread`) of the sum form ``kind`` over the points, as
+    :func:`plan_blanket` plans them with ``block`` (validated numpy arrays; the planner's memo serves it)."""
+    return float(np.max(_plan_numbers(eps0, k, n, delta, kind, block)[4], initial=0.0))
 
 
 def check_points(eps0, k, n, delta, kind, integer_k: bool = True):

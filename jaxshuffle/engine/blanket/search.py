@@ -37,10 +37,12 @@ from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
     BlanketPlan,
     check_points,
+    choose_walk,
     fit_memory,
     lanes_per_batch,
     plan_blanket,
     plan_groups,
+    plan_spread,
     power_of_two,
 )
 
@@ -244,10 +246,12 @@ def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8, has_z=Non
              for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
     # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
     # probes) share one compiled program; a larger plan only costs time, never soundness
+    max_step = power_of_two(max(p.max_step for p in plans))
+    spread = max(plan_spread(e[sel], kk[sel], nn[sel], d[sel], kind, plans[0].block)
+                 for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel))
     return fit_memory(BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
-                                  lines=power_of_two(max(p.lines for p in plans)),
-                                  max_step=power_of_two(max(p.max_step for p in plans)),
-                                  chunk=min(p.chunk for p in plans)), nn)
+                                  lines=power_of_two(max(p.lines for p in plans)), max_step=max_step,
+                                  chunk=min(p.chunk for p in plans), walk=choose_walk(max_step, spread)), nn)
 
 
 def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int, has_z=None):

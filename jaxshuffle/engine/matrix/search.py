@@ -22,6 +22,7 @@ from jaxshuffle._config import check
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.engine import blanket as bl
 from jaxshuffle.engine._search import Move, SearchState, Status, certified_search, lane_constant
+from jaxshuffle.engine.blanket.plan import choose_walk, form_spread
 from jaxshuffle.engine.matrix import lattice as la
 from jaxshuffle.engine.matrix.forms import (  # re-exported: one import path for the matrix engine
     KERNEL_CATEGORIES,
@@ -90,7 +91,7 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
     b = bl.power_of_two(min(block, max(8, bl.power_of_two(n + 1) // 4)))
     g = _gaussian_eps(forms, n, delta, forms.eps_max)
     eps_top = np.minimum(forms.eps_max, (1.3 + 20.0 / np.sqrt(n)) * g + 1e-4)
-    L, lines, step = 2 * b, 4.0, 3.0
+    L, lines, step, spread = 2 * b, 4.0, 3.0, 0.0
     live = forms.w > 0
     for frac in np.linspace(0.0, 1.0, 17):
         t = np.exp(frac * eps_top)[:, None]
@@ -106,10 +107,12 @@ def plan_forms(forms: PairForms, n: float, delta: float, block: int = 64, chunk:
                                  np.maximum(1e-6 * delta / gmax, 1e-300))
             ln, st = bl.plan_geometry(f, n, t[mixed, 0], b)
             L, lines, step = max(L, int(np.max(Li))), max(lines, float(np.max(ln))), max(step, float(np.max(st)))
+            spread = max(spread, float(np.max(form_spread(f, n, bl.power_of_two(np.max(Li))))))
     window = max(bl.power_of_two(L), 2 * b)
+    max_step = bl.power_of_two(min(step, n + 3.0))
     plan = bl.BlanketPlan(window=window, block=b, lines=bl.power_of_two(max(4.0, np.ceil(lines))),
-                          max_step=bl.power_of_two(min(step, n + 3.0)),
-                          chunk=int(max(1, min(chunk, window // (2 * b)))))
+                          max_step=max_step, chunk=int(max(1, min(chunk, window // (2 * b)))),
+                          walk=choose_walk(max_step, spread))
     return bl.fit_memory(plan, n), eps_top
 
 
