@@ -581,3 +581,68 @@ def test_the_planner_walks_outward_where_that_is_shorter(eps0, n, outward):
         if outward:
             assert bp.walk_steps(spread) <= plan.walk < plan.max_step
             assert plan.walk == bl.quarter_octave(plan.walk)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(width=st.floats(1.0, 3e6), block=st.sampled_from([8, 16, 32, 64]))
+def test_window_ladder_covers_the_width_in_whole_chunks(width, block):
+    """The blanket window (plan.window_ladder) holds at least the counts asked for, in whole blocks; below 32
+    blocks a power of two (as before: few programs where compiling dominates), from 32 blocks a quarter octave,
+    at most 25 % above the blocks needed (a power of two wasted up to half the cells) and a multiple of 8 blocks,
+    so every chunk up to 8 divides it (a chunk that does not would trace the block body twice)."""
+    from jaxshuffle.blanket import plan as bp
+    w = float(bp.window_ladder(width, block))
+    blocks = w / (2 * block)
+    needed = math.ceil(width / (2 * block))
+    assert w >= width and blocks == int(blocks) and blocks >= needed
+    if needed < bp.FINE_WINDOW_BLOCKS:
+        assert blocks == 2 ** math.ceil(math.log2(needed))
+    else:
+        assert blocks % 8 == 0 and blocks <= 1.25 * needed
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(eps0=st.floats(0.1, 10.0), k=st.sampled_from([2, 3, 10, 100]), n=st.sampled_from([2, 300, 1e5, 1e7, 1e9]))
+def test_planned_windows_divide_into_chunks(eps0, k, n):
+    """Every planned window (one kind or krr_bounds' merged plan) is whole chunks of whole blocks."""
+    for plan in (bl.plan_blanket(eps0, k, n, 1e-6), bl.plan_krr_bounds(eps0, k, n, 1e-6)):
+        assert plan.window % (2 * plan.block * plan.chunk) == 0, plan
+
+
+@pytest.mark.slow
+def test_a_window_off_the_power_of_two_ladder_contains_enumeration():
+    """The kernel with a window of 3 blocks (48 counts, n up to 60) against enumeration: any window is sound
+    (the s-mass outside is charged), and one that holds the mass is as tight as before."""
+    plan = SMALL._replace(window=48, chunk=1)
+    for eps0, k, n, frac, kind in [(1.0, 3, 40, 0.5, "blanket"), (2.5, 10, 60, 0.3, "all_z"),
+                                   (0.7, 2, 25, 0.9, "all_x0"), (4.0, 5, 60, 0.1, "all_x0_mirror")]:
+        eps = frac * eps0
+        d = _div(jnp.float64(eps0), jnp.float64(k), jnp.float64(n), jnp.float64(eps), kind=kind, plan=plan)
+        _band_contains(d, krr_delta(eps0, k, n, eps, kind))
+
+
+def test_lanes_are_padded_to_whole_batches(monkeypatch):
+    """A lane count above one batch that is not a whole number of batches is padded with copies of the last
+    lane (lax.map would trace the search twice: whole batches and the rest); the padding is dropped, and each
+    lane's bracket is what the same program gives it without the padding lanes' company."""
+    from jaxshuffle import _programs
+    from jaxshuffle.engine.blanket import search as bs
+    assert [bs.whole_batches(p, 8) for p in (1, 5, 8, 9, 12, 16, 17)] == [1, 5, 8, 16, 16, 16, 24]
+    seen = []
+    real = _programs.run
+
+    def spy(name, fn, static, arrays, **kw):
+        seen.append(np.shape(arrays[0]))
+        return real(name, fn, static, arrays, **kw)
+
+    monkeypatch.setattr(_programs, "run", spy)
+    plan = SMALL._replace(chunk=4)
+    P = bl.lanes_per_batch(plan) + 3
+    e = np.linspace(0.5, 2.0, P)
+    args = (e, np.full(P, 5.0), np.full(P, 30.0), np.full(P, 1e-3), np.zeros(P, np.int32))
+    res = bs.eager_brackets(*args, plan=plan)
+    assert seen == [(bs.whole_batches(P, bl.lanes_per_batch(plan)),)] and np.shape(res.upper) == (P,)
+    padded = [np.concatenate([a, a[:1].repeat(seen[0][0] - P)]) for a in args]  # other padding, same lanes
+    again = bs.eager_brackets(*padded, plan=plan)
+    for a, b in zip(res, again):
+        assert np.array_equal(np.asarray(a), np.asarray(b)[:P])

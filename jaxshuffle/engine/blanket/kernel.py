@@ -69,7 +69,8 @@ class BlanketPlan(NamedTuple):
     """Static shape of one compiled blanket program (made by :func:`jaxshuffle.blanket.plan.plan_blanket`;
     defined here, where it is consumed, so the kernel imports nothing from the planner).
 
-    window: s counts summed (a power of two, a multiple of ``2 * block``).
+    window: s counts summed (a multiple of ``2 * block * chunk``; the planner's ladder:
+      :func:`jaxshuffle.blanket.plan.window_ladder`).
     block: steps ``s -> s+2`` per anchor (one continued-fraction tail per line and block).
     lines: stretches tracked per block (``lines + 1`` boundary lines).
     max_step: largest integer move of a line per step (larger: the point claims nothing), with ``walk = 0``.

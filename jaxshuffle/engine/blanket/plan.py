@@ -148,8 +148,7 @@ def _plan_numbers_uncached(eps0, k, n, delta, kind: str, block: int) -> tuple[np
     _, hi = bisect_fixed(lambda e: ~(gaussian_delta(f, n, np.exp(e)) > delta), np.zeros_like(eps0), eps0, steps=60)
     eps_hi = np.minimum(eps0, (1.3 + 20.0 / np.sqrt(n)) * hi + 1e-4)  # the model is good to a few % at large n
     tol = np.maximum(1e-6 * delta / np.maximum(E0, 1.0), 1e-300)
-    L, _ = plan_windows(n + 1.0, np.asarray(f.pS), tol)
-    L = np.maximum(L, 2 * block)
+    L, _ = plan_windows(n + 1.0, np.asarray(f.pS), tol, ladder=lambda width: window_ladder(width, block))
     lines = np.zeros(np.shape(n))
     step = np.zeros(np.shape(n))
     for frac in np.linspace(0.0, 1.0, 17):
@@ -317,9 +316,26 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
 
 
 def _shapes(L, lines, step, block: int):
-    """Per point, :func:`plan_blanket`'s rounding of the planned numbers: window (a power of two,
-    at least ``2 block``), lines (a multiple of 4, at least 4) and max step (numpy arrays)."""
-    return 2.0 ** np.ceil(np.log2(np.maximum(L, 2 * block))), np.maximum(4, 4 * np.ceil(lines / 4)), step
+    """Per point, :func:`plan_blanket`'s rounding of the planned numbers: window (:func:`window_ladder`),
+    lines (a multiple of 4, at least 4) and max step (numpy arrays)."""
+    return window_ladder(L, block), np.maximum(4, 4 * np.ceil(lines / 4)), step
+
+
+#: Windows of at least this many blocks take the quarter-octave ladder (:func:`window_ladder`).
+FINE_WINDOW_BLOCKS = 32
+
+
+def window_ladder(width, block: int) -> np.ndarray:
+    """The blanket window for ``width`` counts (numpy): whole blocks of ``2 block`` counts, their number
+    the next power of two below :data:`FINE_WINDOW_BLOCKS` blocks and the next quarter octave
+    (:func:`quarter_octave`) from there on. A window's cost is its cells, and a power of two wastes up
+    to half of them (k-RR at n = 1e7: 18,772 counts needed, 32,768 as a power of two, 20,480 here);
+    at 32 blocks and more a quarter octave is a multiple of 8 blocks, so every chunk (a power of two up
+    to 8) divides it, and small windows, whose programs cost more to compile than to run, keep the
+    coarser ladder (fewer programs)."""
+    blocks = np.maximum(np.ceil(np.asarray(width, np.float64) / (2 * block)), 1.0)
+    pow2 = 2.0 ** np.ceil(np.log2(blocks))
+    return 2.0 * block * np.where(blocks < FINE_WINDOW_BLOCKS, pow2, _quarter_octaves(blocks))
 
 
 def power_of_two(x) -> int:

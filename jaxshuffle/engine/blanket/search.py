@@ -164,11 +164,23 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
     args = [np.asarray(x, np.float64) for x in (eps0, k, n, delta)] + [np.asarray(code, np.int32)]
 
     def run():
-        return EpsilonBracket(*_programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), args))
+        lanes_in = args[0].size
+        width = whole_batches(lanes_in, lanes_per_batch(plan))
+        padded = [np.concatenate([a, np.repeat(a[-1:], width - lanes_in)]) for a in args] if width > lanes_in else args
+        out = _programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), padded)
+        return EpsilonBracket(*(np.asarray(x)[:lanes_in] for x in out))
 
     if args[0].size > RECENT_MAX_LANES:
         return run()
     return remember(_RECENT, array_digest((plan, rtol, max_iter), args), run, RECENT_RESULTS)
+
+
+def whole_batches(lanes: int, batch: int) -> int:
+    """Lanes to run for ``lanes`` lanes in batches of ``batch``: ``lanes`` up to one batch, else a whole
+    number of batches. ``lax.map`` traces a lane count that is not a multiple of its batch twice (the
+    whole batches and the rest), so padding (copies of the last lane, dropped afterwards) halves the
+    program and its compilation for the price of evaluating at most ``batch - 1`` more lanes."""
+    return lanes if lanes <= batch else -(-lanes // batch) * batch
 
 
 #: eager brackets kept per process, keyed by a digest of every input (a pure function: a repeated call,

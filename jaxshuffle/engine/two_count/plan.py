@@ -23,6 +23,7 @@ not grow with the batch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
 import jax
@@ -116,18 +117,22 @@ def window_start(n, r_sum, window, xp=np):
     return _window_start(n - 1.0, pi, window, xp)
 
 
-def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """Window length (power of two) and first count ``c_lo`` for each point.
+def plan_windows(n: np.ndarray, r_sum: np.ndarray, tol: np.ndarray | float,
+                 ladder: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Window length (power of two, or ``ladder(width)``) and first count ``c_lo`` for each point.
 
     The window ``[c_lo, c_lo + L)`` of ``C ~ Binom(n-1, r_sum)`` leaves out at most
     ``tol`` probability (Chernoff), or covers ``0..n-1`` entirely. Raises ValueError naming ``n``
     when a point needs more than :data:`MAX_WINDOW` counts (before anything is allocated).
+    ``ladder`` maps the counts needed to the window's length (at least as many; default: the next
+    power of two, at least 16).
     """
     N = n - 1.0
     pi = np.clip(r_sum, 2 * R_FLOOR, 1.0)
     width = 2 * needed_halfwidth(N, np.minimum(pi, 1 - 1e-16), np.broadcast_to(tol, N.shape))
     width = np.minimum(width, n)
-    L = np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(width, 1.0)))).astype(np.int64)
+    L = (np.maximum(16, 2 ** np.ceil(np.log2(np.maximum(width, 1.0)))) if ladder is None
+         else ladder(width)).astype(np.int64)
     if L.size and L.max() > MAX_WINDOW:
         i = int(np.argmax(L))
         raise ValueError(
