@@ -4,17 +4,21 @@ The blanket and matrix engines spend their time in one kernel (``engine.blanket.
 per lane, ``window x (lines + 1)`` cells, each with a few Loader pmfs, two walks of up to ``max_step``
 pmf ratios, and the certificate's error terms. This script prints:
 
-[1] nanoseconds per cell of one jitted, vmapped kernel evaluation (8 lanes, warm, best of 5) at four
-    k-RR plans (the last at eps0 = 8, whose lines move thousands of counts per step), again with
-    ``max_step = 1`` (the walks' share is the difference, and per step of a walk the difference over
-    ``max_step - 1``; the values of that run are not a bound, only its time is read), and with the
-    baseline pmf of [2] compiled in;
+[1] nanoseconds per cell of one jitted, vmapped kernel evaluation (8 lanes, warm, best of 5) at five
+    k-RR plans (the last two at eps0 = 8, whose lines move thousands of counts per step: the planner
+    gives them the outward walk), again with no walk (``max_step = 1``, log-ratio walk: the walks'
+    share is the difference, and per step of a walk the difference over the walk's length; the values
+    of that run are not a bound, only its time is read), and with the baseline pmf of [2] compiled in;
 [2] nanoseconds per value of ``_binomial.log_pmf`` (Loader's form) on 2^14 and 2^20 values, beside the
     same form with the division-per-term series of ``bd0`` and two divisions in ``stirlerr`` (the
     baseline: the package's form before its series lost their divisions), run in the same process, and
     the largest difference between the two in the log (ulps);
 [3] [1]'s cost per cell at chunk sizes 1, 2, 4 and 8 (blocks evaluated together: memory, and how large
-    the arrays of one step are); at the planner's own chunk it is [1]'s figure, not measured again.
+    the arrays of one step are); at the planner's own chunk it is [1]'s figure, not measured again;
+[4] at each plan of [1], the log-ratio walk (``max_step`` terms) beside the outward walk (the planner's
+    length, ``walk_steps`` of the binomial's spread, terms each way), per cell and per step: the
+    planner's rule (outward where its length is below ``max_step``) assumes a step of each costs about
+    the same; whichever [1] ran is not measured again.
 
 Usage: python3 benchmarks/kernel_cells.py [--out benchmarks/results/kernel_cells_cpu.txt]
 """
@@ -32,9 +36,9 @@ import numpy as np
 
 from jaxshuffle import _binomial
 from jaxshuffle.engine.blanket import kernel
-from jaxshuffle.engine.blanket.plan import plan_blanket
+from jaxshuffle.engine.blanket.plan import choose_walk, form_spread, plan_blanket
 
-POINTS = ((2.0, 10.0, 1e5), (1.0, 10.0, 1e6), (0.5, 3.0, 1e4), (8.0, 10.0, 1e5))  # (eps0, k, n), delta = 1e-6
+POINTS = ((2.0, 10.0, 1e5), (1.0, 10.0, 1e6), (0.5, 3.0, 1e4), (8.0, 10.0, 1e5), (8.0, 10.0, 1e7))  # delta = 1e-6
 LANES = 8
 
 
@@ -48,13 +52,15 @@ def best_of(fn, repeats: int = 5) -> float:
     return best
 
 
-def kernel_ns_per_cell(eps0: float, k: float, n: float, max_step: int | None = None,
-                       baseline: bool = False, chunk: int | None = None) -> tuple[float, object]:
+def kernel_ns_per_cell(eps0: float, k: float, n: float, max_step: int | None = None, baseline: bool = False,
+                       chunk: int | None = None, walk: int | None = None) -> tuple[float, object]:
     plan = plan_blanket(eps0, k, n, 1e-6)
     if max_step is not None:
         plan = plan._replace(max_step=max_step)
     if chunk is not None:
         plan = plan._replace(chunk=chunk)
+    if walk is not None:
+        plan = plan._replace(walk=walk)
     form = kernel.krr_sum_form(jnp.float64(eps0), jnp.float64(k), "blanket")
     s_lo = kernel.window_start(n, float(form.pS), plan.window)
     run = jax.jit(jax.vmap(lambda e: kernel.point_divergence(form, n, e, s_lo, plan)))
@@ -123,15 +129,18 @@ def main() -> None:
         print(line, flush=True)
 
     planned = {}  # [1]'s figure at each point's own plan, which [3] reports at the planned chunk
+    no_walks = {}  # [1]'s figure with no walk (max_step 1), which [4] subtracts
     for eps0, k, n in POINTS:
         full, plan = kernel_ns_per_cell(eps0, k, n)
         planned[eps0, k, n] = full, plan
-        one, _ = kernel_ns_per_cell(eps0, k, n, max_step=1)
+        one, _ = kernel_ns_per_cell(eps0, k, n, max_step=1, walk=0)
+        no_walks[eps0, k, n] = one
         base, _ = kernel_ns_per_cell(eps0, k, n, baseline=True)
-        step_count = max(plan.max_step - 1, 1)
+        step_count = max((plan.walk or plan.max_step) - 1, 1)
         say(f"  eps0 {eps0:4.1f} k {k:4.0f} n {n:7.0e}: window {plan.window:5d} lines {plan.lines:3d} max_step "
-            f"{plan.max_step:3d}: {full:4.0f} ns/cell ({one:4.0f} with max_step 1: walks {full - one:3.0f}); "
-            f"baseline pmf {base:4.0f} ({base / full:.2f}x); a walk step {(full - one) / step_count:.1f} ns")
+            f"{plan.max_step:3d} walk {plan.walk or 'log ratios'}: {full:4.0f} ns/cell ({one:4.0f} with no walk: "
+            f"walks {full - one:3.0f}); baseline pmf {base:4.0f} ({base / full:.2f}x); a walk step "
+            f"{(full - one) / step_count:.1f} ns")
     say("[2] Loader's pmf (jitted, warm, best of 5), ns per value: package | baseline (series with divisions)")
     for size in (2**14, 2**20):
         x = jnp.arange(1.0, size + 1.0)
@@ -152,6 +161,17 @@ def main() -> None:
         costs = [full if c == plan.chunk else kernel_ns_per_cell(eps0, k, n, chunk=c)[0] for c in chunks]
         say(f"  eps0 {eps0:4.1f} k {k:4.0f} n {n:7.0e} (planned chunk {plan.chunk}): "
             + ", ".join(f"chunk {c} {x:4.0f} ns" for c, x in zip(chunks, costs)))
+    say("[4] the two walks at one plan: the log-ratio walk (max_step terms, one direction) and the outward walk "
+        "(walk terms each way, linear ratios), ns per cell, and per step of each beyond the no-walk figure of [1]")
+    for eps0, k, n in POINTS:
+        plan = planned[eps0, k, n][1]
+        steps = plan.walk or choose_walk(1 << 40, form_spread(kernel.krr_sum_form(eps0, k, "blanket"), n, plan.window))
+        log_walk = planned[eps0, k, n][0] if not plan.walk else kernel_ns_per_cell(eps0, k, n, walk=0)[0]
+        outward = planned[eps0, k, n][0] if plan.walk else kernel_ns_per_cell(eps0, k, n, walk=steps)[0]
+        one = no_walks[eps0, k, n]
+        say(f"  eps0 {eps0:4.1f} k {k:4.0f} n {n:7.0e}: log ratios ({plan.max_step} steps) {log_walk:5.0f} ns, "
+            f"{(log_walk - one) / plan.max_step:.1f} per step | outward ({steps} steps) {outward:5.0f} ns, "
+            f"{(outward - one) / steps:.1f} per step | planner: {'outward' if plan.walk else 'log ratios'}")
     if args.out:
         with open(args.out, "w") as fh:
             fh.write("# " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + "\n" + "\n".join(lines) + "\n")
