@@ -489,20 +489,25 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         (F_anchor, S_anchor), (eF_anchor, eS_anchor) = _stacked(
             _tail_small_side, (N_a[..., None], N_a[..., None] - m[:, :1]), (s_a[..., None], j[:, :1]),
             p=(qC, pA), q=(pC, qA))  # P[C <= m] and P[A >= j] at the anchors
+        def chain(anchor, e_anchor, inc, abs_inc, rel, rem):
+            """A chain along the block's steps: ``anchor`` plus the increments before each step, and its
+            error: the anchor's, the walks' relative error on the absolute increments, the outward walks'
+            charged remainders, the running sum's rounding and each step's flushed terms."""
+            inc, abs_inc, rem = (jnp.where(step_live, x, 0.0) for x in (inc, abs_inc, rem))
+            cum, cum_abs, cum_rem = (jnp.cumsum(x, axis=1) - x for x in (inc, abs_inc, rem))
+            err = (e_anchor + rel * cum_abs + cum_rem
+                   + (B + 4.0) * _ULP * (anchor + cum_abs) + (M + 4.0) * B * _FLUSH)
+            return anchor + cum, err
+
+        # a line moving more than M per step is refused by the log-ratio walk (the outward walk takes any move)
+        moves = (jnp.abs(m_next - m) > M) | (jnp.abs(j_next - j) > M)
+        overflow = (plan.walk == 0) & jnp.any(step_live & live[..., None] & moves)
         # ---- F_N(m) along each line: anchor + recurrence.
         sgn = jnp.sign(m_next - m)
-        incF = jnp.where(step_live, pC * (b1 + b2) + sgn * walk, 0.0)
-        absF = jnp.where(step_live, pC * (b1 + b2) + walk, 0.0)
-        overflow = jnp.any(step_live & live[..., None] & (jnp.abs(m_next - m) > M)) & (plan.walk == 0)
         known_a, exact_a = _cdf_exact(N_a[..., None], m[:, :1], pC)
         F_anchor = jnp.where(known_a, exact_a, F_anchor)
         eF_anchor = jnp.where(known_a, 0.0, eF_anchor)
-        cum = jnp.cumsum(incF, axis=1) - incF
-        cum_abs = jnp.cumsum(absF, axis=1) - absF
-        F = F_anchor + cum
-        remF = jnp.where(step_live, wrem, 0.0)
-        eF = (eF_anchor + wrel * cum_abs + (jnp.cumsum(remF, axis=1) - remF)
-              + (B + 4.0) * _ULP * (F_anchor + cum_abs) + (M + 4.0) * B * _FLUSH)
+        F, eF = chain(F_anchor, eF_anchor, pC * (b1 + b2) + sgn * walk, pC * (b1 + b2) + walk, wrel, wrem)
         known, exact = _cdf_exact(Nl, m, pC)
         F = jnp.clip(jnp.where(known, exact, F), 0.0, 1.0)
         eF = jnp.where(known, 0.0, eF)
@@ -510,15 +515,8 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         eG = Nl * pC * eF + pC * jnp.abs(Nl - m) * bN * REL_ERR + 4.0 * _ULP * (Nl * pC * F + pC * jnp.abs(Nl - m) * bN)
         # ---- SF_s(j) along each stretch.
         sgnA = jnp.sign(j_next - j)
-        incS = jnp.where(step_live, -sgnA * walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
-        absS = jnp.where(step_live, walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, 0.0)
-        overflow = overflow | (jnp.any(step_live & live[..., None] & (jnp.abs(j_next - j) > M)) & (plan.walk == 0))
-        cumS = jnp.cumsum(incS, axis=1) - incS
-        cumS_abs = jnp.cumsum(absS, axis=1) - absS
-        SF = S_anchor + cumS
-        remS = jnp.where(step_live, wremA, 0.0)
-        eSF = (eS_anchor + wrelA * cumS_abs + (jnp.cumsum(remS, axis=1) - remS)
-               + (B + 4.0) * _ULP * (S_anchor + cumS_abs) + (M + 4.0) * B * _FLUSH)
+        SF, eSF = chain(S_anchor, eS_anchor, -sgnA * walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2,
+                        walkA + pA * (1.0 + qA) * bj1 + pA * pA * bj2, wrelA, wremA)
         s_known = (j <= 0) | (j > sl)
         SF = jnp.clip(jnp.where(s_known, jnp.where(j <= 0, 1.0, 0.0), SF), 0.0, 1.0)
         eSF = jnp.where(s_known, 0.0, eSF)
