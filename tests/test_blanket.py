@@ -528,7 +528,7 @@ def test_the_planned_outward_walk_leaves_out_nothing_that_matters(nw, p, lo_frac
 
 
 @pytest.mark.slow
-@settings(derandomize=True, deadline=None, max_examples=25)
+@settings(derandomize=True, deadline=None, max_examples=15)
 @given(eps0=st.floats(0.1, 6.0), k=st.sampled_from([2, 3, 5, 10]), n=st.integers(1, 60),
        frac=st.floats(0.0, 1.0), kind=st.sampled_from(bl.KINDS))
 def test_band_with_the_outward_walk_contains_enumeration(eps0, k, n, frac, kind):
