@@ -621,6 +621,7 @@ def test_a_window_off_the_power_of_two_ladder_contains_enumeration():
         _band_contains(d, krr_delta(eps0, k, n, eps, kind))
 
 
+@pytest.mark.slow
 def test_lanes_are_padded_to_whole_batches(monkeypatch):
     """A lane count above one batch that is not a whole number of batches is padded with copies of the last
     lane (lax.map would trace the search twice: whole batches and the rest); the padding is dropped, and each
