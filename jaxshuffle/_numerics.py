@@ -61,6 +61,10 @@ UNIT_ROUNDOFF = 2.0 ** -53
 #: error term that multiplies it on the safe side.
 ULP = 2.3e-16
 
+#: Below this a float64 term may be flushed to zero (subnormal, or XLA's flush-to-zero): the certified
+#: sums charge this much for each term that may have been lost.
+FLUSH = 2.3e-308
+
 
 def window_start(trials, p, window, xp=None):
     """First count of a window of ``window`` counts centred on the mean of ``Bin(trials, p)``.

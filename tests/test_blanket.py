@@ -468,12 +468,14 @@ def test_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_frac, leng
     category of k-RR at eps0 = 50; Loader's pmf itself loses digits near 1e-300)."""
     import mpmath
 
-    from jaxshuffle.engine.blanket import kernel
+    from jaxshuffle.engine.blanket import walks
 
     lo = math.floor(lo_frac * nw)
     hi = lo + min(length, M) - 1
     q = 1.0 - p
-    total, rel = kernel._walk(jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(q), M)
+    total, rel, rem = walks.log_ratio_walk(jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p),
+                                           jnp.float64(q), M)
+    assert float(rem) == 0.0  # it leaves no term out
     with mpmath.workdps(60):
         mp, mq = mpmath.mpf(p), mpmath.mpf(q)  # the float pair's own binomial, as the kernel's pmf uses it
         ref = mpmath.fsum(mpmath.binomial(nw, i) * mp ** i * mq ** (nw - i) for i in range(max(lo, 0), min(hi, nw) + 1))
@@ -497,11 +499,11 @@ def test_outward_walk_sums_the_binomial_pmf_within_its_stated_error(nw, p, lo_fr
     [lo, hi] of any length lies within its stated relative error plus its charged remainder, against the sum
     at 60 digits, for walks too short to reach the ends (S = 1: the geometric bound does all the work) and
     long enough, intervals inside, across and outside the support, and p at 0, 1 and extremes."""
-    from jaxshuffle.engine.blanket import kernel
+    from jaxshuffle.engine.blanket import walks
 
     lo = math.floor(lo_frac * nw)
     hi = lo + length - 1
-    total, rel, rem = (float(x) for x in kernel._walk_outward(
+    total, rel, rem = (float(x) for x in walks.outward_walk(
         jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(1.0 - p), S))
     ref = _binomial_sum_60_digits(nw, p, lo, hi)
     assert total * (1.0 - rel) <= ref <= total * (1.0 + rel) + rem, (total, ref, rel, rem)
@@ -515,14 +517,14 @@ def test_the_planned_outward_walk_leaves_out_nothing_that_matters(nw, p, lo_frac
     remainder is negligible beside its sum: at most 1e-12 of it (or flush-sized), whether the interval
     holds the mode or lies in a tail, so the outward walk costs the band nothing (REL_ERR is 1e-10)."""
     from jaxshuffle.blanket import plan as bp
-    from jaxshuffle.engine.blanket import kernel
+    from jaxshuffle.engine.blanket import walks
 
     sd = math.sqrt(nw * p * (1.0 - p))
     mean = nw * p
     lo = math.floor(mean + (lo_frac - 0.5) * 40.0 * (sd + 1.0))
     hi = lo + math.ceil(width * (sd + 1.0))
     S = int(bp.walk_steps(sd))
-    total, _, rem = (float(x) for x in jax.jit(kernel._walk_outward, static_argnums=5)(
+    total, _, rem = (float(x) for x in jax.jit(walks.outward_walk, static_argnums=5)(
         jnp.float64(nw), jnp.float64(lo), jnp.float64(hi), jnp.float64(p), jnp.float64(1.0 - p), S))
     assert rem <= 1e-12 * total + 1e-290, (S, total, rem)
 

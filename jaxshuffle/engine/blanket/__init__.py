@@ -6,6 +6,8 @@ blanket engine"). One module per concept:
 * :mod:`jaxshuffle.blanket.kernel`: the sum form (B1) of k-RR and its exact datasets, and its
   certified evaluation at one point (:func:`point_divergence`; the derivation and the certificate
   are in that module's docstring).
+* :mod:`jaxshuffle.engine.blanket.walks`: the sums of a binomial's pmf over an interval that the kernel's
+  recurrences take (the log-ratio and the outward walk).
 * :mod:`jaxshuffle.blanket.plan`: static shapes (:class:`BlanketPlan`, :func:`plan_blanket`) and
   the memory model (:func:`fit_memory`, :func:`lanes_per_batch`).
 * :mod:`jaxshuffle.blanket.search`: the certified bracketing search and the public entry points.

@@ -56,13 +56,12 @@ from jax.typing import ArrayLike
 
 from jaxshuffle import _binomial
 from jaxshuffle._config import array_module, as_float64
+from jaxshuffle._numerics import FLUSH as _FLUSH
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle._numerics import materialize
 from jaxshuffle._numerics import window_start as _window_start
+from jaxshuffle.engine.blanket.walks import log_ratio_walk, outward_walk
 from jaxshuffle.engine.two_count.divergence import REL_ERR, REL_TAIL, Divergence
-
-_FLUSH = 2.3e-308
-_LRR_CAP = 1e4  # log(q/p) is clipped here (p = 0 or q = 0: such levels are summed exactly, not walked)
 
 
 class BlanketPlan(NamedTuple):
@@ -76,8 +75,9 @@ class BlanketPlan(NamedTuple):
     max_step: largest integer move of a line per step (larger: the point claims nothing), with ``walk = 0``.
     chunk: blocks evaluated together (memory).
     walk: ``0`` (default): each sum of pmfs between two positions walks up to ``max_step`` log ratios
-      (:func:`_walk`). ``S > 0``: it walks ``S`` linear ratios each way from the interval's largest term
-      and bounds the rest geometrically (:func:`_walk_outward`), so a line may move any distance per step
+      (:func:`~jaxshuffle.engine.blanket.walks.log_ratio_walk`). ``S > 0``: it walks ``S`` linear ratios
+      each way from the interval's largest term and bounds the rest geometrically
+      (:func:`~jaxshuffle.engine.blanket.walks.outward_walk`), so a line may move any distance per step
       (``max_step`` is then unused): the cheaper walk where lines move far more than the binomial's
       spread (large eps0), docs/math.md section 10 ("Recurrences along lines").
     """
@@ -187,109 +187,8 @@ def gaussian_delta(f: SumForm, n, t):
 # Small helpers (one point; scalars or arrays inside the kernel).
 
 
-def _lpmf(n, x, p, q):
-    return _binomial.log_pmf(n, x, p, q)
-
-
 def _pmf(n, x, p, q):
-    return jnp.exp(_lpmf(n, x, p, q))
-
-
-def _walk(nw, lo, hi, p, q, M: int):
-    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` (``hi - lo + 1 <= M``), walking down from ``min(hi, nw)``
-    by exact log ratios ``b(i-1)/b(i) = i/(nw-i+1) * q/p``. Returns ``(sum, rel_err)``.
-
-    A level with ``p = 0`` or ``q = 0`` (a category without mass: a matrix form whose second category is
-    empty has ``pA = 1``) is a point mass at 0 or ``nw``; its sum is exact (1 where that point lies in
-    the interval, else 0), where the walk's capped log ratio would give 0 or inf."""
-    top = jnp.minimum(hi, nw)
-    count = jnp.maximum(top - lo + 1.0, 0.0)
-    lq = jnp.log(jnp.where(q > 0, q, 1.0)) - jnp.log(jnp.where(p > 0, p, 1.0))
-    lrr = jnp.where((p > 0) & (q > 0), lq, _LRR_CAP)
-    lb = _lpmf(nw, top, p, q)
-
-    def step(o, carry):
-        lb, acc = carry
-        i = top - o
-        acc = acc + jnp.where((o < count) & (i >= 0), jnp.exp(lb), 0.0)
-        ok = (i >= 1) & (i <= nw)
-        lr = jnp.log(jnp.where(ok, i, 1.0) / jnp.where(ok, nw - i + 1.0, 1.0)) + lrr
-        return jnp.where(ok, lb + lr, -jnp.inf), acc
-
-    acc = jax.lax.fori_loop(0, M, step, (lb, jnp.zeros_like(lb)))[1]
-    point = jnp.where(p > 0, nw, 0.0)  # the one point of a level with p = 0 or q = 0
-    exact = (point >= jnp.maximum(lo, 0.0)) & (point <= top)
-    acc = jnp.where((p > 0) & (q > 0), acc, jnp.where(exact, 1.0, 0.0))
-    # each ratio: quotient, its log, log(q/p) and the running sum (|log b| <= 746 before a flush)
-    rel = M * 4.0 * _ULP * (4.0 + jnp.abs(lrr) + jnp.log(jnp.maximum(nw, 0.0) + 2.0) + 746.0) + REL_ERR
-    return acc, rel
-
-
-def _walk_outward(nw, lo, hi, p, q, S: int):
-    """``sum_{i=lo}^{hi} b(i)`` of ``Bin(nw, p)`` for an interval of any length: ``(sum, rel_err, rem)``,
-    the true sum within ``[sum (1 - rel_err), sum (1 + rel_err) + rem]``.
-
-    From the interval's largest term ``b(a)`` (``a`` the mode clipped to the interval: the pmf is
-    unimodal), ``S`` terms are summed downward by the linear ratios ``b(i-1) = b(i) i/(nw-i+1) q/p`` and
-    ``S`` upward by ``b(i+1) = b(i) (nw-i)/(i+1) p/q``; past the mode the ratios shrink monotonically, so
-    what is left of each side is at most its next term times ``min(terms left, 1/(1 - ratio))``
-    (geometric). Each term carries at most ``5 (S + 1)`` roundings after Loader's ``b(a)`` (``REL_ERR``;
-    a ratio's quotient, its factor ``q/p`` and product, the reciprocal XLA may form, the term's product),
-    the sum ``2S`` more; a term below the normal range may flush: ``2 (2S + 2)`` flush units charged.
-    Derivation: docs/math.md section 10 ("Recurrences along lines"); checked against 60-digit sums by
-    ``tests/test_blanket.py::test_outward_walk_sums_the_binomial_pmf_within_its_stated_error``.
-    A level with ``p = 0`` or ``q = 0`` is a point mass, summed exactly (as :func:`_walk`)."""
-    top = jnp.minimum(hi, nw)
-    bot = jnp.maximum(lo, 0.0)
-    count = jnp.maximum(top - bot + 1.0, 0.0)
-    mass = (p > 0) & (q > 0)
-    live = mass & (count > 0)
-    ps, qs = jnp.where(mass, p, 0.5), jnp.where(mass, q, 0.5)
-    nws = jnp.where(live, nw, 1.0)
-    # the mode floor((nw+1) p) clipped into the interval: within one of the true mode, where neighbouring
-    # terms differ by a factor 1 + O(1/sqrt(nw)), so b(a) is the interval's largest term up to that factor
-    a = jnp.where(live, jnp.clip(jnp.floor((nws + 1.0) * ps), bot, top), 0.0)
-    # q/p and p/q capped: they exceed 1e300 only where p (or q) < 1e-300, and then the mode sits at the
-    # support's end, so the walk on that side has no term of the interval to reach (values stay finite)
-    qp = jnp.minimum(qs / ps, 1e300)
-    pq = jnp.minimum(ps / qs, 1e300)
-    b_a = jnp.where(live, _pmf(nws, a, ps, qs), 0.0)
-    count_d = jnp.where(live, a - bot + 1.0, 0.0)  # terms a, a-1, ..., bot
-    count_u = jnp.where(live, top - a, 0.0)  # terms a+1, ..., top
-
-    def down(i):  # b(i-1)/b(i), 0 below the support
-        return jnp.where(i >= 1.0, jnp.maximum(i, 1.0) / (nws - i + 1.0) * qp, 0.0)
-
-    def up(i):  # b(i+1)/b(i), 0 above the support
-        return jnp.maximum(nws - i, 0.0) / (i + 1.0) * pq
-
-    def step(o, carry):
-        td, tu, acc = carry  # td = b(a - o), tu = b(a + 1 + o)
-        acc = acc + jnp.where(o < count_d, td, 0.0) + jnp.where(o < count_u, tu, 0.0)
-        td = jnp.minimum(td * down(a - o), 1.0)  # a pmf is at most 1: a capped term never enters the sum
-        tu = jnp.minimum(tu * up(a + 1.0 + o), 1.0)
-        return td, tu, acc
-
-    tu0 = jnp.minimum(b_a * up(a), 1.0)
-    td, tu, acc = jax.lax.fori_loop(0, S, step, (b_a, tu0, jnp.zeros_like(b_a)))
-    rel = jnp.full_like(b_a, REL_ERR + (8.0 * S + 8.0) * _ULP * 1.01)  # _ULP is 2 units of rounding: margin
-
-    def rest(t_next, ratio, left):
-        """What ``left`` terms from ``t_next`` on can add, ratios at most ``ratio`` each: geometric."""
-        r_up = ratio * (1.0 + 16.0 * _ULP)
-        geo = jnp.where(r_up < 1.0, 1.0 / jnp.maximum(1.0 - r_up, 1e-300), jnp.inf)
-        bound = (t_next * (1.0 + rel) + _FLUSH) * jnp.minimum(left, geo) * (1.0 + 16.0 * _ULP)
-        # past the mode the ratios fall below 1 within two steps; a ratio >= 1 still (S < 2) gives no
-        # geometric bound, and then every left term is at most 1
-        return jnp.where(left > 0, jnp.where(r_up < 1.0, bound, left), 0.0)
-
-    rem = (rest(td, down(a - S), count_d - S) + rest(tu, up(a + 1.0 + S), count_u - S)
-           + 2.0 * (2.0 * S + 2.0) * _FLUSH)
-    point = jnp.where(p > 0, nw, 0.0)  # the one point of a level with p = 0 or q = 0
-    exact = (point >= bot) & (point <= top)
-    acc = jnp.where(mass, acc, jnp.where(exact, 1.0, 0.0))
-    rem = jnp.where(mass, rem, 0.0)
-    return acc, rel, rem
+    return jnp.exp(_binomial.log_pmf(n, x, p, q))
 
 
 def _stacked(fn, *args, p, q):
@@ -310,12 +209,6 @@ def _stacked(fn, *args, p, q):
         return tuple(part.reshape(sh) for part, sh in zip(jnp.split(o, cuts), shapes))
 
     return tuple(map(split, outs)) if isinstance(outs, tuple) else split(outs)
-
-
-def _stacked_walk(first, second, M: int):
-    """:func:`_walk` of two ``(nw, lo, hi, p, q)`` sets as one loop: ``((sum1, sum2), (rel1, rel2))``."""
-    return _stacked(lambda nw, lo, hi, p, q: _walk(nw, lo, hi, p, q, M), first[:3], second[:3],
-                    p=(first[3], second[3]), q=(first[4], second[4]))
 
 
 @jax.custom_jvp
@@ -479,13 +372,12 @@ def point_divergence(f: SumForm, n, eps, s_lo, plan: BlanketPlan) -> Divergence:
         b1, b2, bN, bj1, bj2, pb, b_jb, W = pmfs
         walk_c = (Nl - 2.0, jnp.minimum(m, m_next) + 1.0, jnp.maximum(m, m_next), pC, qC)
         walk_a = (sl, jnp.minimum(j, j_next), jnp.maximum(j, j_next) - 1.0, pA, qA)
-        if plan.walk:  # any move per step; what the walks leave out is charged (wrem, absolute)
-            (walk, walkA), (wrel, wrelA), (wrem, wremA) = _stacked(
-                lambda nw, lo, hi, p, q: _walk_outward(nw, lo, hi, p, q, plan.walk), walk_c[:3], walk_a[:3],
-                p=(pC, pA), q=(qC, qA))
-        else:
-            (walk, walkA), (wrel, wrelA) = _stacked_walk(walk_c, walk_a, M)
-            wrem = wremA = jnp.zeros(())
+        # the outward walk takes any move per step (what it leaves out is charged: wrem, absolute);
+        # the log-ratio walk at most M and leaves nothing out
+        walk_sum = ((lambda nw, lo, hi, p, q: outward_walk(nw, lo, hi, p, q, plan.walk)) if plan.walk
+                    else (lambda nw, lo, hi, p, q: log_ratio_walk(nw, lo, hi, p, q, M)))
+        (walk, walkA), (wrel, wrelA), (wrem, wremA) = _stacked(walk_sum, walk_c[:3], walk_a[:3], p=(pC, pA),
+                                                               q=(qC, qA))
         (F_anchor, S_anchor), (eF_anchor, eS_anchor) = _stacked(
             _tail_small_side, (N_a[..., None], N_a[..., None] - m[:, :1]), (s_a[..., None], j[:, :1]),
             p=(qC, pA), q=(pC, qA))  # P[C <= m] and P[A >= j] at the anchors

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle import _binomial
+from jaxshuffle._numerics import FLUSH as _FLUSH
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle._numerics import materialize
 from jaxshuffle.engine.two_count.pair import TwoCountPair, fields_valid
@@ -72,7 +73,6 @@ from jaxshuffle.engine.two_count.plan import (
 
 REL_ERR = 1e-10  # budget for the relative error of one pmf value (tests: 10x better)
 REL_TAIL = 1e-8  # budget for the relative error of one continued-fraction tail (tests: 10x better)
-_FLUSH = 2.3e-308  # a flushed (subnormal) term is below this
 # Relative error added by one exact neighbour ratio b(j+1)/b(j) taken in log space: the
 # quotient (u), its log (u |log|, |log| <= log(1e9) + 2*345 with r floored at R_FLOOR) and
 # the running sum (u |log b| <= 746 u before a term flushes), with a 2x margin.
