@@ -577,8 +577,7 @@ def test_the_planner_walks_outward_where_that_is_shorter(eps0, n, outward):
     from jaxshuffle.blanket import plan as bp
     for plan, kinds in ((bl.plan_blanket(eps0, 10, n, 1e-6), ("blanket",)),
                         (bl.plan_krr_bounds(eps0, 10, n, 1e-6), ("blanket",) + bl.LOWER_KINDS)):
-        spread = max(bp.plan_spread(np.float64(eps0), np.float64(10), np.float64(n), np.float64(1e-6), kind, plan.block)
-                     for kind in kinds)
+        spread = max(bp.plan_with_spread(eps0, 10, n, 1e-6, kind=kind)[1] for kind in kinds)
         assert (plan.walk > 0) == outward
         if outward:
             assert bp.walk_steps(spread) <= plan.walk < plan.max_step

@@ -61,11 +61,7 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
 def quarter_octave(v: int) -> int:
     """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
     small ladder of sizes, at most 25 % above ``v``, so that nearby evaluations share programs."""
-    v = max(int(v), 1)
-    if v <= 4:
-        return 1 << (v - 1).bit_length()
-    base = 1 << (v.bit_length() - 3)  # v lies in [4 base, 8 base)
-    return -(-v // base) * base
+    return int(_quarter_octaves(max(int(v), 1)))
 
 
 def shared_plan(plan: BlanketPlan, n, ladder: Callable[[int], int] = quarter_octave) -> BlanketPlan:
@@ -198,7 +194,8 @@ def _walks(max_step, spread) -> np.ndarray:
 
 
 def _quarter_octaves(v) -> np.ndarray:
-    """:func:`quarter_octave` of each entry of ``v`` (numpy, exact for integers below 2^53)."""
+    """:func:`quarter_octave` of each entry of ``v`` (numpy, exact for integers below 2^53): a power of two up
+    to 4, else ``v`` rounded up to a multiple of ``base``, where ``v`` lies in ``[4 base, 8 base)``."""
     v = np.maximum(np.ceil(np.asarray(v, np.float64)), 1.0)
     bits = np.frexp(v)[1]  # v < 2^bits: Python's int.bit_length
     small = 2.0 ** np.ceil(np.log2(v))
@@ -371,19 +368,22 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
     Raises:
       ValueError: naming the parameter (``eps0``, ``k``, ``n``, ``delta``, ``kind``) for bad input.
     """
+    return plan_with_spread(eps0, k, n, delta, kind=kind, block=block, chunk=chunk)[0]
+
+
+def plan_with_spread(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
+                     block: int = 64, chunk: int = 8) -> tuple[BlanketPlan, float]:
+    """:func:`plan_blanket` and the largest binomial spread (:func:`form_spread`) over the points, from one
+    planning pass: a plan merged over several sum forms (``krr_bounds``') chooses its walk from all
+    their spreads (:func:`choose_walk`)."""
     eps0, k, n, delta = check_points(eps0, k, n, delta, kind, integer_k=False)  # a plan only sets cost
     b = power_of_two(min(block, max(8, power_of_two(np.max(n) + 1) // 4)))
     numbers = _plan_numbers(eps0, k, n, delta, kind, b)
     window, lines, step = (int(np.max(x)) for x in _shapes(*numbers[:3], b))
-    return fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
+    plan = fit_memory(BlanketPlan(window=window, block=b, lines=lines, max_step=step,
                                   chunk=int(max(1, min(chunk, window // (2 * b)))),
                                   walk=choose_walk(step, numbers[4])), n)
-
-
-def plan_spread(eps0, k, n, delta, kind: str, block: int) -> float:
-    """The largest binomial spread (:func:`form_spread`) of the sum form ``kind`` over the points, as
-    :func:`plan_blanket` plans them with ``block`` (validated numpy arrays; the planner's memo serves it)."""
-    return float(np.max(_plan_numbers(eps0, k, n, delta, kind, block)[4], initial=0.0))
+    return plan, float(np.max(numbers[4], initial=0.0))
 
 
 def check_points(eps0, k, n, delta, kind, integer_k: bool = True):

@@ -42,7 +42,7 @@ from jaxshuffle.engine.blanket.plan import (
     lanes_per_batch,
     plan_blanket,
     plan_groups,
-    plan_spread,
+    plan_with_spread,
     power_of_two,
 )
 
@@ -254,13 +254,13 @@ class KaryRRBounds(NamedTuple):
 def _merged_plan(e, kk, nn, d, kinds, block: int = 64, chunk: int = 8, has_z=None) -> BlanketPlan:
     """One plan covering the sum forms ``kinds`` of every point (all_z only where ``has_z``, default k >= 3)."""
     has_z = kk >= 3 if has_z is None else has_z
-    plans = [plan_blanket(e[sel], kk[sel], nn[sel], d[sel], kind=kind, block=block, chunk=chunk)
-             for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
+    planned = [plan_with_spread(e[sel], kk[sel], nn[sel], d[sel], kind=kind, block=block, chunk=chunk)
+               for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel)]
+    plans = [plan for plan, _ in planned]
     # lines and max_step snapped up to powers of two: calls at nearby points (a calibration's
     # probes) share one compiled program; a larger plan only costs time, never soundness
     max_step = power_of_two(max(p.max_step for p in plans))
-    spread = max(plan_spread(e[sel], kk[sel], nn[sel], d[sel], kind, plans[0].block)
-                 for kind in kinds for sel in [has_z if kind == "all_z" else np.ones_like(has_z)] if np.any(sel))
+    spread = max(s for _, s in planned)
     return fit_memory(BlanketPlan(window=max(p.window for p in plans), block=plans[0].block,
                                   lines=power_of_two(max(p.lines for p in plans)), max_step=max_step,
                                   chunk=min(p.chunk for p in plans), walk=choose_walk(max_step, spread)), nn)
