@@ -19,7 +19,10 @@ distributions ``R(x)``:
   (other users' input-dependent messages are dropped, a post-processing step).
 
 Every function below returns a :class:`VRParams` (float64 arrays broadcast over the
-function's arguments). Each one states its definition of the mechanism; the values are
+function's arguments) on the upper-bound side of Theorem 4.7: each parameter is at least the
+mechanism's own value (docs/math.md section 8). An invalid argument raises ``ValueError`` naming
+it, its value and its valid range (eager calls; under ``jit``/``vmap`` an invalid point gives NaN
+fields instead). Each function states its definition of the mechanism; the values are
 derived from that definition and checked against the explicit probability matrix (or
 numerical integration) in ``tests/test_randomizers.py``. Where the paper's table differs
 from the definition, the docstring says so under "Discrepancy".

@@ -3,6 +3,7 @@
 PCKV-GRR (not in the seed tables) and PrivKV (Table 6). As in :mod:`jaxshuffle.randomizers.ldp`, each
 function states its mechanism's definition; values are checked against the explicit probability matrix in
 ``tests/test_randomizers.py``. Definitions of ``p, beta, q``: docs/math.md section 8.
+Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row.
 """
 
 from __future__ import annotations
@@ -35,13 +36,7 @@ def pckv_grr(eps1, eps2, d) -> VRParams:
       d: number of keys (PCKV's padding keys included), an integer >= 2.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
     inp = Inputs((EPS1, eps1), (EPS2, eps2), (KEYS, d), numpy=True)
     xp = inp.xp
@@ -112,13 +107,7 @@ def privkv(eps1, eps2, d, s) -> VRParams:
       s: largest number of keys a user holds, an integer in [1, d].
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
     inp = Inputs((EPS1, eps1), (EPS2, eps2), (D2, d), (S_KV, s), numpy=True)
     xp = inp.xp

@@ -4,6 +4,7 @@ Each function states its mechanism's definition; values are derived from it and 
 against the explicit probability matrix (or numerical integration) in
 ``tests/test_randomizers.py``. Where the paper's table differs, the docstring says so under
 "Discrepancy". Definitions of ``p, beta, q``: docs/math.md section 8.
+Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jaxshuffle.randomizers.params import (
     LowerParams,
     RowMatrix,
     VRParams,
+    eps0_inputs,
 )
 
 # --------------------------------------------------------------------------------------
@@ -43,18 +45,9 @@ def general(eps0) -> VRParams:
       eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), numpy=True)
-    xp = inp.xp
-    (eps0,) = inp.values
-    p = xp.exp(eps0)
+    inp, p, (eps0,) = eps0_inputs(eps0)
     return inp.params(p, (p - 1.0) / (p + 1.0), p)
 
 
@@ -71,18 +64,10 @@ def laplace(eps0) -> VRParams:
         ``1/eps0``.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), numpy=True)
+    inp, p, (eps0,) = eps0_inputs(eps0)
     xp = inp.xp
-    (eps0,) = inp.values
-    p = xp.exp(eps0)
     return inp.params(p, -xp.expm1(-0.5 * eps0), p)
 
 
@@ -112,18 +97,10 @@ def privunit(eps0, c) -> VRParams:
       c: cap area: the fraction of the sphere the cap covers, in (0, 1).
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), (C, c), numpy=True)
+    inp, p, (eps0, c) = eps0_inputs(eps0, (C, c))
     xp = inp.xp
-    eps0, c = inp.values
-    p = xp.exp(eps0)
     return inp.params(p, xp.minimum(c, 1.0 - c) * (p - 1.0) / (c * p + 1.0 - c), p)
 
 
@@ -145,18 +122,9 @@ def grr(eps0, k) -> VRParams:
       k: number of options (domain size), an integer >= 2.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`KaryRR`): float64
-        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams` (``mechanism``: :class:`KaryRR`), upper side.
     """
-    inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
-    xp = inp.xp
-    eps0, k = inp.values
-    p = xp.exp(eps0)
+    inp, p, (eps0, k) = eps0_inputs(eps0, (K2, k))
     return inp.params(p, (p - 1.0) / (p + k - 1.0), p, mechanism=KaryRR(eps0, k))
 
 
@@ -167,22 +135,13 @@ def grr_lower(eps0, k) -> LowerParams:
     (the lower pair equals the upper pair); with ``k = 2``: ``x* = x0``, ``q0 = 1, q1 = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      k: number of options (domain size), an integer >= 2.
+      eps0, k: as in :func:`grr`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
-    inp = Inputs((EPS0, eps0), (K2, k), numpy=True)
+    inp, p, (eps0, k) = eps0_inputs(eps0, (K2, k))
     xp = inp.xp
-    eps0, k = inp.values
-    p = xp.exp(eps0)
     return inp.lower(p, (p - 1.0) / (p + k - 1.0), xp.where(k >= 3.0, p, 1.0), p)
 
 
@@ -202,18 +161,10 @@ def binary_rr(eps0, d) -> VRParams:
       d: number of options (domain size), an integer >= 2.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
-        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams` (``mechanism``: :class:`RowMatrix`), upper side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
+    inp, p, (eps0, d) = eps0_inputs(eps0, (D2, d))
     xp = inp.xp
-    eps0, d = inp.values
-    p = xp.exp(eps0)
     return inp.params(p, xp.tanh(0.25 * eps0), p, mechanism=RowMatrix("binary-rr", (eps0, d)))
 
 
@@ -225,17 +176,10 @@ def rappor(eps0, d) -> VRParams:
     ``p = e^eps0``, ``beta = (e^{eps0/2} - 1)/(e^{eps0/2} + 1)``, ``q = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      d: number of options (domain size), an integer >= 2.
+      eps0, d: as in :func:`binary_rr`.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`binary_rr`): float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams` (those of :func:`binary_rr`), upper side.
     """
     return binary_rr(eps0, d)
 
@@ -248,22 +192,13 @@ def binary_rr_lower(eps0, d) -> LowerParams:
     not exactly tight: the upper ``q`` is ``e^eps0``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      d: number of options (domain size), an integer >= 2.
+      eps0, d: as in :func:`binary_rr`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), numpy=True)
+    inp, p, (eps0, d) = eps0_inputs(eps0, (D2, d))
     xp = inp.xp
-    eps0, d = inp.values
-    p = xp.exp(eps0)
     return inp.lower(p, xp.tanh(0.25 * eps0), xp.where(d >= 3.0, xp.exp(0.5 * eps0), 1.0),
                      xp.where(d >= 3.0, xp.exp(0.5 * eps0), p))
 
@@ -292,19 +227,10 @@ def subset_selection(eps0, d, k) -> VRParams:
       k: subset size, an integer in [1, d - 1].
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
-        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams` (``mechanism``: :class:`RowMatrix`), upper side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
-    xp = inp.xp
-    eps0, d, k = inp.values
+    inp, p, (eps0, d, k) = eps0_inputs(eps0, (D2, d), (K1, k))
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
-    p = xp.exp(eps0)
     return inp.params(p, (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k)), p,
                       mechanism=RowMatrix("subset-selection", (eps0, d, k)))
 
@@ -317,24 +243,14 @@ def subset_selection_lower(eps0, d, k) -> LowerParams:
     (``= e^eps0`` for ``k = 1``). With ``d = 2``: ``q0 = 1, q1 = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      d: number of options (domain size), an integer >= 2.
-      k: subset size, an integer in [1, d - 1].
+      eps0, d, k: as in :func:`subset_selection`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K1, k), numpy=True)
+    inp, p, (eps0, d, k) = eps0_inputs(eps0, (D2, d), (K1, k))
     xp = inp.xp
-    eps0, d, k = inp.values
     inp.require(k <= d - 1.0, "k", "must be <= d - 1 (subset size in [1, d-1])")
-    p = xp.exp(eps0)
     beta = (p - 1.0) * k * (d - k) / ((d - 1.0) * (k * p + d - k))
     # q3 >= 1 exactly ((k-1) p + d-k-1 <= (d-2) p); at k = d - 1 it is 1 and rounds to 1 - ulp.
     q3 = xp.maximum(p * (d - 2.0) / xp.maximum((k - 1.0) * p + d - k - 1.0, 1e-300), 1.0)
@@ -371,18 +287,9 @@ def local_hash(eps0, l, collision=0.0) -> VRParams:
         random hash functions).
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
-    xp = inp.xp
-    eps0, l, coll = inp.values
-    p = xp.exp(eps0)
+    inp, p, (eps0, l, coll) = eps0_inputs(eps0, (L, l), (COLLISION, collision))
     return inp.params(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), p)
 
 
@@ -395,25 +302,12 @@ def local_hash_lower(eps0, l, collision=0.0) -> LowerParams:
     ``collision = 1/l``): ``q0 = q1 = e^eps0 / (collision e^eps0 + 1 - collision)``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      l: hash range (length), an integer >= 2.
-      collision: least collision probability ``P[H(x) = H(x')]`` over input pairs for the hash family, in
-        [0, 1) (default 0: a family with a never-colliding pair, the table's value; ``1/l``: uniformly
-        random hash functions).
+      eps0, l, collision: as in :func:`local_hash`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
-    inp = Inputs((EPS0, eps0), (L, l), (COLLISION, collision), numpy=True)
-    xp = inp.xp
-    eps0, l, coll = inp.values
-    p = xp.exp(eps0)
+    inp, p, (eps0, l, coll) = eps0_inputs(eps0, (L, l), (COLLISION, collision))
     qq = p / (coll * p + 1.0 - coll)
     return inp.lower(p, (1.0 - coll) * (p - 1.0) / (p + l - 1.0), qq, qq)
 
@@ -447,19 +341,11 @@ def hadamard_response(eps0, K, s, B=1) -> VRParams:
       B: number of blocks, an integer >= 1 (default 1).
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (``mechanism``: :class:`RowMatrix`): float64
-        arrays broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams` (``mechanism``: :class:`RowMatrix`), upper side.
     """
-    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
+    inp, p, (eps0, K, s, B) = eps0_inputs(eps0, (BIGK, K), (S_HR, s), (B_HR, B))
     xp = inp.xp
-    eps0, K, s, B = inp.values
     inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
-    p = xp.exp(eps0)
     diff = xp.where(B == 1.0, 0.5 * s, s)
     return inp.params(p, diff * (p - 1.0) / (s * p + K - s), p,
                       mechanism=RowMatrix("hadamard-response", (eps0, K, s, B)))
@@ -475,27 +361,15 @@ def hadamard_response_lower(eps0, K, s, B=1) -> LowerParams:
     ``q0 = 2 e^eps0/(e^eps0 + 1)``, ``q1 = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
-      K: output domain size, an integer >= 2.
-      s: size of each input's output set ``C_x``, an integer >= 1 with ``s <= K/B`` and ``s < K`` (``K/2``
-        for ``B = 1``).
-      B: number of blocks, an integer >= 1 (default 1). Also ``K >= 4 B`` (three inputs per Hadamard block).
+      eps0, K, s, B: as in :func:`hadamard_response`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
-    inp = Inputs((EPS0, eps0), (BIGK, K), (S_HR, s), (B_HR, B), numpy=True)
+    inp, p, (eps0, K, s, B) = eps0_inputs(eps0, (BIGK, K), (S_HR, s), (B_HR, B))
     xp = inp.xp
-    eps0, K, s, B = inp.values
     inp.require((s * B <= K) & (s < K), "s", "must satisfy s <= K/B and s < K")
     inp.require(K / B >= 4.0, "K", "must be >= 4 B (three inputs per Hadamard block)")
-    p = xp.exp(eps0)
     diff = xp.where(B == 1.0, 0.5 * s, s)
     beta = diff * (p - 1.0) / (s * p + K - s)
     return inp.lower(p, beta, xp.where(B == 2.0, 2.0 * p / (p + 1.0), p), p)
@@ -513,16 +387,10 @@ def duchi(eps0) -> VRParams:
     odd ``dim``; an upper bound otherwise), ``q = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      eps0: as in :func:`general`.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      :func:`general`'s :class:`VRParams`, upper side.
     """
     return general(eps0)
 
@@ -539,16 +407,10 @@ def harmony(eps0) -> VRParams:
     ``q = e^eps0``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      eps0: as in :func:`general`.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams` (those of :func:`general`): float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7), each parameter at least the
-        mechanism's own value (docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      :func:`general`'s :class:`VRParams`, upper side.
     """
     return general(eps0)
 
@@ -562,16 +424,10 @@ def laplace_lower(eps0) -> LowerParams:
     ``q0 = q1 = 2 - e^{-eps0/2}``.
 
     Args:
-      eps0: local budget (the randomizer is eps0-LDP, ``p = e^eps0``), in [0, 700].
+      eps0: as in :func:`laplace`.
 
     Returns:
-      The parameters ``(p0, beta, q0, q1)`` above, a :class:`LowerParams`: float64 arrays broadcast over the
-        arguments: the lower side (Theorem 5.1; docs/math.md section 8): the epsilon of their pair
-        (:meth:`LowerParams.pair`) is a lower bound (errs low) on the shuffled mechanism's epsilon.
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p0, beta, q0, q1)`` above as :class:`LowerParams`, lower side.
     """
     inp = Inputs((EPS0, eps0), numpy=True)
     xp = inp.xp

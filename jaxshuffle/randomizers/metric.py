@@ -1,4 +1,7 @@
-"""Local metric-DP randomizers of the paper's Table 3 (``p = e^d01``, ``q = e^dmax``)."""
+"""Local metric-DP randomizers of the paper's Table 3 (``p = e^d01``, ``q = e^dmax``).
+
+Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from jaxshuffle.randomizers.params import (
 )
 
 
-def _metric_inputs(d01, dmax) -> Inputs:
+def _metric_inputs(d01, dmax) -> tuple[Inputs, jax.Array, jax.Array]:
+    """Validated ``(inputs, d01, q)`` of a metric row, ``q = e^dmax`` for every row of Table 3."""
     inp = Inputs((D01, d01), (DMAX, dmax))
     d01, dmax = inp.values
     inp.require(dmax >= d01, "dmax", "must be >= d01 (dmax includes the distance to x1^1)")
-    return inp
+    return inp, d01, jnp.exp(dmax)
 
 
 def metric_general(d01, dmax) -> VRParams:
@@ -42,18 +46,11 @@ def metric_general(d01, dmax) -> VRParams:
         at least ``d01``.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = _metric_inputs(d01, dmax)
-    d01, dmax = inp.values
+    inp, d01, q = _metric_inputs(d01, dmax)
     p = jnp.exp(d01)
-    return inp.params(p, (p - 1.0) / (p + 1.0), jnp.exp(dmax))
+    return inp.params(p, (p - 1.0) / (p + 1.0), q)
 
 
 def metric_laplace(d01, dmax) -> VRParams:
@@ -65,23 +62,13 @@ def metric_laplace(d01, dmax) -> VRParams:
     ``p = e^{d01}``, ``beta = TV(Lap(0,1), Lap(d01,1)) = 1 - e^{-d01/2}``, ``q = e^{dmax}``.
 
     Args:
-      d01: metric distance ``d_X(x1^0, x1^1)`` between the victim's two inputs (``p = e^d01``), a finite
-        number >= 0.
-      dmax: largest distance from either of the victim's inputs to any input (``q = e^dmax``), finite and
-        at least ``d01``.
+      d01, dmax: as in :func:`metric_general`.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = _metric_inputs(d01, dmax)
-    d01, dmax = inp.values
-    return inp.params(jnp.exp(d01), -jnp.expm1(-0.5 * d01), jnp.exp(dmax))
+    inp, d01, q = _metric_inputs(d01, dmax)
+    return inp.params(jnp.exp(d01), -jnp.expm1(-0.5 * d01), q)
 
 
 def metric_exponential_log_matrix(d01, d02, d12) -> jax.Array:
@@ -189,20 +176,10 @@ def planar_laplace(d01, dmax) -> VRParams:
     evaluated by :func:`planar_laplace_beta`.
 
     Args:
-      d01: metric distance ``d_X(x1^0, x1^1)`` between the victim's two inputs (``p = e^d01``), a finite
-        number >= 0.
-      dmax: largest distance from either of the victim's inputs to any input (``q = e^dmax``), finite and
-        at least ``d01``.
+      d01, dmax: as in :func:`metric_general`.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = _metric_inputs(d01, dmax)
-    d01, dmax = inp.values
-    return inp.params(jnp.exp(d01), planar_laplace_beta(jnp.where(inp.ok, d01, 0.0)), jnp.exp(dmax))
+    inp, d01, q = _metric_inputs(d01, dmax)
+    return inp.params(jnp.exp(d01), planar_laplace_beta(jnp.where(inp.ok, d01, 0.0)), q)

@@ -1,4 +1,7 @@
-"""Multi-message protocols of the paper's Table 4: ``p = inf`` rows with blanket messages per user."""
+"""Multi-message protocols of the paper's Table 4: ``p = inf`` rows with blanket messages per user.
+
+Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row.
+"""
 
 from __future__ import annotations
 
@@ -37,13 +40,7 @@ def balcer_cheu(coin, blanket_per_user) -> VRParams:
       blanket_per_user: input-independent (blanket) messages each user sends, an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((COIN, coin), (BLANKET, blanket_per_user))
     coin, m = inp.values
@@ -62,13 +59,7 @@ def balcer_uniform(blanket_per_user) -> VRParams:
       blanket_per_user: input-independent (blanket) messages each user sends, an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((BLANKET, blanket_per_user))
     (m,) = inp.values
@@ -90,13 +81,7 @@ def cheu_zhilyaev(f, blanket_per_user) -> VRParams:
       blanket_per_user: fake messages each user sends (the paper's ``m - 1``), an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((F_CZ, f), (BLANKET, blanket_per_user))
     f, m = inp.values
@@ -122,13 +107,7 @@ def balls_into_bins(d, s, blanket_per_user) -> VRParams:
       blanket_per_user: blanket balls each user throws, an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((D_BINS, d), (S_BINS, s), (BLANKET, blanket_per_user))
     d, s, m = inp.values
@@ -150,13 +129,7 @@ def pure_dump(d, blanket_per_user) -> VRParams:
       blanket_per_user: dummy points each user sends, an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((D_BINS, d), (BLANKET, blanket_per_user))
     d, m = inp.values
@@ -178,13 +151,7 @@ def mix_dump(f, d, blanket_per_user) -> VRParams:
       blanket_per_user: dummy points each user sends, an integer >= 1.
 
     Returns:
-      The parameters ``(p, beta, q)`` above and ``blanket_per_user``, a :class:`VRParams`: float64 arrays
-        broadcast over the arguments: the upper-bound side (Theorem 4.7; the blanket is the ``n m``
-        input-independent messages, docs/math.md section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above and ``blanket_per_user`` as :class:`VRParams`, upper side.
     """
     inp = Inputs((F_MIX, f), (D_BINS, d), (BLANKET, blanket_per_user))
     f, d, m = inp.values

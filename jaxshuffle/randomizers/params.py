@@ -445,3 +445,14 @@ D01_EXP = Arg("d01", "real", 0.0, 700.0, high_open=False, help="distance between
 D02_EXP = Arg("d02", "real", 0.0, 700.0, high_open=False, help="distance from input 0 to the third option 2")
 D12_EXP = Arg("d12", "real", 0.0, 700.0, high_open=False, help="distance from input 1 to the third option 2")
 BLANKET = Arg("blanket_per_user", "int", 1.0, help="input-independent (blanket) messages sent by each user")
+
+
+def eps0_inputs(eps0, *others: tuple[Arg, object]):
+    """Validated inputs of an eps0-LDP row: ``(inputs, e^eps0, values)``.
+
+    ``values`` are the broadcast float64 arguments in the row's order, ``eps0`` first; ``e^eps0`` is
+    the row's ``p`` (every eps0-LDP row has ``p = e^eps0``, docs/math.md section 8). The row computes
+    in numpy where every value is plain (:class:`Inputs`, ``numpy=True``).
+    """
+    inp = Inputs((EPS0, eps0), *others, numpy=True)
+    return inp, inp.xp.exp(inp.values[0]), inp.values

@@ -4,6 +4,7 @@ Sampling RAPPOR, the Wheel mechanism, k-subset exponential and the collision mec
 :mod:`jaxshuffle.randomizers.ldp`, each function states its mechanism's definition; values are checked
 against the explicit probability matrix (or numerical integration) in ``tests/test_randomizers.py``.
 Definitions of ``p, beta, q``: docs/math.md section 8.
+Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshuffle.randomizers.params import D2, EPS0, Arg, Inputs, L, LowerParams, VRParams
+from jaxshuffle.randomizers.params import D2, EPS0, Arg, Inputs, L, LowerParams, VRParams, eps0_inputs
 
 __all__ = ["ARC", "K_EXP", "S_COL", "S_SET", "collision", "k_subset_exponential", "sampling_rappor", "wheel",
            "wheel_lower"]
@@ -82,13 +83,7 @@ def sampling_rappor(eps0, d, s) -> VRParams:
       s: size of each user's item set, an integer in [1, d - 1].
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
     inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), numpy=True)
     xp = inp.xp
@@ -126,20 +121,12 @@ def wheel(eps0, d, s, arc) -> VRParams:
       arc: arc length on the wheel (the paper's ``p``), in (0, 1] with ``s * arc <= 1``.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc), numpy=True)
+    inp, p, (eps0, d, s, arc) = eps0_inputs(eps0, (D2, d), (S_SET, s), (ARC, arc))
     xp = inp.xp
-    eps0, d, s, arc = inp.values
     inp.require(s <= d - 1.0, "s", "must be <= d - 1")
     inp.require(s * arc <= 1.0, "arc", "must satisfy s * arc <= 1")
-    p = xp.exp(eps0)
     j = xp.minimum(s, d - s)
     return inp.params(p, j * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p)
 
@@ -153,12 +140,9 @@ def wheel_lower(eps0, d, s, arc) -> LowerParams:
     each: ``p0 = q0 = q1 = e^eps0``, ``beta = s arc (e^eps0 - 1)/Omega``, the upper parameters
     (exactly tight, Section 5).
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (S_SET, s), (ARC, arc), numpy=True)
-    xp = inp.xp
-    eps0, d, s, arc = inp.values
+    inp, p, (eps0, d, s, arc) = eps0_inputs(eps0, (D2, d), (S_SET, s), (ARC, arc))
     inp.require(d >= 3.0 * s, "d", "must be >= 3 s (three disjoint item sets)")
     inp.require(3.0 * s * arc <= 1.0, "arc", "must satisfy 3 s arc <= 1 (three sets' arcs without overlap)")
-    p = xp.exp(eps0)
     return inp.lower(p, s * arc * (p - 1.0) / (s * arc * p + 1.0 - s * arc), p, p)
 
 
@@ -184,20 +168,12 @@ def k_subset_exponential(eps0, d, k, s) -> VRParams:
       s: size of each user's item set, an integer in [1, d - 1].
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), (D2, d), (K_EXP, k), (S_SET, s), numpy=True)
+    inp, p, (eps0, d, k, s) = eps0_inputs(eps0, (D2, d), (K_EXP, k), (S_SET, s))
     xp = inp.xp
-    eps0, d, k, s = inp.values
     inp.require(s <= d - 1.0, "s", "must be <= d - 1")
     inp.require(k <= d - s, "k", "must be <= d - s")
-    p = xp.exp(eps0)
     u = xp.minimum(2.0 * s, d)
     ok_k = inp.ok
     log_a = _log_binom(xp, d - s, xp.where(ok_k, k, 0.0)) - _log_binom(xp, d, xp.where(ok_k, k, 0.0))
@@ -232,17 +208,9 @@ def collision(eps0, s, l) -> VRParams:
       l: hash range (length), an integer >= 2.
 
     Returns:
-      The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
-        the upper-bound side (Theorem 4.7), each parameter at least the mechanism's own value (docs/math.md
-        section 8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
+      ``(p, beta, q)`` above as :class:`VRParams`, upper side.
     """
-    inp = Inputs((EPS0, eps0), (S_COL, s), (L, l), numpy=True)
+    inp, p, (eps0, s, l) = eps0_inputs(eps0, (S_COL, s), (L, l))
     xp = inp.xp
-    eps0, s, l = inp.values
     inp.require(s <= l - 1.0, "s", "must be <= l - 1")
-    p = xp.exp(eps0)
     return inp.params(p, xp.minimum(s, l - s) * (p - 1.0) / (s * p + l - s), p)

@@ -311,10 +311,6 @@ def witchhat_params(m: ArrayLike, f: ArrayLike, b: ArrayLike) -> VRParams:
       The parameters ``(p, beta, q)`` above, a :class:`VRParams`: float64 arrays broadcast over the arguments:
         the upper-bound side (Theorem 4.7), each parameter the mechanism's own value (docs/math.md section
         8).
-
-    Raises:
-      ValueError: naming the option and its valid range, for an invalid option (eager calls; under
-        ``jit``/``vmap`` invalid points give NaN fields instead).
     """
     inp = _inputs(m, f, b)
     m, f, b = inp.values
