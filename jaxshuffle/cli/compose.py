@@ -18,7 +18,7 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +35,8 @@ from jaxshuffle.cli._common import (
     grid_type,
     num,
 )
+from jaxshuffle.randomizers.catalog import Entry
 from jaxshuffle.sweeps.stops import run_interruptible
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-    from jaxshuffle.randomizers.catalog import Entry
 
 #: Columns of the CSV that ``--curve`` writes; its first line is exactly these, comma-separated: a file that
 #: starts with that line is one ``--curve`` wrote, and only such a file is replaced.
@@ -233,18 +229,14 @@ def _write_curve(args, params, n, rounds, delta, table: Path, figure: Path, writ
     written.append(str(table))
     try:
         from jaxshuffle import plot as jplot
+        from jaxshuffle.plot.common import png_bytes
 
         ax = jplot.privacy_curve(rows, marks=marks)
     except ImportError as exc:
         return f"wrote {table} (pair: {pair.source}; no figure: {exc})"
-    import matplotlib.pyplot as plt
-
-    fig = cast("Figure", ax.figure)  # privacy_curve drew on a new pyplot Figure of its own
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=150, metadata={"Software": CURVE_FIGURE_MARK})
-    plt.close(fig)
+    png = png_bytes(ax, CURVE_FIGURE_MARK)  # privacy_curve drew on a new pyplot Figure of its own
     try:
-        atomic_write(figure, png.getvalue())
+        atomic_write(figure, png)
     except OSError as exc:
         raise UsageError(f"curve: cannot write {exc.filename}: {exc.strerror}") from None
     written.append(str(figure))

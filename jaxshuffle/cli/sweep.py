@@ -275,18 +275,14 @@ SWEEP_FIGURE_MARK = "jaxshuffle sweep"
 def _draw_summary(res, png: Path, explicit: bool) -> bool:
     """Draw the sweep's figure to ``png`` (atomically, marked); False where the default path holds a
     file no sweep wrote (left as it is). ``explicit``: the user named the path (``--plot``)."""
-    import io
-
     from jaxshuffle import plot as jplot
+    from jaxshuffle.plot.common import png_bytes
     from jaxshuffle.sweeps.files import atomic_write
 
     if not explicit and (png.exists() or png.is_symlink()) and not file_is_ours(png, b"\x89PNG",
                                                                                  SWEEP_FIGURE_MARK.encode()):
         return False
-    fig = jplot.summary_figure(res)
-    data = io.BytesIO()
-    fig.savefig(data, format="png", dpi=150, metadata={"Software": SWEEP_FIGURE_MARK})
-    atomic_write(png, data.getvalue())
+    atomic_write(png, png_bytes(jplot.summary_figure(res), SWEEP_FIGURE_MARK))
     return True
 
 

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
     from matplotlib.legend import Legend
 
 _INSTALL = "matplotlib is needed for plots: pip install 'jaxshuffle[plot]' (or pip install matplotlib)"
@@ -67,6 +68,26 @@ def lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] |
     else:
         kw = dict(fontsize=8, title=title, title_fontsize=8, loc="best")
     return ax.legend(*entries, **kw) if entries is not None else ax.legend(**kw)
+
+
+def png_bytes(drawing: Axes | Figure, software: str, dpi: int = 150) -> bytes:
+    """The PNG of the figure that holds ``drawing`` (an Axes, or a Figure), with ``software`` as its
+    ``Software`` metadata: the mark by which the command line recognises a figure file it wrote and may
+    replace. A figure pyplot manages is closed after (a command draws many in one process)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    fig = drawing if isinstance(drawing, Figure) else drawing.figure
+    if not isinstance(fig, Figure):
+        raise TypeError(f"{type(fig).__name__!r}: only a whole Figure can be saved")
+    data = io.BytesIO()
+    fig.savefig(data, format="png", dpi=dpi, metadata={"Software": software})
+    if getattr(fig.canvas, "manager", None) is not None:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    return data.getvalue()
 
 
 def savefig(ax: Axes, path: str | os.PathLike[str], dpi: int) -> None:
