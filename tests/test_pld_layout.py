@@ -33,6 +33,22 @@ def test_old_import_paths_are_the_pld_modules():
     assert shuffled_round is js.pld.shuffled_round is js.accountant.shuffled_round
 
 
+def test_names_that_moved_out_of_the_round_pld_module_warn_and_still_resolve():
+    """The neighbouring relations and the rounds limit live in jaxshuffle.pld.distribution; the old paths
+    (jaxshuffle.pld.two_count, jaxshuffle.accountant.pld) still give them, with a DeprecationWarning naming
+    the new one."""
+    import pytest
+
+    distribution = importlib.import_module("jaxshuffle.pld.distribution")
+    for path in ("jaxshuffle.pld.two_count", "jaxshuffle.accountant.pld"):
+        module = importlib.import_module(path)
+        for name in ("ADD_OR_REMOVE_ONE", "MAX_DEFAULT_ROUNDS", "RELATIONS", "REPLACE_ONE", "neighboring_relation"):
+            with pytest.warns(DeprecationWarning, match=rf"{name} moved: import it from jaxshuffle\.pld\.distribution"):
+                assert getattr(module, name) is getattr(distribution, name)
+        with pytest.raises(AttributeError, match="no attribute 'REPLACE_TWO'"):
+            module.REPLACE_TWO
+
+
 def test_a_patch_through_the_old_path_is_seen_through_the_new(monkeypatch):
     old = importlib.import_module("jaxshuffle.accountant.blanket_pld")
     monkeypatch.setattr(old, "BLANKET_PLD_MAX_N", 7.0)

@@ -9,8 +9,8 @@ import pytest
 
 from jaxshuffle import randomizers as R
 from jaxshuffle.accountant import composed_epsilon
-from jaxshuffle.accountant.pld import MAX_DEFAULT_ROUNDS
 from jaxshuffle.cli import main
+from jaxshuffle.pld.distribution import MAX_DEFAULT_ROUNDS
 
 
 def test_composed_epsilon_refuses_ten_million_rounds_in_under_a_second():

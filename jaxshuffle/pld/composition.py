@@ -38,7 +38,7 @@ import numpy as np
 from jaxshuffle._config import check
 from jaxshuffle._fft import MAX_FFT, fft_error, power_convolve
 from jaxshuffle._fft import U as _U
-from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
+from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD, grid_losses
 
 #: Default composed mass allowed outside the FFT window, per side (wrap-around; added to delta by the
 #: upper bound, subtracted by the lower). Not :data:`jaxshuffle.pld.two_count.CELL_TAIL`: that one is
@@ -96,7 +96,7 @@ class ComposedPLD(NamedTuple):
     pessimistic: bool
 
     def losses(self) -> np.ndarray:
-        return (self.lower_index + np.arange(len(self.probs))) * self.discretization
+        return grid_losses(self.lower_index, len(self.probs), self.discretization)
 
     def delta(self, eps) -> np.ndarray:
         """Delta at ``eps`` (array): an upper bound if pessimistic, else a lower bound (>= 0)."""

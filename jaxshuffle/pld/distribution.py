@@ -30,6 +30,11 @@ MIN_DISCRETIZATION = 1e-9
 MAX_DEFAULT_ROUNDS = 4000
 
 
+def grid_losses(lower_index: int, size: int, discretization: float) -> np.ndarray:
+    """The losses ``(lower_index + j) * discretization``, ``j < size``, of a distribution on the grid (float64)."""
+    return (lower_index + np.arange(size)) * discretization
+
+
 class DiscretePLD(NamedTuple):
     """A privacy-loss distribution on the grid ``loss = (lower_index + j) * discretization``.
 
@@ -50,7 +55,7 @@ class DiscretePLD(NamedTuple):
     pessimistic: bool
 
     def losses(self) -> np.ndarray:
-        return (self.lower_index + np.arange(len(self.probs))) * self.discretization
+        return grid_losses(self.lower_index, len(self.probs), self.discretization)
 
     def delta(self, eps: float) -> float:
         """``sum_j p_j (1 - e^{eps - l_j})_+ + infinity_mass`` (one direction, no float-error terms).

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -50,17 +51,8 @@ from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.engine.two_count.divergence import REL_ERR, chernoff_outside, window_weights
 from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
 from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, needed_halfwidth, plan_windows, window_start
-from jaxshuffle.pld.distribution import (  # noqa: F401  (re-exported: their import path)
-    ADD_OR_REMOVE_ONE,
-    MAX_DEFAULT_ROUNDS,
-    MIN_DISCRETIZATION,
-    RELATIONS,
-    REPLACE_ONE,
-    DiscretePLD,
-    RoundPLD,
-    default_discretization,
-    neighboring_relation,
-)
+from jaxshuffle.pld import distribution
+from jaxshuffle.pld.distribution import MIN_DISCRETIZATION, DiscretePLD, RoundPLD, default_discretization
 from jaxshuffle.randomizers.clone import certified_worst_case_pair
 
 # Absolute error of one computed loss (a handful of logs of numbers below e^800); far below any grid.
@@ -429,3 +421,16 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
         total = np.logaddexp(np.logaddexp.reduce(terms, axis=1), extra) * (1 + 1e-12) + 1e-15
         out = np.maximum(out, (total / (orders.ravel() - 1)).reshape(orders.shape))
     return np.maximum(out, 0.0)
+
+
+# The round-PLD types' neighbouring relations and size limit lived here (and so at the old path
+# jaxshuffle.accountant.pld); their home is jaxshuffle.pld.distribution.
+_MOVED = ("ADD_OR_REMOVE_ONE", "MAX_DEFAULT_ROUNDS", "RELATIONS", "REPLACE_ONE", "neighboring_relation")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        warnings.warn(f"{__name__}.{name} moved: import it from {distribution.__name__}", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(distribution, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
