@@ -20,18 +20,8 @@ from jaxshuffle import _programs
 from jaxshuffle._bisect import bisect_jax
 from jaxshuffle._config import array_digest, check, remember
 from jaxshuffle._numerics import newton_margin
-from jaxshuffle.engine._search import (
-    EpsilonBracket,
-    Move,
-    SearchState,
-    Status,
-    band_probe,
-    certified_search,
-    implicit_upper,
-    lane_constant,
-    linear_newton,
-    tangent_lower,
-)
+from jaxshuffle.engine import _search as core
+from jaxshuffle.engine._search import EpsilonBracket, Status
 from jaxshuffle.engine.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
@@ -68,23 +58,23 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
     x0 = jnp.clip(hi_g, 1e-9, eps0s)
     st0 = jnp.where(valid & ~trivial, Status.MAX_ITER, jnp.where(trivial & valid, Status.ZERO, Status.INVALID))
 
-    def advance(st: SearchState, d, lo, hi) -> Move:
+    def advance(st: core.SearchState, d, lo, hi) -> core.Move:
         x = st.x
         n_amb, tried_zero = st.extra
         is_hi, is_lo = d.upper <= delta, d.lower > delta
         # Convexity in t: the certified tangent is above delta up to its crossing.
-        lo_tan, use = tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
+        lo_tan, use = core.tangent_lower(x, d.tangent_value, d.tangent_slope, delta, lo, hi)
         lo = jnp.where(use, lo_tan, lo)
         t = jnp.exp(x)
         # Newton on D(t) (convex, decreasing), aimed a margin above the root (relative to the point:
         # newton_margin says why)
         margin = newton_margin(rtol, x, lo, hi)
-        newton = linear_newton(t, d.value, d.q_mass, delta) + 2.0 * margin
+        newton = core.linear_newton(t, d.value, d.q_mass, delta) + 2.0 * margin
         ok = (d.q_mass > 0) & jnp.isfinite(newton) & (newton > lo) & (newton < hi)
         nxt = jnp.where(ok, jnp.clip(newton, lo + margin, hi - margin), 0.5 * (lo + hi))
         amb = ~is_hi & ~is_lo & (x > 0)
         n_amb = n_amb + amb.astype(jnp.int32)
-        nxt = jnp.where(amb, band_probe(x, lo, hi, margin, d.upper, d.lower, t, d.q_mass), nxt)
+        nxt = jnp.where(amb, core.band_probe(x, lo, hi, margin, d.upper, d.lower, t, d.q_mass), nxt)
         to_zero = (lo == 0) & ~tried_zero & (newton <= 0.25 * x) & ~amb
         nxt = jnp.where(to_zero, 0.0, nxt)
         zero = (x == 0) & is_hi
@@ -92,14 +82,14 @@ def _point_search(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, ma
         limited = n_amb >= 4
         status = jnp.where(zero, Status.ZERO, jnp.where(conv, Status.CONVERGED, jnp.where(
             limited, Status.ERROR_LIMITED, Status.MAX_ITER))).astype(jnp.int8)
-        return Move(lo, hi, nxt, status, zero | conv | limited, (n_amb, tried_zero | (x == 0)))
+        return core.Move(lo, hi, nxt, status, zero | conv | limited, (n_amb, tried_zero | (x == 0)))
 
     # Per-lane starting values, not constants: under vmap a constant carry makes the loop's batching rule
-    # trace the body (the whole kernel) a second time (lane_constant).
-    start = SearchState(lane_constant(valid, 0), lane_constant(valid, 0.0, jnp.float64), eps0s, x0,
-                        st0.astype(jnp.int8), ~valid | trivial,
-                        (lane_constant(valid, 0), lane_constant(valid, False, bool)))
-    st = certified_search(div, advance, start, delta, max_iter=max_iter)
+    # trace the body (the whole kernel) a second time (core.lane_constant).
+    start = core.SearchState(core.lane_constant(valid, 0), core.lane_constant(valid, 0.0, jnp.float64), eps0s,
+                             x0, st0.astype(jnp.int8), ~valid | trivial,
+                             (core.lane_constant(valid, 0), core.lane_constant(valid, False, bool)))
+    st = core.certified_search(div, advance, start, delta, max_iter=max_iter)
     zero = st.status == jnp.int8(Status.ZERO)
     lower = jnp.where(valid, jnp.where(zero, 0.0, st.lo), 0.0)
     upper = jnp.where(valid, jnp.where(zero, 0.0, st.hi), jnp.inf)
@@ -133,7 +123,7 @@ def coded_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float, m
             return jnp.log(jnp.maximum(d.value, 1e-320)) - jnp.log(dd)
         return jax.vmap(one)(eps, eps0, k, n, delta, code)
 
-    upper = implicit_upper(root_eq, upper, status)
+    upper = core.implicit_upper(root_eq, upper, status)
     return EpsilonBracket(lower, upper, status, it)
 
 
@@ -368,10 +358,7 @@ def blanket_lower_epsilon(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: Ar
     Lower bounds of the blanket engine: docs/math.md section 10.
 
     Args:
-      eps0: local budget of k-ary randomized response, finite, in [0, 50].
-      k: number of values, an integer >= 2, below 1e12.
-      n: number of users, an integer in [1, 1e12].
-      delta: target delta in (0, 1).
+      eps0, k, n, delta: as in :func:`krr_bounds`.
       rtol: relative width of each dataset's bracket.
 
     Returns:
