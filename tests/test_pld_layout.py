@@ -46,7 +46,7 @@ def test_names_that_moved_out_of_the_round_pld_module_warn_and_still_resolve():
             with pytest.warns(DeprecationWarning, match=rf"{name} moved: import it from jaxshuffle\.pld\.distribution"):
                 assert getattr(module, name) is getattr(distribution, name)
         with pytest.raises(AttributeError, match="no attribute 'REPLACE_TWO'"):
-            module.REPLACE_TWO
+            _ = module.REPLACE_TWO
 
 
 def test_a_patch_through_the_old_path_is_seen_through_the_new(monkeypatch):
