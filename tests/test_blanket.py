@@ -648,3 +648,79 @@ def test_lanes_are_padded_to_whole_batches(monkeypatch):
     again = bs.eager_brackets(*padded, plan=plan)
     for a, b in zip(res, again):
         assert np.array_equal(np.asarray(a), np.asarray(b)[:P])
+
+
+def _least(plan):
+    """The least program shape for ``plan``'s block (bucket_plan's raise), derived from the constants."""
+    return (2 * bl.BUCKET_BLOCKS * plan.block, bl.BUCKET_LINES, bl.BUCKET_STEP)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(eps0=st.floats(0.1, 12.0), k=st.sampled_from([2, 3, 10, 100]), n=st.sampled_from([2, 40, 300, 1e4, 1e6, 1e8]),
+       lanes=st.sampled_from([1, 2, 4, 8, 64]), four=st.booleans())
+def test_bucket_plans_cover_the_points_plan_on_the_ladder(eps0, k, n, lanes, four):
+    """bucket_plan never shrinks a plan (a larger window, more lines and longer walks cover at least what the
+    plan covered: soundness never depends on it, only cost), puts lines, max step and walk on powers of two,
+    keeps the window in whole chunks of whole blocks, and raises a plan to at least the least shape exactly
+    where that shape's lanes cost at most BUCKET_FREE_CELLS."""
+    plan = (bl.plan_krr_bounds if four else bl.plan_blanket)(eps0, k, n, 1e-6)
+    b = bl.bucket_plan(plan, n, lanes)
+    assert b.block == plan.block and b.window >= plan.window and b.lines >= plan.lines
+    assert b.max_step >= plan.max_step and (b.walk == 0) == (plan.walk == 0) and b.walk >= plan.walk
+    for v in (b.lines, b.max_step) + ((b.walk,) if b.walk else ()):
+        assert v & (v - 1) == 0, b
+    assert b.window % (2 * b.block * b.chunk) == 0, b
+    window, lines, step = _least(plan)
+    least = plan._replace(window=max(plan.window, window), lines=max(bl.power_of_two(plan.lines), lines),
+                          max_step=max(bl.power_of_two(plan.max_step), step),
+                          walk=max(bl.power_of_two(plan.walk), step) if plan.walk else 0)
+    if lanes * _plan_cells(least) <= bl.BUCKET_FREE_CELLS:
+        assert (b.window, b.lines, b.max_step, b.walk) == tuple(least[i] for i in (0, 2, 3, 5))
+    else:
+        assert (b.window, b.lines, b.max_step) == (plan.window, bl.power_of_two(plan.lines),
+                                                   bl.power_of_two(plan.max_step))
+
+
+def test_nearby_points_run_one_program(monkeypatch):
+    """Single calls at eight eps0 (k = 10, n = 1e4, each a point's own small plan) run under as many
+    programs as their bucketed plans are distinct, fewer than their own plans (the engine searches under
+    the bucketed plan); cheap lane counts are padded to powers of two. The programs are replaced by a
+    stand-in that records their static keys and lane counts."""
+    from jaxshuffle import _programs
+    from jaxshuffle.engine.blanket import search as bs
+
+    seen = []
+
+    def fake_run(name, fn, static, args):
+        seen.append((static[0], np.shape(args[0])))
+        return tuple(np.ones(np.shape(args[0])) for _ in range(4))
+
+    monkeypatch.setattr(_programs, "run", fake_run)
+    monkeypatch.setattr(bs, "_RECENT", {})
+    eps0 = np.geomspace(0.5, 4.0, 8)
+    for e in eps0:
+        bl.krr_bounds(e, 10, 1e4, 1e-6)
+    own = {bl.plan_krr_bounds(e, 10, 1e4, 1e-6) for e in eps0}
+    bucketed = {bl.bucket_plan(p, 1e4, 4) for p in own}
+    assert {plan for plan, _ in seen} == bucketed and len(bucketed) < len(own)
+    assert {shape for _, shape in seen} == {(4,)}
+    seen.clear()
+    bl.blanket_epsilon(eps0[:3], 10, 1e4, 1e-6)  # 3 lanes of a cheap plan: padded to 4
+    assert [shape for _, shape in seen] == [(4,)]
+    assert [bs.whole_batches(3, 8, c) for c in (1.0, math.inf)] == [4, 3]
+    assert [bs.whole_batches(p, 8, 1.0) for p in (1, 2, 5, 9)] == [2, 2, 8, 16]
+    assert [bs.whole_batches(1, 1, 1.0), bs.whole_batches(1, 8, bl.BUCKET_FREE_CELLS / 1.5)] == [1, 1]
+    assert [bs.whole_batches(5, 8, bl.BUCKET_FREE_CELLS / d) for d in (8, 7)] == [8, 5]
+
+
+@pytest.mark.slow
+def test_a_bucketed_plan_contains_enumeration():
+    """Plans raised to the least shape (windows far wider than the support, more lines, longer walks)
+    against enumeration, for each sum form: any plan is sound, and the raised one as tight."""
+    for eps0, k, n, frac, kind in [(1.0, 3, 40, 0.5, "blanket"), (2.5, 10, 60, 0.3, "all_z"),
+                                   (0.7, 2, 25, 0.9, "all_x0"), (4.0, 5, 60, 0.1, "all_x0_mirror")]:
+        plan = bl.bucket_plan(bl.plan_blanket(eps0, max(k, 3) if kind == "all_z" else k, n, 1e-6, kind=kind), n, 1)
+        assert plan.window == 2 * bl.BUCKET_BLOCKS * plan.block > n + 1 and plan.lines >= bl.BUCKET_LINES
+        eps = frac * eps0
+        d = _div(jnp.float64(eps0), jnp.float64(k), jnp.float64(n), jnp.float64(eps), kind=kind, plan=plan)
+        _band_contains(d, krr_delta(eps0, k, n, eps, kind))

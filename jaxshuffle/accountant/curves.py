@@ -88,11 +88,10 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
 
 def _blanket_profile(eps0: float, k: float, n: float, eps: np.ndarray) -> np.ndarray:
     """The blanket pair's certified ``delta`` at each ``eps`` (the same plan and program ladder as its round PLD)."""
-    from jaxshuffle.engine.blanket import plan_blanket
-    from jaxshuffle.engine.blanket.plan import power_of_two, quarter_octave, shared_plan
-    from jaxshuffle.pld.blanket import TAIL_DELTA, profile_upper
+    from jaxshuffle.engine.blanket.plan import quarter_octave
+    from jaxshuffle.pld.blanket import profile_plan, profile_upper
 
-    plan = shared_plan(plan_blanket(eps0, k, n, TAIL_DELTA), n, power_of_two)
+    plan = profile_plan(eps0, k, n, eps.size)
     padded = np.full(quarter_octave(eps.size), float(eps[-1]) if eps.size else 0.0)
     padded[:eps.size] = eps
     return np.asarray(profile_upper(eps0, k, n, padded, plan), np.float64)[:eps.size]

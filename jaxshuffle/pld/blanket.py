@@ -19,11 +19,10 @@ from jaxshuffle._config import check
 from jaxshuffle.engine.blanket import (
     BlanketPlan,
     blanket_epsilon,
+    bucket_plan,
     krr_sum_form,
     plan_blanket,
     point_divergence,
-    power_of_two,
-    shared_plan,
     window_start,
 )
 from jaxshuffle.pld.distribution import MIN_DISCRETIZATION, RoundPLD, default_discretization
@@ -49,6 +48,20 @@ BLANKET_PLD_MAX_N = 1e6
 #: points' in a third of the time (benchmarks/compose.py)
 LARGE_N_FROM = 1e5
 LARGE_N_POINTS = 128
+
+
+#: About this many evaluations make one search of the blanket engine: a profile of ``points`` evaluations
+#: weighs as ``points / SEARCH_EVALUATIONS`` lanes in :func:`profile_plan`'s cost.
+SEARCH_EVALUATIONS = 16
+
+
+def profile_plan(eps0: float, k: float, n: float, points: int) -> BlanketPlan:
+    """The plan of the blanket pair's profile at ``points`` values of eps and of its tail search: the point's
+    own plan on the programs' ladder (:func:`~jaxshuffle.blanket.bucket_plan`), so that nearby eps0 and n (a
+    calibration's or a tuning's probes, a sweep's axes) share its compiled programs. A plan never affects
+    soundness, only cost (docs/math.md section 10)."""
+    lanes = 1 + -(-int(points) // SEARCH_EVALUATIONS)
+    return bucket_plan(plan_blanket(eps0, k, n, TAIL_DELTA), n, lanes)
 
 
 def profile_upper(eps0: float, k: float, n: float, eps: np.ndarray, plan: BlanketPlan) -> np.ndarray:
@@ -109,9 +122,7 @@ def blanket_round(eps0, k, n, *, discretization: float | None = None, rounds: in
     check(np.float64(discretization) >= MIN_DISCRETIZATION, "discretization",
           f"must be at least {MIN_DISCRETIZATION}", value=np.float64(discretization))
     delta_ = float(discretization)
-    # nearby eps0 and n (a calibration's probes, a sweep's axes) share programs: a program costs
-    # tens of seconds to compile, a doubled plan seconds to run
-    plan = shared_plan(plan_blanket(eps0, k_form, n, TAIL_DELTA), n, power_of_two)
+    plan = profile_plan(eps0, k_form, n, points)
     tail = blanket_epsilon(eps0, k_form, n, TAIL_DELTA, plan=plan, real_k=g < 1)
     eps_tail = float(tail.upper) if float(tail.upper) < eps0 else float(tail.lower)  # only places the grid
     j, padded = profile_grid(float(eps0), eps_tail, delta_, int(points))

@@ -30,6 +30,10 @@ from jaxshuffle.engine.blanket.kernel import (
 )
 from jaxshuffle.engine.blanket.plan import (
     AUTO_MAX_CELLS,
+    BUCKET_BLOCKS,
+    BUCKET_FREE_CELLS,
+    BUCKET_LINES,
+    BUCKET_STEP,
     BYTES_PER_CELL,
     GROUP_FREE_CELLS,
     GROUP_SLACK,
@@ -37,6 +41,7 @@ from jaxshuffle.engine.blanket.plan import (
     LOWER_KINDS,
     BlanketMemoryError,
     BlanketPlan,
+    bucket_plan,
     fit_memory,
     lane_bytes,
     lanes_per_batch,
@@ -66,6 +71,10 @@ __all__ = [
     "AUTO_MAX_CELLS",
     "BYTES_PER_CELL",
     "KINDS",
+    "BUCKET_BLOCKS",
+    "BUCKET_FREE_CELLS",
+    "BUCKET_LINES",
+    "BUCKET_STEP",
     "GROUP_FREE_CELLS",
     "GROUP_SLACK",
     "LANES_PER_BATCH",
@@ -96,5 +105,6 @@ __all__ = [
     "power_of_two",
     "quarter_octave",
     "shared_plan",
+    "bucket_plan",
     "window_start",
 ]

@@ -21,6 +21,8 @@ from jaxshuffle.engine.two_count.plan import memory_budget, plan_windows
 
 #: lanes (point x sum form) searched at once; more lanes run one batch after another (bounded memory)
 LANES_PER_BATCH = 8
+#: blocks evaluated together by default (fewer where the window has fewer, or memory asks: fit_memory)
+DEFAULT_CHUNK = 8
 
 
 #: Bytes one lane (one point and sum form) of a compiled blanket search holds per cell of a chunk
@@ -315,6 +317,35 @@ def plan_groups(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *
     return groups
 
 
+#: The least program shape, in blocks of the window, lines and max step: :func:`bucket_plan` raises a
+#: cheap automatic plan to at least this, so that the small plans of nearby points (a tuning's or a
+#: calibration's probes, the one-round bounds beside a composition, small n in a sweep) share one program.
+BUCKET_BLOCKS, BUCKET_LINES, BUCKET_STEP = 8, 32, 32
+#: A group's plan is raised to the least shape only where its lanes cost at most this many cells there
+#: (:func:`plan_cells`): half of what one compilation costs (:data:`GROUP_FREE_CELLS`), so a raised plan
+#: costs less time than a program it saves.
+BUCKET_FREE_CELLS = 2.0**18
+
+
+def bucket_plan(plan: BlanketPlan, n, lanes: int) -> BlanketPlan:
+    """``plan`` on the programs' ladder: lines, max step and walk rounded up to powers of two, and, where
+    ``lanes`` lanes at the least shape (:data:`BUCKET_BLOCKS`, :data:`BUCKET_LINES`, :data:`BUCKET_STEP`)
+    cost at most :data:`BUCKET_FREE_CELLS`, raised to at least that shape; chunk refit (memory).
+
+    A plan never affects soundness: a wider window, more lines and longer walks cover at least what the
+    smaller plan covered, and the outward walk is sound at any length (docs/math.md section 10). So the
+    values move only within their certified bands, and nearby points compile one program, not one each.
+    """
+    lines, step = power_of_two(plan.lines), power_of_two(plan.max_step)
+    walk = power_of_two(plan.walk) if plan.walk else 0
+    least = plan._replace(window=max(plan.window, 2 * BUCKET_BLOCKS * plan.block), lines=max(lines, BUCKET_LINES),
+                          max_step=max(step, BUCKET_STEP), walk=max(walk, BUCKET_STEP) if walk else 0)
+    shaped = least if lanes * plan_cells(least) <= BUCKET_FREE_CELLS else plan._replace(lines=lines, max_step=step,
+                                                                                        walk=walk)
+    # the chunk follows from the window alone (the memory refit may halve it), not from the plans merged
+    return fit_memory(shaped._replace(chunk=min(DEFAULT_CHUNK, shaped.window // (2 * shaped.block))), n)
+
+
 def _shapes(L, lines, step, block: int):
     """Per point, :func:`plan_blanket`'s rounding of the planned numbers: window (:func:`window_ladder`),
     lines (a multiple of 4, at least 4) and max step (numpy arrays)."""
@@ -344,7 +375,7 @@ def power_of_two(x) -> int:
 
 
 def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
-                 block: int = 64, chunk: int = 8) -> BlanketPlan:
+                 block: int = 64, chunk: int = DEFAULT_CHUNK) -> BlanketPlan:
     """One :class:`BlanketPlan` covering every point of ``(eps0, k, n, delta)`` (eager, concrete values).
 
     A plan never affects soundness: a point it does not cover (a larger eps, n or k) gets
@@ -372,7 +403,7 @@ def plan_blanket(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, 
 
 
 def plan_with_spread(eps0: ArrayLike, k: ArrayLike, n: ArrayLike, delta: ArrayLike, *, kind: str = "blanket",
-                     block: int = 64, chunk: int = 8) -> tuple[BlanketPlan, float]:
+                     block: int = 64, chunk: int = DEFAULT_CHUNK) -> tuple[BlanketPlan, float]:
     """:func:`plan_blanket` and the largest binomial spread (:func:`form_spread`) over the points, from one
     planning pass: a plan merged over several sum forms (``krr_bounds``') chooses its walk from all
     their spreads (:func:`choose_walk`)."""

@@ -9,6 +9,7 @@ comes from bands and tangents of :func:`jaxshuffle.blanket.kernel.point_divergen
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -24,13 +25,16 @@ from jaxshuffle.engine import _search as core
 from jaxshuffle.engine._search import EpsilonBracket, Status
 from jaxshuffle.engine.blanket.kernel import KINDS, coded_sum_form, gaussian_delta, point_divergence, window_start
 from jaxshuffle.engine.blanket.plan import (
+    BUCKET_FREE_CELLS,
     LOWER_KINDS,
     BlanketPlan,
+    bucket_plan,
     check_points,
     choose_walk,
     fit_memory,
     lanes_per_batch,
     plan_blanket,
+    plan_cells,
     plan_groups,
     plan_with_spread,
     power_of_two,
@@ -155,7 +159,7 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
 
     def run():
         lanes_in = args[0].size
-        width = whole_batches(lanes_in, lanes_per_batch(plan))
+        width = whole_batches(lanes_in, lanes_per_batch(plan), plan_cells(plan))
         padded = [np.concatenate([a, np.repeat(a[-1:], width - lanes_in)]) for a in args] if width > lanes_in else args
         out = _programs.run("blanket-lanes", lanes, (plan, rtol, max_iter), padded)
         return EpsilonBracket(*(np.asarray(x)[:lanes_in] for x in out))
@@ -165,12 +169,19 @@ def eager_brackets(eps0, k, n, delta, code, *, plan: BlanketPlan, rtol: float = 
     return remember(_RECENT, array_digest((plan, rtol, max_iter), args), run, RECENT_RESULTS)
 
 
-def whole_batches(lanes: int, batch: int) -> int:
-    """Lanes to run for ``lanes`` lanes in batches of ``batch``: ``lanes`` up to one batch, else a whole
-    number of batches. ``lax.map`` traces a lane count that is not a multiple of its batch twice (the
-    whole batches and the rest), so padding (copies of the last lane, dropped afterwards) halves the
-    program and its compilation for the price of evaluating at most ``batch - 1`` more lanes."""
-    return lanes if lanes <= batch else -(-lanes // batch) * batch
+def whole_batches(lanes: int, batch: int, lane_cells: float = math.inf) -> int:
+    """Lanes to run for ``lanes`` lanes in batches of ``batch`` (a power of two), each lane costing
+    ``lane_cells``: a whole number of batches above one batch; up to one batch, the next power of two
+    from 2 on where those lanes cost at most :data:`~jaxshuffle.blanket.plan.BUCKET_FREE_CELLS` (cheap
+    calls of 1 to ``batch`` lanes then share three programs, not one per count: a one-point bound's
+    single lane and a composition's two deltas run one program), else ``lanes``. ``lax.map`` traces a
+    lane count that is not a multiple of its batch twice (the whole batches and the rest), so padding
+    (copies of the last lane, dropped afterwards) halves the program and its compilation for the price
+    of evaluating at most ``batch - 1`` more lanes."""
+    if lanes > batch:
+        return -(-lanes // batch) * batch
+    ladder = min(max(2, power_of_two(lanes)), batch)
+    return ladder if ladder * lane_cells <= BUCKET_FREE_CELLS else lanes
 
 
 #: eager brackets kept per process, keyed by a digest of every input (a pure function: a repeated call,
@@ -273,8 +284,9 @@ def _kind_lanes(points, kinds, plan: BlanketPlan, rtol: float, max_iter: int, ha
 
 def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: float, max_iter: int, has_z=None):
     """:func:`_kind_lanes` (numpy arrays ``(len(kinds), P)``), the points split by
-    :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``),
-    or as one group under ``plan`` when given (``make_plan(*group points, has_z)`` where ``has_z`` is given).
+    :func:`~jaxshuffle.blanket.plan.plan_groups` with a plan each (``make_plan(*group points)``, or
+    ``make_plan(*group points, has_z)`` where ``has_z`` is given, put on the programs' ladder by
+    :func:`~jaxshuffle.blanket.plan.bucket_plan`), or as one group under ``plan`` when given.
     A plan never affects soundness, only cost."""
     P = points[0].size
     out = EpsilonBracket._make(np.zeros((len(kinds), P), t) for t in (np.float64, np.float64, np.int8, np.int32))
@@ -286,11 +298,9 @@ def _grouped_lanes(points, kinds, plan: BlanketPlan | None, make_plan, rtol: flo
     groups = [np.arange(P)] if plan is not None else plan_groups(*flat, kinds=kinds)
     for ix in groups:
         sub = tuple(x[ix] for x in flat)
-        if has_z is None:
-            res = _kind_lanes(sub, kinds, plan or make_plan(*sub), rtol, max_iter)
-        else:
-            z = np.ravel(has_z)[ix]
-            res = _kind_lanes(sub, kinds, plan or make_plan(*sub, z), rtol, max_iter, z)
+        z = None if has_z is None else np.ravel(has_z)[ix]
+        own = plan or bucket_plan(make_plan(*sub) if z is None else make_plan(*sub, z), sub[2], ix.size * len(kinds))
+        res = _kind_lanes(sub, kinds, own, rtol, max_iter, z)
         for o, r in zip(out, res):
             o[:, ix] = np.asarray(r)
     return out
