@@ -256,6 +256,7 @@ def test_epsilon_folds_in_a_catalog_rows_matrix(capsys):
     assert got["upper_source"] == js.UpperSource.DESCRIPTIONS[int(rep.upper_source)]
 
 
+@pytest.mark.slow
 def test_epsilon_upper_from_picks_the_source(capsys):
     """k-RR: the default takes the blanket pair (MATH.md section 10 cross-check: n = 2, k = 3, eps0 = 1,
     delta = 0.01 gives 0.9694082); --upper-from worst-case the two-count pair (0.981112)."""

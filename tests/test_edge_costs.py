@@ -14,6 +14,7 @@ def _expected_blanket(eps0, k, n):
     return n * k / (np.exp(eps0) + k - 1.0)  # n k / (e^eps0 + k - 1): the others' expected blanket messages
 
 
+@pytest.mark.slow
 def test_amplify_skips_the_blanket_engine_where_no_blanket_is_expected(monkeypatch):
     """grr(50, 10) at n = 1e4 expects about 2e-17 blanket messages: no blanket lane runs (it took half a
     minute and gave eps0 itself), upper is the worst-case pair's and upper_source says so; a point in the
