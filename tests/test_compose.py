@@ -418,3 +418,26 @@ def test_blanket_pld_is_skipped_by_default_above_its_n_cap(monkeypatch):
     c = rounds_mod.composed_epsilon(R.grr(1.0, 10), 100, [5], [1e-6])
     assert np.isinf(c.blanket_pld).all() and "blanket PLD" not in c.upper_source.tolist()
     assert np.isfinite(c.upper).all()
+
+
+def test_compositions_on_one_window_size_share_one_program():
+    """Rounds of different widths whose compositions land on the same FFT window (1024 bins) run one
+    compiled program: the rounds are padded to the window before the FFT (which pads them anyway), so
+    the program depends on the window's size alone; the composed masses are the direct convolution's."""
+    from jaxshuffle._fft import power_convolve
+
+    rng = np.random.default_rng(7)
+    rounds = []
+    for width, count in ((100, 10), (150, 6)):  # 990 and 894 composed bins: a 1024-bin window each
+        probs = rng.random(width)
+        rounds.append((DiscretePLD(probs / probs.sum(), -width // 2, 1e-2, 0.0, True), count))
+    sizes = []
+    for pld, count in rounds:
+        composed = compose_discrete([(pld, count)])
+        assert len(composed.probs) == 1024
+        direct = pld.probs
+        for _ in range(count - 1):
+            direct = np.convolve(direct, pld.probs)
+        np.testing.assert_allclose(np.asarray(composed.probs)[:direct.size], direct, rtol=0, atol=1e-15)
+        sizes.append(power_convolve._cache_size())
+    assert sizes[1] == sizes[0]

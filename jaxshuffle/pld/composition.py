@@ -75,6 +75,11 @@ class CompositionSizeError(ValueError):
                 "rounds, or build the round PLDs on a coarser discretization (a looser bound)")
 
 
+#: Compositions of at most this many bins (rounds x window) pad their rounds to the window on the host
+#: (:func:`compose_discrete`); larger ones leave the padding to the FFT (no second copy in memory).
+PAD_TO_WINDOW = 1 << 22
+
+
 class ComposedPLD(NamedTuple):
     """A composed privacy-loss distribution over a window, with its error terms.
 
@@ -277,6 +282,10 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
         padded[i, :len(p.probs)] = p.probs
     if width > window.size:  # a round wider than the composed window: fold it (mass is kept, aliasing bounded by tail)
         padded = np.pad(padded, ((0, 0), (0, (-width) % window.size))).reshape(len(rounds), -1, window.size).sum(1)
+    elif len(rounds) * window.size <= PAD_TO_WINDOW:
+        # the rounds zero-padded to the window here, as the FFT pads them anyway: the program then depends on
+        # the window's size (a power of two) alone, not on each round's width, so compositions share it
+        padded = np.pad(padded, ((0, 0), (0, window.size - padded.shape[1])))
     counts = np.array([T for _, T in rounds], np.float64)
     composed, e_pow = power_convolve(jnp.asarray(padded), jnp.asarray(counts), jnp.asarray(window.lo % window.size),
                                    size=window.size)
