@@ -26,6 +26,7 @@ Validation convention (one rule for the whole package):
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import stat
@@ -135,6 +136,21 @@ def remember(store: dict, key, compute, size: int):
         while len(store) > size:
             store.pop(next(iter(store)))
     return store[key]
+
+
+def moved_names(module: str, homes: dict[str, str], also: str = ""):
+    """A module ``__getattr__`` for names that moved out of ``module``: each name of ``homes`` (name -> the
+    path of its new module) still resolves there, with a ``DeprecationWarning`` naming the new path (and
+    ``also``, a further hint); any other name raises the usual AttributeError."""
+
+    def __getattr__(name: str):
+        if name in homes:
+            warnings.warn(f"{module}.{name} moved: import it from {homes[name]}{also}", DeprecationWarning,
+                          stacklevel=2)
+            return getattr(importlib.import_module(homes[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def broadcast_shapes_or_raise(**arrays) -> tuple[int, ...]:

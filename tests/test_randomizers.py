@@ -772,3 +772,17 @@ def test_properties_over_valid_options(name, data):
         assert beta * (1 - max(cap_rounding, 1e-14)) <= lb <= beta * (1 + 1e-14) + 1e-300
         pair = low.pair()  # accepted by vr_pair: r0 + r1 <= 1 (= 1 for GRR k = 2 and Laplace)
         assert float(pair.r0) + float(pair.r1) <= 1.0
+
+
+def test_rows_that_moved_out_of_ldp_warn_and_still_resolve():
+    """The key-value and set-valued rows live in their own modules; the old path jaxshuffle.randomizers.ldp
+    still gives them, with a DeprecationWarning naming the new module."""
+    import importlib
+
+    ldp = importlib.import_module("jaxshuffle.randomizers.ldp")
+    for name, home in (("privkv", "key_value"), ("wheel", "set_valued"), ("S_SET", "set_valued")):
+        with pytest.warns(DeprecationWarning, match=rf"ldp\.{name} moved: import it from "
+                                                    rf"jaxshuffle\.randomizers\.{home} \(or jaxshuffle\.randomizers\)"):
+            assert getattr(ldp, name) is getattr(importlib.import_module(f"jaxshuffle.randomizers.{home}"), name)
+    with pytest.raises(AttributeError, match="module 'jaxshuffle.randomizers.ldp' has no attribute 'nope'"):
+        _ = ldp.nope

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -46,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle import _binomial
-from jaxshuffle._config import check, concrete, f64
+from jaxshuffle._config import check, concrete, f64, moved_names
 from jaxshuffle._numerics import ULP as _ULP
 from jaxshuffle.engine.two_count.divergence import REL_ERR, chernoff_outside, window_weights
 from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
@@ -425,12 +424,5 @@ def rdp(round_pld_: RoundPLD, orders) -> np.ndarray:
 
 # The round-PLD types' neighbouring relations and size limit lived here (and so at the old path
 # jaxshuffle.accountant.pld); their home is jaxshuffle.pld.distribution.
-_MOVED = ("ADD_OR_REMOVE_ONE", "MAX_DEFAULT_ROUNDS", "RELATIONS", "REPLACE_ONE", "neighboring_relation")
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        warnings.warn(f"{__name__}.{name} moved: import it from {distribution.__name__}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(distribution, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, dict.fromkeys(("ADD_OR_REMOVE_ONE", "MAX_DEFAULT_ROUNDS", "RELATIONS",
+                                                   "REPLACE_ONE", "neighboring_relation"), distribution.__name__))

@@ -9,6 +9,7 @@ Returned sides and errors: as :mod:`jaxshuffle.randomizers` states for every row
 
 from __future__ import annotations
 
+from jaxshuffle._config import moved_names
 from jaxshuffle.randomizers.matrices import (  # noqa: F401  (re-exported: their home until the split)
     binary_rr_matrix,
     hadamard_response_matrix,
@@ -438,18 +439,8 @@ def laplace_lower(eps0) -> LowerParams:
 
 #: rows that moved to :mod:`jaxshuffle.randomizers.key_value` (two budgets) and
 #: :mod:`jaxshuffle.randomizers.set_valued` (item sets), still importable from here with a warning
-_MOVED = {**dict.fromkeys(("KEYS", "S_KV", "pckv_grr", "pckv_grr_lower", "privkv"), "key_value"),
-          **dict.fromkeys(("S_SET", "ARC", "K_EXP", "S_COL", "sampling_rappor", "wheel", "wheel_lower",
-                           "k_subset_exponential", "collision"), "set_valued")}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        home = f"jaxshuffle.randomizers.{_MOVED[name]}"
-        warnings.warn(f"jaxshuffle.randomizers.ldp.{name} moved: import it from {home} (or jaxshuffle.randomizers)",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(home), name)
-    raise AttributeError(f"module 'jaxshuffle.randomizers.ldp' has no attribute {name!r}")
+__getattr__ = moved_names(__name__, {
+    **dict.fromkeys(("KEYS", "S_KV", "pckv_grr", "pckv_grr_lower", "privkv"), "jaxshuffle.randomizers.key_value"),
+    **dict.fromkeys(("S_SET", "ARC", "K_EXP", "S_COL", "sampling_rappor", "wheel", "wheel_lower",
+                     "k_subset_exponential", "collision"), "jaxshuffle.randomizers.set_valued")},
+    also=" (or jaxshuffle.randomizers)")
