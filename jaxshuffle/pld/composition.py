@@ -277,15 +277,14 @@ def compose_discrete(rounds: Sequence[tuple[DiscretePLD, int]], *, tail: float =
     rounds = [(p, int(T)) for p, T in rounds]
     window = _window(rounds, tail)
     width = max(len(p.probs) for p, _ in rounds)
-    padded = np.zeros((len(rounds), max(width, 1)))
+    # small compositions hold their rounds zero-padded to the window, as the FFT pads them anyway: the
+    # program then depends on the window's size (a power of two) alone, not on each round's width
+    to_window = width <= window.size and len(rounds) * window.size <= PAD_TO_WINDOW
+    padded = np.zeros((len(rounds), window.size if to_window else max(width, 1)))
     for i, (p, _) in enumerate(rounds):
         padded[i, :len(p.probs)] = p.probs
     if width > window.size:  # a round wider than the composed window: fold it (mass is kept, aliasing bounded by tail)
         padded = np.pad(padded, ((0, 0), (0, (-width) % window.size))).reshape(len(rounds), -1, window.size).sum(1)
-    elif len(rounds) * window.size <= PAD_TO_WINDOW:
-        # the rounds zero-padded to the window here, as the FFT pads them anyway: the program then depends on
-        # the window's size (a power of two) alone, not on each round's width, so compositions share it
-        padded = np.pad(padded, ((0, 0), (0, window.size - padded.shape[1])))
     counts = np.array([T for _, T in rounds], np.float64)
     composed, e_pow = power_convolve(jnp.asarray(padded), jnp.asarray(counts), jnp.asarray(window.lo % window.size),
                                    size=window.size)

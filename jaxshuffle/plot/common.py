@@ -70,17 +70,24 @@ def lines_legend(ax: Axes, lines: int, entries: tuple[list[Artist], list[str]] |
     return ax.legend(*entries, **kw) if entries is not None else ax.legend(**kw)
 
 
+def _whole_figure(drawing: Axes | Figure) -> Figure:
+    """The Figure that holds ``drawing`` (an Axes, or a Figure itself); an axes of a SubFigure has no
+    figure of its own to save, and gets the AttributeError matplotlib would give."""
+    from matplotlib.figure import Figure
+
+    fig = drawing if isinstance(drawing, Figure) else drawing.figure
+    if not isinstance(fig, Figure):
+        raise AttributeError(f"{type(fig).__name__!r} object has no attribute 'savefig'")
+    return fig
+
+
 def png_bytes(drawing: Axes | Figure, software: str, dpi: int = 150) -> bytes:
     """The PNG of the figure that holds ``drawing`` (an Axes, or a Figure), with ``software`` as its
     ``Software`` metadata: the mark by which the command line recognises a figure file it wrote and may
     replace. A figure pyplot manages is closed after (a command draws many in one process)."""
     import io
 
-    from matplotlib.figure import Figure
-
-    fig = drawing if isinstance(drawing, Figure) else drawing.figure
-    if not isinstance(fig, Figure):
-        raise TypeError(f"{type(fig).__name__!r}: only a whole Figure can be saved")
+    fig = _whole_figure(drawing)
     data = io.BytesIO()
     fig.savefig(data, format="png", dpi=dpi, metadata={"Software": software})
     if getattr(fig.canvas, "manager", None) is not None:
@@ -92,9 +99,4 @@ def png_bytes(drawing: Axes | Figure, software: str, dpi: int = 150) -> bytes:
 
 def savefig(ax: Axes, path: str | os.PathLike[str], dpi: int) -> None:
     """Save the figure that holds ``ax`` to ``path`` (an axes of a SubFigure has no figure of its own to save)."""
-    from matplotlib.figure import Figure
-
-    fig = ax.figure
-    if not isinstance(fig, Figure):
-        raise AttributeError(f"{type(fig).__name__!r} object has no attribute 'savefig'")
-    fig.savefig(path, dpi=dpi)
+    _whole_figure(ax).savefig(path, dpi=dpi)
