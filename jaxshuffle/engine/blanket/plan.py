@@ -67,14 +67,15 @@ def quarter_octave(v: int) -> int:
 
 
 def shared_plan(plan: BlanketPlan, n, ladder: Callable[[int], int] = quarter_octave) -> BlanketPlan:
-    """``plan`` with ``lines`` and ``max_step`` rounded up to the next size of ``ladder`` (default
-    :func:`quarter_octave`; ``power_of_two`` for fewer programs at up to twice the work), memory refit.
+    """``plan`` with ``lines``, ``max_step`` and ``walk`` (where set) rounded up to the next size of ``ladder``
+    (default :func:`quarter_octave`; ``power_of_two`` for fewer programs at up to twice the work), memory refit.
 
     Evaluations at nearby parameters (a calibration's probes, a sweep's eps0 axis) then share one
     compiled program instead of one each. A plan never affects soundness, only cost and tightness
     (more lines and longer steps cover at least what the smaller plan covered).
     """
-    return fit_memory(plan._replace(lines=ladder(plan.lines), max_step=ladder(plan.max_step)), n)
+    return fit_memory(plan._replace(lines=ladder(plan.lines), max_step=ladder(plan.max_step),
+                                    walk=ladder(plan.walk) if plan.walk else 0), n)
 
 
 def lanes_per_batch(plan: BlanketPlan, memory: float | None = None) -> int:
@@ -336,12 +337,11 @@ def bucket_plan(plan: BlanketPlan, n, lanes: int) -> BlanketPlan:
     smaller plan covered, and the outward walk is sound at any length (docs/math.md section 10). So the
     values move only within their certified bands, and nearby points compile one program, not one each.
     """
-    lines, step = power_of_two(plan.lines), power_of_two(plan.max_step)
-    walk = power_of_two(plan.walk) if plan.walk else 0
-    least = plan._replace(window=max(plan.window, 2 * BUCKET_BLOCKS * plan.block), lines=max(lines, BUCKET_LINES),
-                          max_step=max(step, BUCKET_STEP), walk=max(walk, BUCKET_STEP) if walk else 0)
-    shaped = least if lanes * plan_cells(least) <= BUCKET_FREE_CELLS else plan._replace(lines=lines, max_step=step,
-                                                                                        walk=walk)
+    laddered = shared_plan(plan, n, power_of_two)
+    least = laddered._replace(window=max(plan.window, 2 * BUCKET_BLOCKS * plan.block),
+                              lines=max(laddered.lines, BUCKET_LINES), max_step=max(laddered.max_step, BUCKET_STEP),
+                              walk=max(laddered.walk, BUCKET_STEP) if laddered.walk else 0)
+    shaped = least if lanes * plan_cells(least) <= BUCKET_FREE_CELLS else laddered
     # the chunk follows from the window alone (the memory refit may halve it), not from the plans merged
     return fit_memory(shaped._replace(chunk=min(DEFAULT_CHUNK, shaped.window // (2 * shaped.block))), n)
 
