@@ -87,7 +87,8 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
 
 
 def _blanket_profile(eps0: float, k: float, n: float, eps: np.ndarray) -> np.ndarray:
-    """The blanket pair's certified ``delta`` at each ``eps`` (the same plan and program ladder as its round PLD)."""
+    """The blanket pair's certified ``delta`` at each ``eps`` (its plan on the program ladder of its round PLD:
+    :func:`~jaxshuffle.pld.blanket.profile_plan`)."""
     from jaxshuffle.engine.blanket.plan import quarter_octave
     from jaxshuffle.pld.blanket import profile_plan, profile_upper
 
