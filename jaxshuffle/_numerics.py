@@ -17,8 +17,9 @@ through it; eager and jitted evaluations then make the same decisions from the s
 the continuous rounding the error budgets already cover (tests/test_jit_eager.py).
 
 Beside it, the small formulas several kernels share, spelled once: the rounding constants
-(:data:`UNIT_ROUNDOFF`, :data:`ULP`), the binomial window's start (:func:`window_start`) and the
-Newton margin of the bracketing searches (:func:`newton_margin`).
+(:data:`UNIT_ROUNDOFF`, :data:`ULP`), the binomial window's start (:func:`window_start`), the
+Newton margin of the bracketing searches (:func:`newton_margin`) and the ladder of static sizes
+the programs are compiled at (:func:`quarter_octave`).
 """
 
 from __future__ import annotations
@@ -104,3 +105,19 @@ def newton_margin(rtol, x, lo, hi):
     the search probes changes: its ends are still certified evaluations.
     """
     return 0.25 * rtol * jnp.minimum(hi, jnp.maximum(x, lo))
+
+
+def quarter_octave(v: int) -> int:
+    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
+    small ladder of sizes, at most 25 % above ``v``, so that nearby evaluations share programs."""
+    return int(quarter_octaves(max(int(v), 1)))
+
+
+def quarter_octaves(v) -> np.ndarray:
+    """:func:`quarter_octave` of each entry of ``v`` (numpy, exact for integers below 2^53): a power of two up
+    to 4, else ``v`` rounded up to a multiple of ``base``, where ``v`` lies in ``[4 base, 8 base)``."""
+    v = np.maximum(np.ceil(np.asarray(v, np.float64)), 1.0)
+    bits = np.frexp(v)[1]  # v < 2^bits: Python's int.bit_length
+    small = 2.0 ** np.ceil(np.log2(v))
+    base = 2.0 ** np.maximum(bits - 3, 0)
+    return np.where(v <= 4, small, np.ceil(v / base) * base)

@@ -95,6 +95,50 @@ def test_round_pld_brackets_the_pairs_exact_composition(fields, n, T):
         assert r.upper_backward is not r.upper_forward
 
 
+@pytest.mark.parametrize("fields", [(0.75, 0.25, 0.0, 0.25, 0.25), (0.7, 0.3, 0.0, 0.2, 0.35)])
+def test_round_pld_on_the_size_ladder_brackets_the_pairs_exact_round(fields):
+    """The cells are planned on the programs' size ladder (others' counts and each row's window rounded up
+    to quarter octaves of their units): at n = 230 the ladder widens the rows' window from the 144 counts
+    they need to 160, past the row's last count for most rows, and the PLD still brackets the exact delta."""
+    from jaxshuffle._numerics import quarter_octave
+    from jaxshuffle.pld import two_count as tc
+
+    u, v, w, r0, r1 = fields
+    n = 230
+    need = tc._cell_windows(r0, r1, n, tc.CELL_TAIL)
+    window, _, row = tc._cell_windows(r0, r1, n, tc.CELL_TAIL, ladder=True)
+    assert (need[0], need[2]) == (512, 144) and (window, row) == (512, 16 * quarter_octave(144 // 16)) == (512, 160)
+    r = round_pld(js.two_count_pair(*fields), n, discretization=1e-3)
+    P, Q = pair_cells(u, v, w, r0, r1, n)
+    eps = np.linspace(0.0, 1.0, 21)
+    for up, lo, (A, B) in ((r.upper_forward, r.lower_forward, (P, Q)), (r.upper_backward, r.lower_backward, (Q, P))):
+        ref = composed_delta(A, B, 1, eps)
+        assert np.all(compose_discrete([(lo, 1)]).delta(eps) <= ref * (1 + 1e-9) + 1e-15)
+        assert np.all(ref <= compose_discrete([(up, 1)]).delta(eps) * (1 + 1e-9) + 1e-15)
+
+
+def test_nearby_rounds_share_one_histogram_program():
+    """Rounds at nearby eps0 (a tuning's probes) build their cells with one compiled program per laddered
+    shape: the histogram program compiles once per distinct (window, row, bins) of the ladder, fewer than
+    the shapes the rounds need unladdered. The shape counts come from the planner, not from a measurement."""
+    from jaxshuffle.pld import two_count as tc
+    from jaxshuffle.randomizers.clone import certified_worst_case_pair
+
+    n, disc = 10_000, 2e-3
+    eps0 = np.linspace(2.80, 2.95, 6)
+    laddered, needed = set(), set()
+    for e in eps0:
+        u, v, _, r0, r1 = (float(x) for x in certified_worst_case_pair(R.grr(float(e), 2))[0].arrays())
+        plan, _, cells, _ = tc._plan_cells(tc._Probabilities(u, v, r0, r1), n, disc, tc.CELL_TAIL)
+        laddered.add((plan, cells))
+        needed.add(tc._cell_windows(r0, r1, n, tc.CELL_TAIL)[::2])
+    assert len(laddered) < len(needed)
+    before = tc._histograms._cache_size()
+    for e in eps0:
+        shuffled_round(R.grr(float(e), 2), n, discretization=disc)
+    assert tc._histograms._cache_size() - before == len(laddered)
+
+
 @pytest.mark.slow
 def test_single_round_reproduces_the_engines_bracket():
     pair = js.stronger_clone_pair(1.0)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxshuffle._config import check
+from jaxshuffle._numerics import quarter_octave
 
 #: ``source`` values of :class:`DeltaCurve`.
 WORST_CASE, BLANKET = "worst-case pair", "blanket pair (k-ary RR)"
@@ -89,7 +90,6 @@ def amplify_delta(randomizer, n, eps) -> DeltaCurve:
 def _blanket_profile(eps0: float, k: float, n: float, eps: np.ndarray) -> np.ndarray:
     """The blanket pair's certified ``delta`` at each ``eps`` (its plan on the program ladder of its round PLD:
     :func:`~jaxshuffle.pld.blanket.profile_plan`)."""
-    from jaxshuffle.engine.blanket.plan import quarter_octave
     from jaxshuffle.pld.blanket import profile_plan, profile_upper
 
     plan = profile_plan(eps0, k, n, eps.size)

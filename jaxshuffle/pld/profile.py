@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshuffle._numerics import UNIT_ROUNDOFF as _U
-from jaxshuffle.engine.blanket.plan import quarter_octave
+from jaxshuffle._numerics import quarter_octave
 from jaxshuffle.engine.two_count.pair import TwoCountPair
 from jaxshuffle.pld.distribution import DiscretePLD, RoundPLD
 

@@ -47,6 +47,7 @@ import numpy as np
 from jaxshuffle import _binomial
 from jaxshuffle._config import check, concrete, f64, moved_names
 from jaxshuffle._numerics import ULP as _ULP
+from jaxshuffle._numerics import quarter_octave
 from jaxshuffle.engine.two_count.divergence import REL_ERR, chernoff_outside, window_weights
 from jaxshuffle.engine.two_count.pair import TwoCountPair, check_fields
 from jaxshuffle.engine.two_count.plan import MAX_WINDOW, Plan, needed_halfwidth, plan_windows, window_start
@@ -68,6 +69,8 @@ MAX_CELLS = 1 << 24
 CHUNK_CELLS = 1 << 21
 # A grid larger than this is refused (memory), with the smallest discretization that fits.
 MAX_BINS = 1 << 26
+# Least histogram length: rounds on shorter grids share one program (its extra zero bins are trimmed).
+MIN_BINS = 1 << 15
 
 
 class _Probabilities(NamedTuple):
@@ -94,15 +97,17 @@ def _loss(u, v, c, a, q):
     return jnp.logaddexp(jnp.log(u) + log_rho, jnp.log(v)) - jnp.logaddexp(jnp.log(v) + log_rho, jnp.log(u))
 
 
-def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int, int]:
+def _cell_windows(r0: float, r1: float, n: float, tail: float, *, ladder: bool = False) -> tuple[int, int, int]:
     """``(L, c_lo, A)``: the others' counts evaluated (``L`` from ``c_lo``) and each row's ``k`` window ``A``;
-    the round has ``L (A + 1)`` cells."""
+    the round has ``L (A + 1)`` cells. ``ladder``: ``L`` and ``A`` rounded up to the programs' sizes (a
+    quarter octave of their units, :func:`~jaxshuffle._numerics.quarter_octave`), else to their units alone."""
     s = r0 + r1
+    size = quarter_octave if ladder else (lambda units: max(int(units), 1))
     # Others' counts: a window of C ~ Bin(n-1, s) leaving out at most tail/2 (Chernoff), a multiple
     # of 512 long (window_weights' blocks), not a power of two: every row costs a full k window.
     half = float(needed_halfwidth(np.float64(n - 1), np.float64(min(s, 1 - 1e-16)), np.float64(tail / 4)))
     L = int(min(2 * half + 2, n))
-    L = max(512, -(-L // 512) * 512)
+    L = 512 * size(-(-L // 512))
     if L > MAX_WINDOW:
         plan_windows(np.asarray([n], np.float64), np.asarray([s]), tail / 2)  # raises the engine's n message
     c_lo = int(window_start(np.float64(n), np.float64(s), L))
@@ -110,14 +115,14 @@ def _cell_windows(r0: float, r1: float, n: float, tail: float) -> tuple[int, int
     c_hi = min(c_lo + L - 1, n - 1)
     h = float(needed_halfwidth(np.float64(max(c_hi, 1)), np.float64(min(max(q, 1e-300), 1 - 1e-16)),
                                 np.float64(tail / 2)))
-    A = int(max(16, -(-int(min(2 * h + 2, c_hi + 2)) // 16) * 16))
+    A = 16 * size(-(-int(min(2 * h + 2, c_hi + 2)) // 16))
     return L, c_lo, A
 
 
 def _plan_cells(pair_np: _Probabilities, n: float, discretization: float,
                 tail: float) -> tuple[Plan, int, _CellPlan, int]:
     u, v, r0, r1 = pair_np
-    L, c_lo, A = _cell_windows(r0, r1, n, tail)
+    L, c_lo, A = _cell_windows(r0, r1, n, tail, ladder=True)
     q = r0 / (r0 + r1)
     # Loss range: L(c, a) is monotone in a, so its extremes over a row are at the row's ends.
     c = c_lo + np.arange(L, dtype=np.float64)
@@ -136,7 +141,7 @@ def _plan_cells(pair_np: _Probabilities, n: float, discretization: float,
     if bins > MAX_BINS:
         raise ValueError(f"discretization: {discretization:.3g} needs {bins} bins for this round, more than "
                          f"{MAX_BINS}; use at least {(loss.max() - loss.min()) / (MAX_BINS - 8):.3g}")
-    bins = int(2 ** math.ceil(math.log2(max(bins, 16))))
+    bins = int(2 ** math.ceil(math.log2(max(bins, MIN_BINS))))
     rows = 1 << int(math.floor(math.log2(max(1, min(512, CHUNK_CELLS // (A + 1))))))  # divides L
     plan = Plan(window=L, block=512, max_step=1, symmetric=bool(r0 == r1), linear=True)
     return plan, c_lo, _CellPlan(L, A, bins, rows), j_min

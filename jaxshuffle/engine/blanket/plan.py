@@ -16,6 +16,7 @@ from jax.typing import ArrayLike
 
 from jaxshuffle._bisect import bisect_fixed
 from jaxshuffle._config import array_digest, check, remember, require_x64
+from jaxshuffle._numerics import quarter_octave, quarter_octaves
 from jaxshuffle.engine.blanket.kernel import KINDS, BlanketPlan, SumForm, coefficients, gaussian_delta, krr_sum_form
 from jaxshuffle.engine.two_count.plan import memory_budget, plan_windows
 
@@ -58,12 +59,6 @@ def fit_memory(plan: BlanketPlan, n, memory: float | None = None) -> BlanketPlan
             f"({plan.lines} lines x {2 * plan.block} counts per block, window {plan.window}), over the memory "
             f"budget of {budget / 2**30:.1f} GiB; use a smaller n, or the worst-case pair's bound")
     return plan
-
-
-def quarter_octave(v: int) -> int:
-    """Smallest of 4, 5, 6, 7 times a power of two (or a power of two up to 4) that is ``>= v``: a
-    small ladder of sizes, at most 25 % above ``v``, so that nearby evaluations share programs."""
-    return int(_quarter_octaves(max(int(v), 1)))
 
 
 def shared_plan(plan: BlanketPlan, n, ladder: Callable[[int], int] = quarter_octave) -> BlanketPlan:
@@ -192,18 +187,8 @@ def choose_walk(max_step: int, spread) -> int:
 
 def _walks(max_step, spread) -> np.ndarray:
     """:func:`choose_walk` per point (numpy arrays, 0 where the log-ratio walk is kept)."""
-    steps = _quarter_octaves(walk_steps(spread))
+    steps = quarter_octaves(walk_steps(spread))
     return np.where(steps < max_step, steps, 0.0)
-
-
-def _quarter_octaves(v) -> np.ndarray:
-    """:func:`quarter_octave` of each entry of ``v`` (numpy, exact for integers below 2^53): a power of two up
-    to 4, else ``v`` rounded up to a multiple of ``base``, where ``v`` lies in ``[4 base, 8 base)``."""
-    v = np.maximum(np.ceil(np.asarray(v, np.float64)), 1.0)
-    bits = np.frexp(v)[1]  # v < 2^bits: Python's int.bit_length
-    small = 2.0 ** np.ceil(np.log2(v))
-    base = 2.0 ** np.maximum(bits - 3, 0)
-    return np.where(v <= 4, small, np.ceil(v / base) * base)
 
 
 #: Largest evaluation cost (:func:`point_cells`) for which ``amplify``'s automatic blanket source
@@ -366,7 +351,7 @@ def window_ladder(width, block: int) -> np.ndarray:
     coarser ladder (fewer programs)."""
     blocks = np.maximum(np.ceil(np.asarray(width, np.float64) / (2 * block)), 1.0)
     pow2 = 2.0 ** np.ceil(np.log2(blocks))
-    return 2.0 * block * np.where(blocks < FINE_WINDOW_BLOCKS, pow2, _quarter_octaves(blocks))
+    return 2.0 * block * np.where(blocks < FINE_WINDOW_BLOCKS, pow2, quarter_octaves(blocks))
 
 
 def power_of_two(x) -> int:
