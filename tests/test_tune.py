@@ -299,3 +299,32 @@ def test_tune_by_the_t_round_rule():
     again = release_epsilon(parts, DELTA, discretization=r2.discretization, blanket_points=list(r2.blanket_points))
     assert again.upper == r2.upper <= target and again.upper_source == r2.upper_source == "blanket PLD"
     assert again.pld == r2.worst_case_upper > target  # the worst-case pairs alone would not certify this eps0
+
+
+@pytest.mark.slow
+def test_release_epsilon_runs_the_stackable_queries_one_round_bounds_in_one_call(monkeypatch):
+    """The rule's basic composition needs each query's one-round bound: the k-RR queries (any k, eps0, n) go
+    through one batched amplify call, the randomizer of another pytree through its own, and each value is
+    the query's own amplify call's (the same certified bracket, within two brackets' rtol)."""
+    import importlib
+
+    from jaxshuffle.accountant import rounds
+
+    amplify_module = importlib.import_module("jaxshuffle.accountant.amplify")  # the package's name is the function
+
+    queries = [(R.grr(1.0, 3), 200.0, 20, 1.0), (R.general(1.5), 300.0, 2, 1.0),
+               (R.grr(1.2, 10), 500.0, 10, 1.0), (R.grr(2.0, 100), 1000.0, 1, 1.0)]
+    delta = DELTA / 33
+    own = [float(np.asarray(amplify_module.amplify(r, n, delta, with_paper=False, with_lower=False).upper))
+           for r, n, _, _ in queries]
+    calls = []
+    real = amplify_module.amplify
+
+    def recorded(r, n, *args, **kwargs):
+        calls.append(np.shape(n))
+        return real(r, n, *args, **kwargs)
+
+    monkeypatch.setattr(amplify_module, "amplify", recorded)
+    got = rounds._one_round_uppers(queries, delta)
+    assert sorted(calls) == [(), (3,)]
+    np.testing.assert_allclose(got, own, rtol=2e-6)

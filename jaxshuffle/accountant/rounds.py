@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import jax
 import numpy as np
 
 from jaxshuffle._config import check
@@ -32,6 +33,7 @@ from jaxshuffle.pld.blanket import (  # noqa: F401  (BLANKET_PLD_MAX_N: re-expor
 )
 from jaxshuffle.pld.composition import MAX_COUNT, CompositionSizeError, compose, epsilon_over_rounds
 from jaxshuffle.randomizers.clone import CloneProof, certified_worst_case_pair
+from jaxshuffle.randomizers.params import MatrixMechanism, RowMatrix
 
 #: ``upper_source`` values, in order of preference on ties.
 SOURCES = ("basic", "advanced", "PLD", "blanket PLD")
@@ -401,6 +403,41 @@ def _smallest(parts: _TwoCountBounds, blanket: np.ndarray, rounds: np.ndarray, d
                            parts.basic, parts.advanced, parts.discretization, parts.clone_proof)
 
 
+def _one_round_uppers(queries, delta: float) -> list[float]:
+    """Each query's certified one-round upper bound at ``delta`` (errs high): the sampled round's
+    (:func:`~jaxshuffle.accountant.subsampling.subsampled_epsilon`) where ``sample_rate < 1``, else
+    :func:`~jaxshuffle.accountant.amplify.amplify`'s upper.
+
+    The full-participation queries whose randomizers stack (the same pytree of same-shaped leaves, no
+    matrix: k-ary RR's at any ``k``, eps0 and ``n``) go through one batched ``amplify`` call, so that
+    their blanket searches plan together and share compiled programs (one per cost group instead of one
+    per query: docs/math.md section 10, "Programs"). Each value is a certified upper bound either way;
+    its last digits may depend on which queries share the call, as for any batch.
+    """
+    from jaxshuffle.accountant.amplify import amplify
+    from jaxshuffle.accountant.subsampling import subsampled_epsilon
+
+    uppers = [math.nan] * len(queries)
+    batches: dict = {}
+    for i, (r, n, _, g) in enumerate(queries):
+        if g < 1.0:
+            uppers[i] = float(np.asarray(subsampled_epsilon(r, n, delta, sample_rate=g).upper))
+        else:
+            leaves, tree = jax.tree_util.tree_flatten(r)
+            matrix = isinstance(r.mechanism, MatrixMechanism | RowMatrix)  # one concrete matrix per call
+            batches.setdefault(i if matrix else (tree, tuple(np.shape(x) for x in leaves)), []).append(i)
+    for members in batches.values():
+        r, n = queries[members[0]][:2]
+        if len(members) > 1:
+            r = jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x, np.float64) for x in xs]),
+                                       *[queries[i][0] for i in members])
+            n = np.asarray([queries[i][1] for i in members], np.float64)
+        up = np.asarray(amplify(r, n, delta, with_paper=False, with_lower=False).upper).reshape(-1)
+        for i, e in zip(members, up):
+            uppers[i] = float(e)
+    return uppers
+
+
 class ReleaseEpsilon(NamedTuple):
     """Certified epsilon of one release of several shuffled queries (:func:`release_epsilon`).
 
@@ -446,8 +483,6 @@ def release_epsilon(queries, delta: float, *, discretization: float, blanket_poi
     ``worst_case``: the ``(lower, upper)`` of the ``pld`` candidate where the caller has just composed it
     on the same grid (it is not recomputed then). Upper side throughout.
     """
-    from jaxshuffle.accountant.amplify import amplify
-    from jaxshuffle.accountant.subsampling import subsampled_epsilon
     from jaxshuffle.pld.two_count import shuffled_round
 
     queries = [(r, float(n), int(c), float(g)) for r, n, c, g in queries]
@@ -477,11 +512,7 @@ def release_epsilon(queries, delta: float, *, discretization: float, blanket_poi
                      for (r, n, c, g), br in zip(queries, blanket_rounds)], delta)
         blanket = float(b.upper)
     total = sum(c for _, _, c, _ in queries)
-    basic = 0.0
-    for r, n, c, g in queries:
-        one = (subsampled_epsilon(r, n, delta / total, sample_rate=g) if g < 1.0
-               else amplify(r, n, delta / total, with_paper=False, with_lower=False))
-        basic += c * float(np.asarray(one.upper))
+    basic = sum(c * e for (_, _, c, _), e in zip(queries, _one_round_uppers(queries, delta / total)))
     candidates = {"basic": basic, "PLD": pld, "blanket PLD": blanket}
     source = min(candidates, key=lambda s: (candidates[s] if np.isfinite(candidates[s]) else np.inf,
                                             SOURCES.index(s)))
