@@ -416,6 +416,10 @@ def test_calibrate_n_smallest():
     assert np.all(n >= 2) and np.all(n == np.round(n))
     assert (np.asarray(cal.over) == n - 1).all()
     assert (np.asarray(cal.upper) <= target).all()  # certified at n
+    # the bound is exactly 0 from the limit (~5e8) down to n ~ 30 (delta = 0.2): no slope to predict from,
+    # so the search halves log n (at most log2(log2(5e8)) < 5 probes) instead of dividing n by 4 (13 probes);
+    # then at most 5 integer steps within [1, 32), the limit's probe and the answer's re-certification
+    assert cal.probes <= 1 + 5 + 5 + 1
     rep = amplify(R.grr(2.0, 3), n - 1, 0.2, upper_from="worst-case")  # n - 1 users do not reach the target
     assert (np.asarray(rep.upper) > target).all()
 

@@ -462,8 +462,10 @@ def _next_count(lo, hi, g_lo, g_hi, slope, stall) -> np.ndarray:
         up = np.ceil(np.exp(llo - g_lo / slope) * (1.0 + STEP_MARGIN))  # from lo alone: just above it
         guess = np.where(both, falsi, np.where(fin_hi & ~fin_lo, down, np.where(fin_lo & ~fin_hi, up, np.nan)))
         wide = (lo >= 1) & (hi > 2.0 * lo + 2.0)
-        split = np.where(lo < 1, np.floor(hi / 4.0), np.where(wide, np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)),
-                                                               np.floor(0.5 * (lo + hi))))
+        # geometric while wide, from 1 where nothing infeasible is known yet: a bound of exactly 0 at hi
+        # (delta past the pair's largest divergence) predicts nothing, and halving log n finds the
+        # crossing in about log2(log2(hi)) probes
+        split = np.where(wide | (lo < 1), np.floor(np.sqrt(np.maximum(lo, 1.0) * hi)), np.floor(0.5 * (lo + hi)))
         x = np.where(np.isfinite(guess) & (stall < 3), guess, split)
     return np.clip(x, lo + 1, np.maximum(hi - 1, lo + 1))
 
