@@ -104,7 +104,8 @@ def _cell_windows(r0: float, r1: float, n: float, tail: float, *, ladder: bool =
     s = r0 + r1
     size = quarter_octave if ladder else (lambda units: max(int(units), 1))
     # Others' counts: a window of C ~ Bin(n-1, s) leaving out at most tail/2 (Chernoff), a multiple
-    # of 512 long (window_weights' blocks), not a power of two: every row costs a full k window.
+    # of 512 long (window_weights' blocks); on the ladder a quarter octave of them, not a power of two
+    # (every row costs a full k window, so up to 25 % more cells, not up to twice).
     half = float(needed_halfwidth(np.float64(n - 1), np.float64(min(s, 1 - 1e-16)), np.float64(tail / 4)))
     L = int(min(2 * half + 2, n))
     L = 512 * size(-(-L // 512))
